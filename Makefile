@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
+
+.PHONY: install serve test test-unit test-integration bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
+	# torch first and pinned: a free resolution would pull a multi-GB CUDA build.
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[convert,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/embedgate serve
+
+test: $(STAMP)
+	$(BIN)/pytest -q -ra
+
+test-unit: $(STAMP)
+	$(BIN)/pytest -q -m "not integration"
+
+test-integration: $(STAMP)
+	$(BIN)/pytest -q -m integration
+
+bench: $(STAMP)
+	$(BIN)/python benchmark.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

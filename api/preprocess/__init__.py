@@ -1,0 +1,1 @@
+"""Turning request inputs into tensors, off the event loop."""

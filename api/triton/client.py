@@ -1,0 +1,134 @@
+"""The gateway's only way to talk to Triton: ``tritonclient.http.aio`` with binary tensors.
+
+Two pooled clients: one for inference (short deadlines) and one for model control
+(loads can take minutes). Triton and transport failures become :mod:`api.errors`
+exceptions here, so no route has to know what Triton's messages look like.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+import numpy as np
+import tritonclient.http.aio as triton_http
+from tritonclient.utils import InferenceServerException
+
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
+
+from ..errors import ApiError, DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
+
+log = logging.getLogger("embedgate.triton")
+
+_CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError, OSError)
+
+
+def map_triton_error(exc: BaseException, model: str | None = None) -> ApiError:
+    """Turn a Triton or transport failure into the error a client should see."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, asyncio.TimeoutError):
+        return DeadlineExceeded("the request did not finish before its deadline")
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return TritonUnavailable("the inference server is unavailable; retry shortly")
+    if isinstance(exc, InferenceServerException):
+        text = str(exc.message() or "")
+        lowered = text.lower()
+        if "exceeds maximum queue size" in lowered:
+            return Overloaded(f"model '{model}' queue is full; retry shortly")
+        if "timeout" in lowered and "request" in lowered:
+            return DeadlineExceeded(f"model '{model}' did not answer before the deadline")
+        if "unknown model" in lowered or "is not ready" in lowered or "unavailable" in lowered:
+            return TritonUnavailable(f"model '{model}' is not available in the inference server right now")
+        log.warning("triton error for %s: %s (status %s)", model, text, exc.status())
+        return TritonError(f"the inference server failed the request for model '{model}'")
+    log.error("unexpected error talking to triton: %r", exc)
+    return TritonError("the inference server failed the request")
+
+
+class TritonClient:
+    def __init__(self, url: str, *, infer_timeout_s: float, control_timeout_s: float, conn_limit: int = 256):
+        self.url = url
+        self._infer = triton_http.InferenceServerClient(url, conn_limit=conn_limit, conn_timeout=infer_timeout_s)
+        self._control = triton_http.InferenceServerClient(url, conn_limit=8, conn_timeout=control_timeout_s)
+
+    async def close(self) -> None:
+        await asyncio.gather(self._infer.close(), self._control.close(), return_exceptions=True)
+
+    async def embed(
+        self,
+        triton_name: str,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        *,
+        timeout_s: float,
+    ) -> np.ndarray:
+        """Run one text batch; returns the ``embedding`` output as float32 [n, dim]."""
+        inputs = []
+        for name, array in ((INPUT_IDS, input_ids), (ATTENTION_MASK, attention_mask)):
+            tensor = triton_http.InferInput(name, list(array.shape), "INT64")
+            tensor.set_data_from_numpy(array, binary_data=True)
+            inputs.append(tensor)
+        outputs = [triton_http.InferRequestedOutput(EMBEDDING, binary_data=True)]
+        # One retry on a dropped connection: after a Triton restart the first use of a
+        # pooled keep-alive connection fails although the server is back.
+        for attempt in (0, 1):
+            try:
+                result = await asyncio.wait_for(
+                    self._infer.infer(
+                        triton_name,
+                        inputs,
+                        outputs=outputs,
+                        timeout=int(timeout_s * 1_000_000),
+                    ),
+                    timeout_s,
+                )
+                return result.as_numpy(EMBEDDING)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if attempt:
+                    raise map_triton_error(exc, triton_name) from None
+            except Exception as exc:  # noqa: BLE001 - mapped to the client-facing error
+                raise map_triton_error(exc, triton_name) from None
+        raise AssertionError("unreachable")
+
+    async def load(self, triton_name: str) -> None:
+        try:
+            await self._control.load_model(triton_name)
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc, triton_name) from None
+
+    async def unload(self, triton_name: str, *, wait_s: float = 30.0) -> None:
+        """Unload and wait until Triton has really let go (its unload returns early)."""
+        try:
+            await self._control.unload_model(triton_name)
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc, triton_name) from None
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while asyncio.get_running_loop().time() < deadline:
+            states = await self.repository_states()
+            if states.get(triton_name) not in ("READY", "UNLOADING", "LOADING"):
+                return
+            await asyncio.sleep(0.05)
+        log.warning("model %s still unloading after %.0fs", triton_name, wait_s)
+
+    async def repository_states(self) -> dict[str, str]:
+        try:
+            index = await self._control.get_model_repository_index()
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc) from None
+        return {entry["name"]: entry.get("state", "") for entry in index}
+
+    async def statistics(self) -> list[dict[str, Any]]:
+        try:
+            stats = await self._control.get_inference_statistics()
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc) from None
+        return stats.get("model_stats", [])
+
+    async def is_ready(self) -> bool:
+        try:
+            return bool(await self._control.is_server_ready())
+        except Exception:  # noqa: BLE001 - any failure means "not ready"
+            return False

@@ -1,0 +1,278 @@
+"""Runs tritonserver: starts it, watches it, restarts it, and stops it without leftovers.
+
+Embedded mode starts the bundled binary bound to 127.0.0.1 in its own process group,
+with ``PR_SET_PDEATHSIG`` so it dies with the gateway. External mode starts nothing and
+only reports the configured URL.
+
+Shutdown traps handled here (measured): with keep-alive connections open, SIGTERM waits
+the exit timeout and then segfaults, leaving Python stub processes and ``/dev/shm``
+segments behind. So callers close their clients first, and ``stop`` kills the whole
+process group and removes this run's shared-memory segments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import glob
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ..settings import Settings
+from . import bundle
+
+log = logging.getLogger("embedgate.triton")
+triton_log = logging.getLogger("embedgate.tritonserver")
+
+_PR_SET_PDEATHSIG = 1
+RestartListener = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int
+    grpc: int
+    metrics: int
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def choose_ports(settings: Settings) -> Ports:
+    return Ports(
+        http=settings.triton_http_port or _free_port(),
+        grpc=settings.triton_grpc_port or _free_port(),
+        metrics=settings.triton_metrics_port or _free_port(),
+    )
+
+
+def build_command(
+    prepared: bundle.PreparedTriton,
+    repository: Path,
+    ports: Ports,
+    shm_prefix: str,
+    settings: Settings,
+) -> list[str]:
+    """The tritonserver command line. Every address is loopback: Triton's control API
+    accepts model files and must never be reachable from outside."""
+    return [
+        str(prepared.binary),
+        f"--model-repository={repository}",
+        "--model-control-mode=explicit",
+        f"--backend-directory={prepared.backend_dir}",
+        f"--cache-directory={prepared.cache_dir}",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+        "--http-address=127.0.0.1",
+        f"--http-port={ports.http}",
+        "--grpc-address=127.0.0.1",
+        f"--grpc-port={ports.grpc}",
+        "--metrics-address=127.0.0.1",
+        f"--metrics-port={ports.metrics}",
+        "--allow-gpu-metrics=false",
+        "--strict-readiness=true",
+        f"--exit-timeout-secs={settings.triton_exit_timeout_s}",
+        f"--log-verbose={settings.triton_log_verbose}",
+    ]
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class TritonSupervisor:
+    """An embedded tritonserver process and its watchdog."""
+
+    def __init__(self, settings: Settings, repository: Path):
+        self.settings = settings
+        self.repository = repository
+        self.ports: Ports | None = None
+        self.restarts = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._shm_prefix = ""
+        self._stopping = False
+        self._ready = False
+        self._watch_task: asyncio.Task | None = None
+        self._log_task: asyncio.Task | None = None
+        self._listeners: list[RestartListener] = []
+        self._prepared: bundle.PreparedTriton | None = None
+
+    # --- what the rest of the gateway sees
+    embedded = True
+
+    @property
+    def url(self) -> str:
+        assert self.ports is not None, "supervisor not started"
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def metrics_url(self) -> str:
+        assert self.ports is not None, "supervisor not started"
+        return f"http://127.0.0.1:{self.ports.metrics}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc and self._proc.returncode is None else None
+
+    def is_ready(self) -> bool:
+        return self._ready
+
+    def on_restart(self, listener: RestartListener) -> None:
+        self._listeners.append(listener)
+
+    # --- lifecycle
+    async def start(self) -> None:
+        self._prepared = await asyncio.to_thread(bundle.prepare, self.settings.triton_work_dir)
+        self.repository.mkdir(parents=True, exist_ok=True)
+        self.ports = choose_ports(self.settings)
+        await self._spawn()
+        self._watch_task = asyncio.create_task(self._watch(), name="triton-watchdog")
+
+    async def stop(self) -> None:
+        """Stop Triton. Close every client of it before calling this."""
+        self._stopping = True
+        self._ready = False
+        if self._watch_task:
+            self._watch_task.cancel()
+            await asyncio.gather(self._watch_task, return_exceptions=True)
+        await self._terminate(graceful=True)
+
+    # --- internals
+    async def _spawn(self) -> None:
+        assert self._prepared is not None and self.ports is not None
+        self._shm_prefix = f"embedgate_{os.getpid()}_{uuid.uuid4().hex[:6]}_"
+        command = build_command(
+            self._prepared, self.repository.resolve(), self.ports, self._shm_prefix, self.settings
+        )
+        log.info("starting tritonserver %s on %s", self._prepared.version, self.url)
+        self._proc = await asyncio.create_subprocess_exec(
+            *command,
+            env=self._prepared.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        self._log_task = asyncio.create_task(self._forward_log(self._proc))
+        await self._wait_ready(self._proc)
+        self._ready = True
+        log.info("tritonserver ready (pid %d)", self._proc.pid)
+
+    async def _wait_ready(self, proc: asyncio.subprocess.Process) -> None:
+        deadline = time.monotonic() + self.settings.triton_startup_timeout_s
+        ready_url = f"http://{self.url}/v2/health/ready"
+        async with httpx.AsyncClient(timeout=1.0) as client:
+            while time.monotonic() < deadline:
+                if proc.returncode is not None:
+                    raise RuntimeError(f"tritonserver exited during startup (code {proc.returncode})")
+                try:
+                    if (await client.get(ready_url)).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.05)
+        await self._terminate(graceful=False)
+        raise RuntimeError("tritonserver did not become ready in time")
+
+    async def _forward_log(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if not line:
+                continue
+            # Triton prefixes lines with I/W/E and a date; errors and warnings matter.
+            level = {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
+            if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
+                level = logging.DEBUG
+            triton_log.log(level, "%s", line)
+
+    async def _watch(self) -> None:
+        backoff = self.settings.triton_restart_backoff_s
+        while not self._stopping:
+            proc = self._proc
+            assert proc is not None
+            code = await proc.wait()
+            if self._stopping:
+                return
+            self._ready = False
+            started = time.monotonic()
+            log.error("tritonserver exited unexpectedly (code %s); restarting", code)
+            await self._terminate(graceful=False)
+            await asyncio.sleep(backoff)
+            try:
+                await self._spawn()
+            except Exception:
+                log.exception("tritonserver restart failed")
+                backoff = min(max(backoff * 2, 0.5), 30.0)
+                continue
+            self.restarts += 1
+            backoff = self.settings.triton_restart_backoff_s
+            for listener in self._listeners:
+                try:
+                    await listener()
+                except Exception:
+                    log.exception("restart listener failed")
+            log.info("tritonserver restarted in %.1fs", time.monotonic() - started)
+
+    async def _terminate(self, graceful: bool) -> None:
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            try:
+                proc.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
+                await asyncio.wait_for(proc.wait(), self.settings.triton_exit_timeout_s + 2)
+            except (ProcessLookupError, asyncio.TimeoutError):
+                pass
+        if proc is not None:
+            # Python backend stubs share Triton's process group: take them all.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if proc.returncode is None:
+                await proc.wait()
+        if self._log_task:
+            await asyncio.gather(self._log_task, return_exceptions=True)
+            self._log_task = None
+        for segment in glob.glob(f"/dev/shm/{glob.escape(self._shm_prefix)}*") if self._shm_prefix else []:
+            try:
+                os.unlink(segment)
+            except OSError:
+                pass
+
+
+class ExternalTriton:
+    """A Triton someone else runs: nothing to start or stop."""
+
+    embedded = False
+    restarts = 0
+    pid = None
+
+    def __init__(self, url: str, metrics_url: str | None = None):
+        self.url = url
+        host = url.rsplit(":", 1)[0]
+        self.metrics_url = metrics_url or f"http://{host}:8002/metrics"
+
+    def is_ready(self) -> bool:
+        return True
+
+    def on_restart(self, listener: RestartListener) -> None:
+        pass
+
+    async def start(self) -> None:
+        log.info("using external Triton at %s", self.url)
+
+    async def stop(self) -> None:
+        pass

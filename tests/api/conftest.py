@@ -1,0 +1,97 @@
+"""A gateway with fake parts, so the HTTP layer is tested without Triton."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.embedding import Embeddings
+from api.errors import ModelNotFound, ModelNotLoaded
+from api.settings import Settings
+
+
+@dataclass
+class FakeModel:
+    name: str
+    triton_name: str = "fake"
+    inflight: int = 0
+
+
+@dataclass
+class FakeRegistry:
+    loaded_names: set = field(default_factory=lambda: {"org/loaded"})
+    on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
+
+    def served(self, name):
+        from api.names import to_triton_name
+
+        to_triton_name(name)
+        if name in self.loaded_names:
+            return FakeModel(name)
+        if name in self.on_disk_names:
+            raise ModelNotLoaded(f"model '{name}' is in the repository but not loaded")
+        raise ModelNotFound(f"model '{name}' is not in the repository; load it first")
+
+    def loaded(self):
+        return [FakeModel(n) for n in self.loaded_names]
+
+
+class FakeEmbeddings:
+    def __init__(self):
+        self.calls = []
+
+    async def embed_texts(self, model, texts, *, normalize, timeout_s):
+        self.calls.append((model.name, list(texts), normalize))
+        vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
+        return Embeddings(vectors, [len(t) for t in texts], 0, 0.1, 0.2)
+
+
+class FakeClient:
+    async def statistics(self):
+        return [
+            {
+                "name": "org--loaded",
+                "version": "1",
+                "inference_count": 12,
+                "execution_count": 3,
+                "inference_stats": {"success": {"count": 3, "ns": 100}},
+            }
+        ]
+
+
+class FakeGateway:
+    def __init__(self, settings):
+        self.settings = settings
+        self.registry = FakeRegistry()
+        self.embeddings = FakeEmbeddings()
+        self.client = FakeClient()
+        self.restoring = False
+        self.ready = True
+        self.busy = False
+
+    async def triton_ready(self):
+        return self.ready
+
+    def saturated(self):
+        return self.busy
+
+
+@pytest.fixture
+def settings():
+    return Settings(max_texts_per_request=4)
+
+
+@pytest.fixture
+def gateway(settings):
+    return FakeGateway(settings)
+
+
+@pytest.fixture
+def client(settings, gateway):
+    app = create_app(settings)
+    app.state.gateway = gateway  # no lifespan: nothing real is started
+    return TestClient(app, raise_server_exceptions=False)

@@ -1,0 +1,94 @@
+import pytest
+
+
+def assert_error(response, status, code):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["status"] == status
+    assert body["error"]["code"] == code
+    assert body["error"]["message"]
+    return body["error"]["message"]
+
+
+def test_infer_returns_seed_shape_and_timing_headers(client, gateway):
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a", "b"]})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["text_embeddings"] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert body["processingTimeMs"] >= 0
+    for header in ("x-tokenize-time-ms", "x-inference-time-ms", "x-total-time-ms", "x-truncated-inputs"):
+        assert header in response.headers
+    assert gateway.embeddings.calls == [("org/loaded", ["a", "b"], True)]
+
+
+def test_a_single_string_is_accepted(client, gateway):
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": "one", "normalize": False})
+    assert response.status_code == 200
+    assert len(response.json()["text_embeddings"]) == 1
+    assert gateway.embeddings.calls == [("org/loaded", ["one"], False)]
+
+
+def test_unknown_model_is_404(client):
+    assert "load it first" in assert_error(
+        client.post("/infer", json={"model_name": "org/nothing", "text": ["a"]}), 404, "model_not_found"
+    )
+
+
+def test_model_on_disk_but_not_loaded_is_409(client):
+    assert_error(client.post("/infer", json={"model_name": "org/on-disk", "text": ["a"]}), 409, "model_not_loaded")
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "a b", "x--y"])
+def test_hostile_model_names_are_422(client, name):
+    assert_error(client.post("/infer", json={"model_name": name, "text": ["a"]}), 422, "invalid_model_name")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model_name": "org/loaded", "text": [1, 2]},
+        {"model_name": "org/loaded", "text": {"a": 1}},
+        {"model_name": "org/loaded", "text": ["a"], "unexpected": 1},
+        {"text": ["a"]},
+        {"model_name": "org/loaded", "text": ["a"], "normalize": "maybe"},
+    ],
+)
+def test_invalid_bodies_are_422(client, body):
+    message = assert_error(client.post("/infer", json=body), 422, "invalid_request")
+    assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("text", [[], None])
+def test_empty_text_is_a_clear_400_not_a_crash(client, text):
+    body = {"model_name": "org/loaded"}
+    if text is not None:
+        body["text"] = text
+    assert "non-empty" in assert_error(client.post("/infer", json=body), 400, "bad_request")
+
+
+def test_too_many_texts_is_413_and_names_the_limit(client):
+    message = assert_error(
+        client.post("/infer", json={"model_name": "org/loaded", "text": ["a"] * 5}), 413, "too_many_inputs"
+    )
+    assert "limit is 4" in message
+
+
+def test_malformed_json_is_400(client):
+    response = client.post("/infer", content=b'{"model_name": ', headers={"content-type": "application/json"})
+    assert_error(response, 400, "malformed_json")
+
+
+def test_unknown_route_uses_the_error_shape(client):
+    assert_error(client.get("/nope"), 404, "not_found")
+    assert_error(client.get("/infer"), 405, "method_not_allowed")
+
+
+def test_internal_errors_do_not_leak_tracebacks(client, gateway):
+    async def boom(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    gateway.embeddings.embed_texts = boom
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]})
+    message = assert_error(response, 500, "internal_error")
+    assert "secret" not in response.text and "request id" in message

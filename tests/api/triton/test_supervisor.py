@@ -1,0 +1,44 @@
+from pathlib import Path
+
+from api.settings import Settings
+from api.triton.bundle import PreparedTriton
+from api.triton.supervisor import Ports, build_command
+
+
+def command(**overrides):
+    prepared = PreparedTriton(
+        binary=Path("/w/bin/tritonserver"),
+        backend_dir=Path("/w/backends"),
+        cache_dir=Path("/w/caches"),
+        env={},
+        version="0.7.0",
+    )
+    return build_command(
+        prepared, Path("/repo"), Ports(8000, 8001, 8002), "embedgate_1_x_", Settings(**overrides)
+    )
+
+
+def flags(cmd):
+    return dict(arg[2:].split("=", 1) for arg in cmd[1:])
+
+
+def test_every_triton_endpoint_is_bound_to_loopback():
+    f = flags(command())
+    assert f["http-address"] == f["grpc-address"] == f["metrics-address"] == "127.0.0.1"
+    assert (f["http-port"], f["grpc-port"], f["metrics-port"]) == ("8000", "8001", "8002")
+
+
+def test_models_are_loaded_only_on_request():
+    f = flags(command())
+    assert f["model-control-mode"] == "explicit"
+    assert f["model-repository"] == "/repo"
+
+
+def test_python_backend_uses_this_runs_shared_memory_prefix():
+    f = flags(command())
+    assert f["backend-config"] == "python,shm-region-prefix-name=embedgate_1_x_"
+    assert f["backend-directory"] == "/w/backends"
+
+
+def test_exit_timeout_follows_settings():
+    assert flags(command(triton_exit_timeout_s=3))["exit-timeout-secs"] == "3"

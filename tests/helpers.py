@@ -1,0 +1,12 @@
+"""Helpers shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def cosine_rows(a, b) -> np.ndarray:
+    """Cosine similarity of each row of ``a`` with the same row of ``b``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))

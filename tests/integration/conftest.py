@@ -1,0 +1,156 @@
+"""Start the real gateway (``embedgate serve``), which starts the real tritonserver.
+
+Everything goes through HTTP on 127.0.0.1. One gateway and one model repository serve
+the whole session; tests that need their own gateway start one with :func:`start_gateway`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Gateway:
+    url: str
+    process: subprocess.Popen
+    repository: Path
+    log_path: Path
+
+    def client(self, timeout: float = 120.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def children(self, name: str) -> list[int]:
+        """PIDs of this gateway's child processes called ``name``."""
+        return [pid for pid, comm, ppid in processes() if ppid == self.process.pid and comm == name]
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise
+        return self.process.returncode
+
+
+def processes() -> list[tuple[int, str, int]]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        found.append((int(entry), comm, ppid))
+    return found
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for pid, _, _ in processes():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            pids.append(pid)
+    return pids
+
+
+def start_gateway(repository: Path, log_path: Path, **settings: str) -> Gateway:
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        {
+            "EMBEDGATE_PORT": str(port),
+            "EMBEDGATE_MODEL_REPOSITORY": str(repository),
+            "EMBEDGATE_LOG_LEVEL": "info",
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
+    env.update({f"EMBEDGATE_{k.upper()}": v for k, v in settings.items()})
+    log = open(log_path, "wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "api", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    gateway = Gateway(f"http://127.0.0.1:{port}", process, repository, log_path)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"gateway exited during startup:\n{gateway.log()[-4000:]}")
+        try:
+            if httpx.get(f"{gateway.url}/health", timeout=1).status_code == 200:
+                return gateway
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    gateway.stop()
+    raise RuntimeError(f"gateway did not start:\n{gateway.log()[-4000:]}")
+
+
+def wait_ready(gateway: Gateway, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{gateway.url}/health/ready", timeout=2).status_code == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"gateway not ready in {timeout}s:\n{gateway.log()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("model_repository")
+
+
+@pytest.fixture(scope="session")
+def gateway(repository, tmp_path_factory):
+    gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "gateway.log")
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def http(gateway):
+    with gateway.client() as client:
+        yield client
+
+
+@pytest.fixture
+def minilm_loaded(http):
+    """MiniLM converted (first time only) and loaded."""
+    response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+    assert response.status_code == 200, response.text
+    return response.json()

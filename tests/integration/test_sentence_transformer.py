@@ -1,0 +1,143 @@
+"""Sentence-transformer embeddings end to end: HTTP -> gateway -> real tritonserver."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.helpers import cosine_rows
+
+from .conftest import MINILM
+
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "Triton batches requests dynamically.",
+    "  padded with spaces  ",
+    "Ünïcödé text, emoji 🚀, and 中文.",
+    "short",
+    "A much longer sentence " * 100,  # truncated to the model's max length
+]
+
+
+def test_load_converts_once_then_is_a_cheap_no_op(http, minilm_loaded):
+    assert minilm_loaded["model_name"] == MINILM
+    assert minilm_loaded["embedding_dim"] == 384
+    again = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+    assert again.status_code == 200
+    assert again.json()["status"] == "already_loaded" and again.json()["converted"] is False
+    assert again.elapsed.total_seconds() < 1.0
+
+
+def test_batched_embeddings_match_pytorch(http, minilm_loaded, minilm):
+    response = http.post("/infer", json={"model_name": MINILM, "text": SENTENCES})
+    assert response.status_code == 200, response.text
+    served = np.asarray(response.json()["text_embeddings"], dtype=np.float32)
+    reference = minilm.encode(SENTENCES, convert_to_numpy=True)
+    assert served.shape == reference.shape == (len(SENTENCES), 384)
+    assert cosine_rows(served, reference).min() >= 0.9999
+    assert response.headers["x-truncated-inputs"] == "1"
+    np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-4)
+
+
+def test_single_sentence_matches_pytorch(http, minilm_loaded, minilm):
+    for sentence in SENTENCES[:3]:
+        response = http.post("/infer", json={"model_name": MINILM, "text": sentence})
+        assert response.status_code == 200, response.text
+        served = np.asarray(response.json()["text_embeddings"])
+        assert cosine_rows(served, minilm.encode([sentence]))[0] >= 0.9999
+
+
+def test_requests_larger_than_the_triton_batch_are_split_and_kept_in_order(http, minilm_loaded, minilm):
+    texts = [f"sentence number {i} " + "word " * (i % 17) for i in range(150)]
+    response = http.post("/infer", json={"model_name": MINILM, "text": texts})
+    assert response.status_code == 200, response.text
+    served = np.asarray(response.json()["text_embeddings"])
+    assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+
+
+async def test_concurrent_requests_are_batched_by_triton(gateway, minilm_loaded, minilm):
+    def counts() -> tuple[int, int]:
+        stats = httpx.get(f"{gateway.url}/metrics", timeout=10).json()["model_stats"]
+        (entry,) = [s for s in stats if s["name"] == MINILM]
+        return entry["inference_count"], entry["execution_count"]
+
+    inferences_before, executions_before = counts()
+    texts = [f"concurrent request {i} about topic {i % 7}" for i in range(96)]
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as client:
+        responses = await asyncio.gather(
+            *(client.post("/infer", json={"model_name": MINILM, "text": [t]}) for t in texts)
+        )
+    assert all(r.status_code == 200 for r in responses)
+    served = np.asarray([r.json()["text_embeddings"][0] for r in responses])
+    # Each response carries its own input's embedding: no cross-talk within a batch.
+    assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+
+    inferences, executions = counts()
+    assert inferences - inferences_before == len(texts)
+    assert executions - executions_before < len(texts), "Triton did not batch any requests"
+
+
+def test_metrics_show_the_model_under_its_user_name(http, minilm_loaded):
+    stats = http.get("/metrics").json()["model_stats"]
+    (entry,) = [s for s in stats if s["name"] == MINILM]
+    assert entry["triton_name"] == "sentence-transformers--all-MiniLM-L6-v2"
+    for key in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"):
+        assert key in entry["inference_stats"]
+    assert entry["average_batch_size"] >= 1.0
+
+
+def test_listing_models(http, minilm_loaded):
+    loaded = http.get("/loaded_models").json()["models"]
+    assert [m["model_name"] for m in loaded] == [MINILM]
+    on_disk = {m["model_name"]: m for m in http.get("/repository_models").json()["models"]}
+    assert on_disk[MINILM]["loaded"] is True
+    assert on_disk[MINILM]["normalized"] is True and on_disk[MINILM]["form"] == "python"
+
+
+def test_errors_have_one_shape(http, minilm_loaded):
+    cases = [
+        (http.post("/infer", json={"model_name": "nobody/nothing", "text": ["a"]}), 404),
+        (http.post("/infer", json={"model_name": MINILM, "text": []}), 400),
+        (http.post("/infer", json={"model_name": "../../etc", "text": ["a"]}), 422),
+        (http.post("/load_sentence_transformer_model", json={"model_name": "nobody/not-offline"}), 404),
+        (http.post("/unload_model", json={"model_name": "nobody/nothing"}), 404),
+    ]
+    for response, status in cases:
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["status"] == status
+        assert "Traceback" not in response.text
+
+
+async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http, minilm_path, minilm):
+    name = "local/minilm-copy"
+    body = {"model_name": name, "model_path": minilm_path}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=300) as client:
+        responses = await asyncio.gather(
+            *(client.post("/load_sentence_transformer_model", json=body) for _ in range(3))
+        )
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    assert sorted(r.json()["converted"] for r in responses) == [False, False, True]
+    served = http.post("/infer", json={"model_name": name, "text": SENTENCES[:2]}).json()["text_embeddings"]
+    assert cosine_rows(served, minilm.encode(SENTENCES[:2])).min() >= 0.9999
+    assert http.post("/delete_model", json={"model_name": name}).status_code == 200
+
+
+def test_unload_delete_and_reload(http, minilm_loaded, minilm):
+    assert http.post("/unload_model", json={"model_name": MINILM}).status_code == 200
+    not_loaded = http.post("/infer", json={"model_name": MINILM, "text": ["a"]})
+    assert not_loaded.status_code == 409 and not_loaded.json()["error"]["code"] == "model_not_loaded"
+    assert http.get("/loaded_models").json()["models"] == []
+
+    assert http.post("/delete_model", json={"model_name": MINILM}).status_code == 200
+    assert http.post("/infer", json={"model_name": MINILM, "text": ["a"]}).status_code == 404
+    assert MINILM not in [m["model_name"] for m in http.get("/repository_models").json()["models"]]
+
+    reloaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+    assert reloaded.status_code == 200 and reloaded.json()["converted"] is True
+    served = http.post("/infer", json={"model_name": MINILM, "text": SENTENCES[:2]}).json()["text_embeddings"]
+    assert cosine_rows(served, minilm.encode(SENTENCES[:2])).min() >= 0.9999
