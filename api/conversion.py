@@ -17,10 +17,15 @@ log = logging.getLogger("embedgate.conversion")
 
 EXIT_NOT_FOUND = 2
 EXIT_PARITY = 3
+EXIT_EXISTS = 4
 
 
 class ConversionCrashed(ApiError):
     status, code = 500, "conversion_crashed"
+
+
+class ConversionTargetExists(ApiError):
+    status, code = 409, "model_conflict"
 
 
 async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMetadata:
@@ -81,6 +86,8 @@ async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMeta
     message = payload.get("error") if isinstance(payload, dict) else None
     if proc.returncode == EXIT_NOT_FOUND:
         raise ModelNotFound(message or f"model '{spec.model_name}' could not be found")
+    if proc.returncode == EXIT_EXISTS:
+        raise ConversionTargetExists(message or f"model '{spec.model_name}' is already in the repository")
     if proc.returncode == EXIT_PARITY or (message and proc.returncode and proc.returncode > 0):
         raise ConversionFailed(message or f"conversion of '{spec.model_name}' failed")
     # Killed by a signal (negative code: e.g. the kernel's OOM killer) or no message.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .preprocess.text import bucket_length
 from .registry import ModelRegistry, ServedModel
 from .settings import Settings
 from .triton.client import TritonClient
@@ -43,7 +44,9 @@ class EmbeddingService:
         with self.registry.admit(model):
             loop = asyncio.get_running_loop()
             started = time.perf_counter()
-            batch = await loop.run_in_executor(self._pool, model.tokenizer.encode, texts)
+            batch = await loop.run_in_executor(
+                self._pool, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
+            )
             tokenized = time.perf_counter()
             limit = model.metadata.max_batch_size
             if len(texts) <= limit:
@@ -73,6 +76,8 @@ class EmbeddingService:
         for start in range(0, len(order), limit):
             rows = order[start : start + limit]
             width = int(counts[rows].max())
+            if model.metadata.form == "onnxruntime":
+                width = bucket_length(width, model.tokenizer.max_length)
             calls.append(
                 self.client.embed(
                     model.triton_name,

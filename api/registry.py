@@ -119,7 +119,11 @@ class ModelRegistry:
             max_queue_delay_microseconds=s.max_queue_delay_us,
             max_queue_size=s.triton_max_queue_size,
             instance_count=s.instance_count,
-            instance_kind="gpu" if s.triton_form == "onnxruntime" else "cpu",
+            instance_kind=(
+                s.instance_kind
+                if s.instance_kind != "auto"
+                else ("gpu" if s.triton_form == "onnxruntime" else "cpu")
+            ),
             intra_op_threads=s.ort_intra_op_threads,
         )
 
@@ -155,7 +159,7 @@ class ModelRegistry:
             TextTokenizer,
             self.repository / triton_name / TOKENIZER_DIR / "tokenizer.json",
             metadata.max_seq_length,
-            metadata.do_lower_case,
+            metadata.strip_whitespace,
         )
         await self.client.load(triton_name)
         model = ServedModel(name, triton_name, metadata, tokenizer)

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api.preprocess.text import TextTokenizer
+from api.preprocess.text import TextTokenizer, bucket_length
 
 
 TEXTS = [
@@ -28,6 +28,35 @@ def test_ids_and_mask_match_sentence_transformers(minilm, minilm_path):
     assert ours.token_counts[-1] == minilm.max_seq_length
 
 
-def test_lower_casing_is_applied_when_the_model_asks(minilm_path):
-    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16, do_lower_case=True)
-    assert tokenizer.encode(["HELLO"]).input_ids.tolist() == tokenizer.encode(["hello"]).input_ids.tolist()
+@pytest.mark.parametrize("strip, expected", [(True, ["x"]), (False, [" x "])])
+def test_stripping_follows_the_models_metadata(minilm_path, strip, expected):
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16, strip_whitespace=strip)
+    real = tokenizer._tokenizer
+    seen = []
+
+    class Spy:
+        def encode_batch(self, texts):
+            seen.extend(texts)
+            return real.encode_batch(texts)
+
+    tokenizer._tokenizer = Spy()
+    tokenizer.encode([" x "])
+    assert seen == expected
+
+
+@pytest.mark.parametrize(
+    "length, max_length, bucket",
+    [(1, 256, 8), (8, 256, 8), (9, 256, 16), (100, 256, 128), (200, 256, 256), (256, 256, 256), (77, 77, 77)],
+)
+def test_bucket_lengths(length, max_length, bucket):
+    assert bucket_length(length, max_length) == bucket
+
+
+def test_bucketed_batches_pad_to_the_bucket_and_keep_the_mask(minilm_path):
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
+    plain = tokenizer.encode(["a short one", "one two three four five six seven eight nine"])
+    bucketed = tokenizer.encode(["a short one", "one two three four five six seven eight nine"], pad_to_bucket=True)
+    assert plain.input_ids.shape[1] == 11 and bucketed.input_ids.shape == (2, 16)
+    np.testing.assert_array_equal(bucketed.input_ids[:, :11], plain.input_ids)
+    assert bucketed.input_ids[:, 11:].sum() == 0 and bucketed.attention_mask[:, 11:].sum() == 0
+    np.testing.assert_array_equal(bucketed.attention_mask.sum(1), plain.attention_mask.sum(1))

@@ -1,0 +1,1 @@
+"""Turn PyTorch embedding models into Triton model directories (run as ``python -m converters``)."""

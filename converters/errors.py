@@ -1,0 +1,21 @@
+"""Failures a conversion reports to the gateway, each with its own exit code."""
+
+from __future__ import annotations
+
+
+class ConversionError(Exception):
+    """A failure with a message meant for the user (one line, no traceback)."""
+
+    exit_code = 1
+
+
+class ModelNotFoundError(ConversionError):
+    exit_code = 2
+
+
+class ParityError(ConversionError):
+    exit_code = 3
+
+
+class TargetExistsError(ConversionError):
+    exit_code = 4

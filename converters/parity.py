@@ -1,0 +1,126 @@
+"""Parity checks: the published files must reproduce the PyTorch model.
+
+The serving path is replayed as the gateway runs it: the published ``tokenizer.json``
+(through ``tokenizers``, not transformers), right padding with id 0 and mask 0, and the
+exported ONNX under onnxruntime. Its embeddings are compared with
+``SentenceTransformer.encode`` sentence by sentence, once as one padded batch and once
+per sentence alone (padding must not change an embedding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from converters.errors import ParityError
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ParityResult
+
+_FIXED_SENTENCES = (
+    "Hello world.",
+    "The quick brown fox jumps over the lazy dog.",
+    "a",
+    "   Leading and trailing whitespace, tabs and a newline.\t\n",
+    "Ünïcödé façade, naïve café: 日本語のテキスト, Привет мир, emoji 😀🚀",
+    "What?! No... (really) -- yes; 'single' \"double\" #hash @at $5.00 100% a/b\\c {x: [1, 2]}",
+    "MiXeD CaSe ShOuTiNg AND lower case",
+    "3.14159 2718 1e-10 0x1F 2024-01-31T12:00:00Z",
+    "def square(x):\n    return x ** 2  # code, indentation and a comment",
+    "First line.\nSecond line.\n\nThird line after a blank one.",
+    "How do I convert a PyTorch model to ONNX and serve it with Triton Inference Server?",
+)
+
+
+def parity_sentences(max_seq_length: int) -> list[str]:
+    """The fixed sentences plus one longer than ``max_seq_length`` tokens (exercises truncation)."""
+    # Every word is at least one token, so this is always past the limit.
+    words = "embedding servers batch requests of different lengths".split()
+    long_text = " ".join(words[i % len(words)] for i in range(max_seq_length + 16))
+    return [*_FIXED_SENTENCES, long_text]
+
+
+def reference_token_ids(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[list[int]]:
+    """Per-sentence ids from a padded batch (works for left or right padding)."""
+    return [row[mask.astype(bool)].tolist() for row, mask in zip(input_ids, attention_mask)]
+
+
+def gateway_token_ids(tokenizer_file: Path, sentences: Sequence[str], *, strip: bool) -> list[list[int]]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    texts = [sentence.strip() for sentence in sentences] if strip else list(sentences)
+    return [encoding.ids for encoding in tokenizer.encode_batch(texts, add_special_tokens=True)]
+
+
+def check_tokenization(
+    tokenizer_file: Path, sentences: Sequence[str], expected: list[list[int]]
+) -> tuple[bool, list[list[int]]]:
+    """Find whether the gateway must strip whitespace to match the model's own tokenization.
+
+    Returns ``(strip_whitespace, token ids)``. Plain tokenization is preferred; stripping is
+    only chosen when the model's preprocessing strips and the tokenizer is whitespace-sensitive.
+    """
+    first_mismatch: int | None = None
+    for strip in (False, True):
+        ids = gateway_token_ids(tokenizer_file, sentences, strip=strip)
+        mismatches = [i for i, (got, want) in enumerate(zip(ids, expected)) if got != want]
+        if not mismatches:
+            return strip, ids
+        if first_mismatch is None:
+            first_mismatch = mismatches[0]
+    assert first_mismatch is not None
+    raise ParityError(
+        f"the published tokenizer.json does not reproduce the model's tokenization "
+        f"(sentence {first_mismatch + 1} of {len(sentences)}: {sentences[first_mismatch][:40]!r})"
+    )
+
+
+def pad(token_ids: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+    """Right-pad with id 0 and mask 0, as the Python-backend model does."""
+    length = max(len(ids) for ids in token_ids)
+    input_ids = np.zeros((len(token_ids), length), dtype=np.int64)
+    attention_mask = np.zeros((len(token_ids), length), dtype=np.int64)
+    for row, ids in enumerate(token_ids):
+        input_ids[row, : len(ids)] = ids
+        attention_mask[row, : len(ids)] = 1
+    return {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask}
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return (a * b).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+def check_embeddings(
+    onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
+) -> ParityResult:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    (batched,) = session.run([EMBEDDING], pad(token_ids))
+    alone = np.concatenate([session.run([EMBEDDING], pad([ids]))[0] for ids in token_ids])
+    if batched.shape != reference.shape:
+        raise ParityError(
+            f"ONNX output shape {list(batched.shape)} differs from the model's {list(reference.shape)}"
+        )
+    checks = {
+        "as one padded batch": cosines(batched, reference),
+        "one sentence at a time": cosines(alone, reference),
+    }
+    min_cosine = float(min(values.min() for values in checks.values()))
+    result = ParityResult(
+        passed=min_cosine >= threshold,
+        threshold=threshold,
+        min_cosine=min_cosine,
+        sentences=len(token_ids),
+    )
+    if not result.passed:
+        worst_check, values = min(checks.items(), key=lambda item: item[1].min())
+        raise ParityError(
+            f"parity check failed: min cosine {min_cosine:.6f} < threshold {threshold} "
+            f"(sentence {int(values.argmin()) + 1} of {len(token_ids)}, {worst_check})"
+        )
+    return result

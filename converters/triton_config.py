@@ -1,0 +1,85 @@
+"""config.pbtxt for a published text model, built as a ``ModelConfig`` protobuf.
+
+Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.form``):
+
+- ``python``: Triton's Python backend runs ``templates/python_model.py``, which pads the
+  requests of a dynamic batch itself. Inputs are ragged so that Triton batches requests of
+  different sequence lengths together (without it, only equal lengths batch).
+- ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
+  gateway pads to sequence-length buckets and requests of one bucket batch together.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
+
+# Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
+INTRA_OP_PARAMETER = "intra_op_thread_count"
+INTER_OP_PARAMETER = "inter_op_thread_count"
+# Tells the Python-backend model.py which file in the version directory to open.
+ONNX_FILE_PARAMETER = "onnx_file"
+
+
+def validate_options(options: TritonConfigOptions) -> None:
+    """Refuse option combinations Triton would only reject at load time."""
+    if options.form == "python" and options.instance_kind == "gpu":
+        raise ValueError(
+            'the "python" form runs onnxruntime on CPU; use form "onnxruntime" for GPU instances'
+        )
+    too_large = [size for size in options.preferred_batch_sizes if size > options.max_batch_size]
+    if too_large:
+        raise ValueError(
+            f"preferred batch sizes {too_large} exceed max_batch_size {options.max_batch_size}"
+        )
+
+
+def build_text_model_config(
+    name: str, embedding_dim: int, options: TritonConfigOptions
+) -> pb.ModelConfig:
+    validate_options(options)
+    config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)
+    ragged = options.form == "python"
+    if ragged:
+        config.backend = "python"
+    else:
+        config.platform = "onnxruntime_onnx"
+        config.default_model_filename = ONNX_FILE
+
+    for input_name in (INPUT_IDS, ATTENTION_MASK):
+        config.input.add(
+            name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=ragged
+        )
+    config.output.add(name=EMBEDDING, data_type=pb.TYPE_FP32, dims=[embedding_dim])
+
+    batching = config.dynamic_batching
+    batching.max_queue_delay_microseconds = options.max_queue_delay_microseconds
+    batching.preferred_batch_size.extend(options.preferred_batch_sizes)
+    policy = batching.default_queue_policy
+    policy.timeout_action = pb.ModelQueuePolicy.REJECT
+    policy.default_timeout_microseconds = options.queue_timeout_microseconds
+    policy.allow_timeout_override = True
+    policy.max_queue_size = options.max_queue_size
+
+    kind = pb.ModelInstanceGroup.KIND_GPU if options.instance_kind == "gpu" else pb.ModelInstanceGroup.KIND_CPU
+    config.instance_group.add(count=options.instance_count, kind=kind)
+
+    parameters = {
+        INTRA_OP_PARAMETER: str(options.intra_op_threads),
+        INTER_OP_PARAMETER: str(options.inter_op_threads),
+    }
+    if ragged:
+        parameters[ONNX_FILE_PARAMETER] = ONNX_FILE
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
+    return config
+
+
+def render(config: pb.ModelConfig) -> str:
+    return text_format.MessageToString(config)
+
+
+def parse(text: str) -> pb.ModelConfig:
+    return text_format.Parse(text, pb.ModelConfig())

@@ -1,0 +1,81 @@
+"""EmbeddingService with a fake Triton client: chunking, order, normalization, admission."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from api.embedding import EmbeddingService
+from api.errors import Overloaded
+from api.preprocess.text import TextTokenizer
+from api.registry import ModelRegistry, ServedModel
+from api.settings import Settings
+
+
+class EchoClient:
+    """Returns, for each row, [number of real tokens, first token id after CLS]."""
+
+    def __init__(self):
+        self.shapes = []
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        self.shapes.append(input_ids.shape)
+        return np.stack([attention_mask.sum(1), input_ids[:, 1]], axis=1).astype(np.float32)
+
+
+@dataclass
+class Meta:
+    max_batch_size: int = 4
+    normalized: bool = False
+    form: str = "python"
+
+
+@pytest.fixture
+def service(minilm_path):
+    settings = Settings(max_inflight_requests=1)
+    client = EchoClient()
+    registry = ModelRegistry(settings, client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
+    model = ServedModel("m", "m", Meta(), tokenizer)
+    service = EmbeddingService(settings, registry, client)
+    yield service, model, client, tokenizer
+    service.close()
+
+
+async def test_large_requests_are_chunked_by_length_and_returned_in_order(service):
+    service, model, client, tokenizer = service
+    texts = ["word " * n + f"w{n}" for n in (9, 1, 7, 3, 0, 5, 2, 8, 4, 6)]
+    result = await service.embed_texts(model, texts, normalize=False, timeout_s=5)
+    expected = tokenizer.encode(texts)
+    np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
+    np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+    assert len(client.shapes) == 3 and all(rows <= 4 for rows, _ in client.shapes)
+    # Sorted by length, so the first chunk is narrower than the whole request.
+    assert client.shapes[0][1] < expected.input_ids.shape[1]
+
+
+async def test_native_backend_form_pads_to_buckets(service):
+    service, model, client, _ = service
+    model.metadata.form = "onnxruntime"
+    await service.embed_texts(model, ["a b c"], normalize=False, timeout_s=5)
+    assert client.shapes == [(1, 8)]
+
+
+async def test_normalize_gives_unit_vectors_unless_the_graph_already_did(service):
+    service, model, _, _ = service
+    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, rtol=1e-6)
+    model.metadata.normalized = True
+    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    assert np.linalg.norm(result.vectors, axis=1).max() > 1.0
+
+
+async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):
+    service, model, _, _ = service
+    model.inflight = 1
+    with pytest.raises(Overloaded):
+        await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+    model.inflight = 0
+    await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+    assert model.inflight == 0

