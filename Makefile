@@ -29,8 +29,9 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(BIN)/pytest -q -m integration
 
+# make bench BENCH_ARGS='--payload batch --inprocess'
 bench: $(STAMP)
-	$(BIN)/python benchmark.py
+	$(BIN)/python benchmark.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -6,14 +6,20 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from . import __version__
+from .auth import KeyRing, require_admin_key, require_api_key
 from .errors import install_error_handlers
 from .gateway import Gateway
+from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .routes import health, inference, metrics, models
+from .routes import health, inference, metrics, models, openai, prometheus
 from .settings import Settings
+from .telemetry import MetricsMiddleware
+
+# Requests on these paths are cancelled when their client disconnects.
+INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -38,7 +44,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    for router in (inference.router, models.router, metrics.router, health.router):
-        app.include_router(router)
+    app.state.keyring = KeyRing(settings.api_keys, settings.admin_keys)
+    app.state.gateway = None
+    # Health stays open (probes carry no keys); management needs an admin key when set.
+    app.include_router(health.router)
+    for router in (inference.router, openai.router, metrics.router, prometheus.router, models.listing):
+        app.include_router(router, dependencies=[Depends(require_api_key)])
+    app.include_router(models.router, dependencies=[Depends(require_admin_key)])
+    app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
+    # Outermost, so that it counts and times every answer, the middlewares' own included.
+    app.add_middleware(MetricsMiddleware)
     logging.getLogger("embedgate").setLevel(settings.log_level.upper())
     return app

@@ -4,20 +4,22 @@ gateway and a crash, a hang or an out-of-memory kill costs only that subprocess.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
+import resource
+import signal
 import sys
 import time
+from collections.abc import Callable
 
 from converters.spec import ConversionSpec, ModelMetadata
 
 from .errors import ApiError, ConversionFailed, DeadlineExceeded, ModelNotFound
+from .telemetry.metrics import observe_conversion
 
 log = logging.getLogger("embedgate.conversion")
 
-EXIT_NOT_FOUND = 2
-EXIT_PARITY = 3
-EXIT_EXISTS = 4
 
 
 class ConversionCrashed(ApiError):
@@ -28,7 +30,42 @@ class ConversionTargetExists(ApiError):
     status, code = 409, "model_conflict"
 
 
-async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMetadata:
+class ConversionOutOfMemory(ApiError):
+    status, code = 500, "conversion_out_of_memory"
+
+
+class InsufficientStorage(ApiError):
+    status, code = 507, "insufficient_storage"
+
+
+# The converter's exit codes (converters/__main__.py) and what a client sees for each.
+FAILURES: dict[int, type[ApiError]] = {
+    1: ConversionFailed,
+    2: ModelNotFound,
+    3: ConversionFailed,
+    4: ConversionTargetExists,
+    5: ConversionOutOfMemory,
+    6: InsufficientStorage,
+}
+
+
+def _limit_child(memory_limit_mb: int) -> None:
+    """Runs in the child before exec: die with the gateway, and cap its memory."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if memory_limit_mb:
+        limit = memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@observe_conversion
+async def run_conversion(
+    spec: ConversionSpec,
+    *,
+    timeout_s: float,
+    memory_limit_mb: int = 0,
+    on_line: Callable[[str], None] | None = None,
+) -> ModelMetadata:
     started = time.monotonic()
     log.info("converting %s -> %s", spec.model_name, spec.triton_name)
     proc = await asyncio.create_subprocess_exec(
@@ -38,6 +75,7 @@ async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMeta
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=lambda: _limit_child(memory_limit_mb),
     )
 
     async def progress() -> None:
@@ -46,6 +84,8 @@ async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMeta
             line = raw.decode(errors="replace").rstrip()
             if line:
                 log.info("[%s] %s", spec.model_name, line)
+                if on_line is not None:
+                    on_line(line)
 
     async def exchange() -> bytes:
         # Not communicate(): stderr is already being read by progress().
@@ -84,14 +124,12 @@ async def run_conversion(spec: ConversionSpec, *, timeout_s: float) -> ModelMeta
         return metadata
 
     message = payload.get("error") if isinstance(payload, dict) else None
-    if proc.returncode == EXIT_NOT_FOUND:
-        raise ModelNotFound(message or f"model '{spec.model_name}' could not be found")
-    if proc.returncode == EXIT_EXISTS:
-        raise ConversionTargetExists(message or f"model '{spec.model_name}' is already in the repository")
-    if proc.returncode == EXIT_PARITY or (message and proc.returncode and proc.returncode > 0):
-        raise ConversionFailed(message or f"conversion of '{spec.model_name}' failed")
-    # Killed by a signal (negative code: e.g. the kernel's OOM killer) or no message.
+    failure = FAILURES.get(proc.returncode or 0)
+    if failure is not None:
+        raise failure(message or f"conversion of '{spec.model_name}' failed")
+    # Killed by a signal (negative code; SIGKILL is what the kernel's OOM killer sends).
+    hint = " (killed: out of memory?)" if proc.returncode == -signal.SIGKILL else ""
     raise ConversionCrashed(
-        f"conversion of '{spec.model_name}' crashed (exit {proc.returncode}); "
+        f"conversion of '{spec.model_name}' crashed (exit {proc.returncode}){hint}; "
         "nothing was published"
     )

@@ -1,22 +1,32 @@
-"""Text in, embeddings out: tokenize off the loop, call Triton, normalize.
+"""Text or images in, embeddings out: tokenize or decode off the loop, call Triton, normalize.
 
 This is the narrow interface between the HTTP side and the compute side: routes call
-:meth:`EmbeddingService.embed_texts` and never see tensors or Triton.
+:meth:`EmbeddingService.embed_texts` (any model, a CLIP model's text tower included) and
+:meth:`EmbeddingService.embed_images` (CLIP models) and never see tensors or Triton.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
+from .concurrency import run_all
+from .errors import BadRequest, DeadlineExceeded
+from .image_loader import ImageLoader
 from .preprocess.text import bucket_length
 from .registry import ModelRegistry, ServedModel
 from .settings import Settings
 from .triton.client import TritonClient
+
+log = logging.getLogger("embedgate.embedding")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,20 @@ class Embeddings:
     truncated: int
     tokenize_ms: float
     inference_ms: float
+    # Waiting for a tokenizer thread: the request's queue time before any work on it.
+    queue_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ImageEmbeddings:
+    vectors: np.ndarray  # float32 [n, dim]
+    load_ms: float  # fetching, decoding and resizing
+    inference_ms: float
+
+
+def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
+    """Runs ``work`` and says when it began (in a pool: the wait before it is queue time)."""
+    return time.perf_counter(), work(*args)
 
 
 class EmbeddingService:
@@ -34,6 +58,9 @@ class EmbeddingService:
         self.registry = registry
         self.client = client
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
+        self.images = ImageLoader(settings)
+        if settings.noop_inference:
+            log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -41,29 +68,41 @@ class EmbeddingService:
     async def embed_texts(
         self, model: ServedModel, texts: list[str], *, normalize: bool, timeout_s: float
     ) -> Embeddings:
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._embed(model, texts, normalize, timeout_s)
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"the request did not finish within its {timeout_s:g}s deadline"
+            ) from None
+
+    async def _embed(
+        self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
+    ) -> Embeddings:
         with self.registry.admit(model):
             loop = asyncio.get_running_loop()
             started = time.perf_counter()
-            batch = await loop.run_in_executor(
-                self._pool, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
+            tokenize_began, batch = await loop.run_in_executor(
+                self._pool, _began_then, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
             )
             tokenized = time.perf_counter()
             limit = model.metadata.max_batch_size
-            if len(texts) <= limit:
-                vectors = await self.client.embed(
-                    model.triton_name, batch.input_ids, batch.attention_mask, timeout_s=timeout_s
-                )
+            if self.settings.noop_inference:
+                # Everything a request costs the gateway, minus the model.
+                vectors = np.zeros((len(texts), model.metadata.embedding_dim), dtype=np.float32)
+            elif len(texts) <= limit:
+                vectors = await self._send_texts(model, batch.input_ids, batch.attention_mask, timeout_s)
             else:
                 vectors = await self._embed_chunked(model, batch, limit, timeout_s)
             finished = time.perf_counter()
         if normalize and not model.metadata.normalized:
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.maximum(norms, 1e-12)
+            vectors = _unit_rows(vectors)
         return Embeddings(
             vectors=vectors,
             token_counts=batch.token_counts,
             truncated=batch.truncated,
-            tokenize_ms=(tokenized - started) * 1000,
+            tokenize_ms=(tokenized - tokenize_began) * 1000,
+            queue_ms=(tokenize_began - started) * 1000,
             inference_ms=(finished - tokenized) * 1000,
         )
 
@@ -72,18 +111,26 @@ class EmbeddingService:
         # batches them), then put rows back in request order.
         counts = np.asarray(batch.token_counts)
         order = np.argsort(counts, kind="stable")
+        # A bounded number of chunks in flight: a huge request does not crowd everyone
+        # else out of Triton's queue, and a cancelled request stops sending chunks.
+        gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+
+        async def send(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            async with gate:
+                return await self._send_texts(model, ids, mask, timeout_s)
+
         calls = []
         for start in range(0, len(order), limit):
             rows = order[start : start + limit]
             width = int(counts[rows].max())
-            if model.metadata.form == "onnxruntime":
+            if model.metadata.clip is not None:
+                width = batch.input_ids.shape[1]  # a CLIP text tower takes the full context
+            elif model.metadata.form == "onnxruntime":
                 width = bucket_length(width, model.tokenizer.max_length)
             calls.append(
-                self.client.embed(
-                    model.triton_name,
+                send(
                     np.ascontiguousarray(batch.input_ids[rows, :width]),
                     np.ascontiguousarray(batch.attention_mask[rows, :width]),
-                    timeout_s=timeout_s,
                 )
             )
         parts = await asyncio.gather(*calls)
@@ -91,3 +138,55 @@ class EmbeddingService:
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
         return vectors
+
+    def _send_texts(self, model: ServedModel, ids: np.ndarray, mask: np.ndarray, timeout_s: float):
+        # A CLIP text tower takes token ids only: it pools at the end-of-text token.
+        return self.client.embed(
+            model.triton_names[0], ids, None if model.metadata.clip else mask, timeout_s=timeout_s
+        )
+
+    async def embed_images(
+        self, model: ServedModel, images: Sequence[str | bytes], *, normalize: bool, timeout_s: float
+    ) -> ImageEmbeddings:
+        """Images as URLs, data URIs or bytes, through a CLIP model's image tower."""
+        if model.metadata.clip is None:
+            raise BadRequest(f"model '{model.name}' has no image tower; load a CLIP model for images")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._embed_images(model, images, normalize, timeout_s)
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"the request did not finish within its {timeout_s:g}s deadline"
+            ) from None
+
+    async def _embed_images(
+        self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
+    ) -> ImageEmbeddings:
+        assert model.metadata.clip is not None
+        with self.registry.admit(model):
+            started = time.perf_counter()
+            pixels = await self.images.load(images, model.metadata.clip.image)
+            loaded = time.perf_counter()
+            if self.settings.noop_inference:
+                vectors = np.zeros((len(pixels), model.metadata.embedding_dim), dtype=np.float32)
+            else:
+                gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+                image_tower = model.triton_names[1]
+
+                async def send(chunk: np.ndarray) -> np.ndarray:
+                    async with gate:
+                        return await self.client.embed_images(image_tower, chunk, timeout_s=timeout_s)
+
+                limit = model.metadata.max_batch_size
+                chunks = [pixels[start : start + limit] for start in range(0, len(pixels), limit)]
+                vectors = np.concatenate(await run_all([send(chunk) for chunk in chunks]))
+            finished = time.perf_counter()
+        return ImageEmbeddings(
+            vectors=_unit_rows(vectors) if normalize else vectors,
+            load_ms=(loaded - started) * 1000,
+            inference_ms=(finished - loaded) * 1000,
+        )
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

@@ -1,6 +1,8 @@
 """One error shape for every endpoint, and the one place exceptions become statuses.
 
-Every error a client sees is ``{"error": {"status": int, "code": str, "message": str}}``.
+Every error a client sees is ``{"error": {"status": int, "code": str, "message": str}}``,
+except on the OpenAI-compatible routes (``/v1/*``), which answer in OpenAI's error shape
+(``api/openai/errors.py``) with the same codes.
 Internal exceptions are logged with their traceback and answered with a generic 500 that
 carries a request id, never the traceback.
 """
@@ -15,7 +17,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .openai.errors import is_openai_path, openai_error
 from .responses import JSONResponse
+from .telemetry import note_error
 
 log = logging.getLogger("embedgate.errors")
 
@@ -78,6 +82,18 @@ class DeadlineExceeded(ApiError):
     status, code = 504, "deadline_exceeded"
 
 
+class InvalidImage(ApiError):
+    """One image of a request cannot be used. The code says why: ``image_url_refused``
+    (scheme, or an address the fetcher may not reach), ``image_fetch_failed``,
+    ``image_too_large`` or ``invalid_image``; the message names the image."""
+
+    status = 400
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:
     return {"error": {"status": status, "code": code, "message": message}}
 
@@ -100,22 +116,63 @@ def _describe_validation(exc: RequestValidationError) -> tuple[int, str, str]:
     return 422, "invalid_request", "; ".join(parts) + more
 
 
+def _first_field(exc: RequestValidationError) -> str | None:
+    """The parameter the first validation error is about (OpenAI's ``param``)."""
+    for err in exc.errors()[:1]:
+        if err.get("type") == "json_invalid":  # its location is a character offset
+            return None
+        return ".".join(str(p) for p in err.get("loc", ()) if p != "body") or None
+    return None
+
+
+def _respond(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+) -> JSONResponse:
+    """Every handled error leaves through here."""
+    return error_response_for(request.scope["path"], status, code, message, headers, param)
+
+
+def error_response_for(
+    path: str,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+) -> JSONResponse:
+    """OpenAI's shape on the OpenAI-compatible routes, the project's everywhere else
+    (also used by middleware that answers before the routes run)."""
+    note_error(code)
+    if is_openai_path(path):
+        status, body = openai_error(status, code, message, param)
+        return JSONResponse(body, status_code=status, headers=headers)
+    return error_response(status, code, message, headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _respond(request, exc.status, exc.code, exc.message, exc.headers, getattr(exc, "param", None))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(*_describe_validation(exc))
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _respond(request, *_describe_validation(exc), param=_first_field(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's own parse failure (e.g. bytes that are not UTF-8).
+            return _respond(request, 400, "malformed_body", "request body could not be parsed as UTF-8 JSON")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail), exc.headers)
+        return _respond(request, exc.status_code, code, str(exc.detail), exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         request_id = uuid.uuid4().hex[:12]
         log.exception("unhandled error on %s %s [%s]", request.method, request.url.path, request_id)
-        return error_response(500, "internal_error", f"internal error (request id {request_id})")
+        return _respond(request, 500, "internal_error", f"internal error (request id {request_id})")

@@ -22,7 +22,7 @@ class Gateway:
         self.triton: TritonSupervisor | ExternalTriton = (
             TritonSupervisor(settings, settings.model_repository)
             if settings.embedded
-            else ExternalTriton(settings.triton_url or "")
+            else ExternalTriton(settings.triton_url or "", settings.triton_metrics_url)
         )
         self.client: TritonClient
         self.registry: ModelRegistry
@@ -50,6 +50,7 @@ class Gateway:
         # Close keep-alive connections before Triton stops (else it waits, then segfaults).
         await self.client.close()
         self.embeddings.close()
+        await self.embeddings.images.close()
         await self.triton.stop()
 
     async def _restore(self) -> None:
@@ -57,7 +58,7 @@ class Gateway:
         names = list(dict.fromkeys(self.registry.manifest() + self.settings.preload_models))
         for name in names:
             try:
-                await self.registry.load_sentence_transformer(name)
+                await self.registry.restore(name)
             except ApiError as exc:
                 log.error("could not restore model %s: %s", name, exc.message)
         self.restoring = False

@@ -8,7 +8,11 @@ nowhere else lets one through unchecked. The mapping is injective: ``/`` becomes
 
 from __future__ import annotations
 
+import hashlib
 import re
+from pathlib import PurePath
+
+from converters.spec import clip_part_names
 
 from .errors import InvalidModelName
 
@@ -42,3 +46,39 @@ def from_triton_name(triton_name: str) -> str:
 
 def is_triton_name(name: str) -> bool:
     return bool(_TRITON_NAME.match(name)) and ".." not in name
+
+
+# --- CLIP models: a (model_name, pretrained) pair names one model of two Triton parts.
+_TAG = re.compile(rf"^{_SEGMENT}$")
+CLIP_KEY_SEPARATOR = ":"
+
+
+def clip_triton_name(model_name: str, pretrained: str) -> str:
+    """``<model_name>_<pretrained>``, as the seed named CLIP models (``ViT-B-32_laion2b_s34b_b79k``).
+
+    A pretrained that is not a safe name (a checkpoint path) never reaches Triton or the
+    filesystem as it is: it becomes the file's stem plus a hash of the whole value.
+    """
+    if "/" in model_name:
+        raise InvalidModelName("a CLIP model_name is an OpenCLIP architecture such as 'ViT-B-32' (no '/')")
+    validate_model_name(model_name)
+    if _TAG.match(pretrained) and SEPARATOR not in pretrained and ".." not in pretrained:
+        tag = pretrained
+    else:
+        stem = re.sub(r"[^A-Za-z0-9_]+", "-", PurePath(pretrained).stem).strip("-_")[:48] or "checkpoint"
+        tag = f"{stem}-{hashlib.sha256(pretrained.encode()).hexdigest()[:10]}"
+    name = f"{model_name}_{tag}"
+    if not all(is_triton_name(part) for part in clip_part_names(name)):
+        raise InvalidModelName("model_name and pretrained are too long for a Triton model name")
+    return name
+
+
+def clip_key(model_name: str, pretrained: str) -> str:
+    """The registry's key for a CLIP model (model names cannot contain the separator)."""
+    return f"{model_name}{CLIP_KEY_SEPARATOR}{pretrained}"
+
+
+def split_clip_key(key: str) -> tuple[str, str] | None:
+    """(model_name, pretrained) for a key made by :func:`clip_key`; None for other names."""
+    model_name, separator, pretrained = key.partition(CLIP_KEY_SEPARATOR)
+    return (model_name, pretrained) if separator and pretrained else None

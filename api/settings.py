@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     )
     preload_models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Sentence-transformer models to convert and load at startup.",
+        description="Models to convert and load at startup: sentence-transformer names, "
+        "or <model_name>:<pretrained> for OpenCLIP models.",
     )
 
     # --- Triton: embedded (default) or external
@@ -54,6 +55,12 @@ class Settings(BaseSettings):
         None,
         description="host:port of an external Triton HTTP endpoint. When set, no "
         "tritonserver is started.",
+    )
+    triton_metrics_url: str | None = Field(
+        None,
+        description="URL of the external Triton's Prometheus metrics, included in "
+        "/metrics/prometheus; default http://<triton_url host>:8002/metrics. The embedded "
+        "Triton's is known.",
     )
     triton_work_dir: Path = Field(
         default_factory=_default_work_dir,
@@ -91,8 +98,71 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(30.0, gt=0, description="Deadline for one inference.")
     load_timeout_s: float = Field(600.0, gt=0, description="Deadline for a Triton load.")
     tokenizer_threads: int = Field(2, ge=1, description="Threads that tokenize off the event loop.")
+    max_request_timeout_s: float = Field(
+        300.0, gt=0, description="Upper bound for a client's own deadline (X-Request-Timeout header)."
+    )
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond)."
+    )
+    max_concurrent_chunks: int = Field(
+        4, ge=1, description="Chunks of one large request sent to Triton at once (fairness to others)."
+    )
 
-    @field_validator("preload_models", mode="before")
+    # --- measuring the gateway alone
+    noop_inference: bool = Field(
+        False,
+        description="Answer inference with zero vectors right after tokenizing, without calling "
+        "Triton: a benchmark then shows the gateway's own cost. Never for real use.",
+    )
+
+    # --- who may do what
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated bearer keys; when set, every endpoint but health and docs needs one.",
+    )
+    admin_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated bearer keys required to load, unload and delete models.",
+    )
+    allow_trust_remote_code: bool = Field(
+        False, description="Let load requests run a model's own code (trust_remote_code)."
+    )
+    local_model_dirs: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated directories that model_path must lie in (empty: any path).",
+    )
+    conversion_memory_limit_mb: int = Field(
+        0, ge=0, description="Address-space limit of a conversion subprocess in MiB (0: none)."
+    )
+
+    # --- CLIP models and their images
+    clip_model_config_dir: Path | None = Field(
+        None,
+        description="Directory of extra OpenCLIP model configs (<model_name>.json) that "
+        "/load_clip_model can name besides OpenCLIP's own architectures.",
+    )
+    max_images_per_request: int = Field(64, ge=1, description="Images in one request before 413.")
+    image_max_bytes: int = Field(
+        10 * 1024 * 1024, ge=1024, description="Largest image accepted, in bytes (fetched, data URI or upload)."
+    )
+    image_max_pixels: int = Field(
+        40_000_000, ge=1, description="Largest image accepted, in pixels, checked before decoding."
+    )
+    image_fetch_timeout_s: float = Field(
+        10.0, gt=0, description="Deadline for fetching one image URL, redirects included."
+    )
+    image_connect_timeout_s: float = Field(3.0, gt=0, description="Deadline for connecting to an image host.")
+    image_max_redirects: int = Field(3, ge=0, description="Redirects followed when fetching an image.")
+    image_fetch_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated hosts or networks (CIDR) image URLs may reach although they "
+        "are not public (loopback, private...). Empty: public addresses only.",
+    )
+    image_threads: int = Field(2, ge=1, description="Threads that decode and resize images off the event loop.")
+
+    @field_validator(
+        "preload_models", "api_keys", "admin_keys", "local_model_dirs", "image_fetch_allow", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):

@@ -7,12 +7,13 @@ Protocol with the gateway:
 - stdout: exactly one line, the last: the ``ModelMetadata`` JSON (as in metadata.json) on
   success, ``{"error": "<one line>"}`` on failure;
 - exit code: 0 published, 1 other failure, 2 model not found or not loadable,
-  3 parity check failed, 4 target exists (and ``replace`` is false),
-  130/143 interrupted/terminated (staging removed).
+  3 parity check failed, 4 target exists (and ``replace`` is false), 5 out of memory,
+  6 no space left for the model, 130/143 interrupted/terminated (staging removed).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -26,16 +27,23 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from converters.errors import ConversionError
+from converters.errors import ConversionError, DiskFullError, OutOfMemoryError
 from converters.publish import Staging
-from converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata
-from converters.triton_config import build_text_model_config, render, validate_options
+from converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names
+from converters.triton_config import (
+    build_clip_image_config,
+    build_clip_text_config,
+    build_text_model_config,
+    render,
+    validate_options,
+)
 
 CONFIG_FILE = "config.pbtxt"
 PYTHON_MODEL_TEMPLATE = Path(__file__).parent / "templates" / "python_model.py"
-# kind -> module with convert(spec, out_dir, step) -> ModelMetadata; imported on demand
-# because each pulls in torch and its model library.
-CONVERTERS = {"sentence_transformer": "converters.sentence_transformer"}
+# kind -> module with convert(spec, out_dir, step) -> ModelMetadata (for "clip":
+# convert(spec, text_dir, image_dir, step)); imported on demand because each pulls in
+# torch and its model library.
+CONVERTERS = {"sentence_transformer": "converters.sentence_transformer", "clip": "converters.open_clip"}
 MAX_ERROR_CHARS = 500
 
 
@@ -61,19 +69,56 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
         raise ConversionError(f"invalid Triton options: {error}") from error
     _configure_hub_access(spec.allow_network)
     converter = importlib.import_module(CONVERTERS[spec.kind])
+    if spec.kind == "clip":
+        return _run_clip(spec, converter, step)
 
     with Staging(spec.repository, spec.triton_name, replace=spec.replace) as stage:
         metadata: ModelMetadata = converter.convert(spec, stage.path, step)
         step("writing config")
         config = build_text_model_config(spec.triton_name, metadata.embedding_dim, spec.triton)
-        (stage.path / CONFIG_FILE).write_text(render(config), encoding="utf-8")
-        if spec.triton.form == "python":
-            shutil.copyfile(PYTHON_MODEL_TEMPLATE, stage.path / "1" / "model.py")
+        _write_model_files(stage.path, render(config), spec)
         metadata.conversion_seconds = round(step.elapsed(), 2)
         (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")
         step(f"publishing to {stage.target}")
         stage.publish()
     return metadata
+
+
+def _run_clip(spec: ConversionSpec, converter, step: Progress) -> ModelMetadata:
+    """Two Triton models, published together: the image tower first, then the text tower
+    (with the tokenizer), whose arrival makes the model visible; if the second publish
+    fails the first is taken back."""
+    text_name, image_name = clip_part_names(spec.triton_name)
+    with (
+        Staging(spec.repository, text_name, replace=spec.replace) as text,
+        Staging(spec.repository, image_name, replace=spec.replace) as image,
+    ):
+        metadata: ModelMetadata = converter.convert(spec, text.path, image.path, step)
+        assert metadata.clip is not None
+        step("writing configs")
+        dim, options = metadata.embedding_dim, spec.triton
+        context_length, size = metadata.clip.text.context_length, metadata.clip.image
+        _write_model_files(text.path, render(build_clip_text_config(text_name, context_length, dim, options)), spec)
+        _write_model_files(
+            image.path, render(build_clip_image_config(image_name, size.height, size.width, dim, options)), spec
+        )
+        metadata.conversion_seconds = round(step.elapsed(), 2)
+        for stage in (text, image):
+            (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        step(f"publishing to {image.target} and {text.target}")
+        image.publish()
+        try:
+            text.publish()
+        except BaseException:
+            shutil.rmtree(image.target, ignore_errors=True)
+            raise
+    return metadata
+
+
+def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
+    (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
+    if spec.triton.form == "python":
+        shutil.copyfile(PYTHON_MODEL_TEMPLATE, directory / "1" / "model.py")
 
 
 def main() -> int:
@@ -91,11 +136,29 @@ def main() -> int:
         return _fail(result, step, "conversion cancelled", getattr(error, "exit_code", 130))
     except Exception as error:  # noqa: BLE001 - every failure must still answer in JSON
         traceback.print_exc()
+        if _out_of_memory(error):
+            oom = OutOfMemoryError("conversion ran out of memory; nothing was published")
+            return _fail(result, step, str(oom), oom.exit_code)
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            full = DiskFullError("no space left to write the model; nothing was published")
+            return _fail(result, step, str(full), full.exit_code)
         message = f"conversion failed: {type(error).__name__}: {_one_line(str(error))}"
         return _fail(result, step, message, 1)
     step("done")
     _emit(result, metadata.model_dump_json())
     return 0
+
+
+# How running out of memory shows when it is not a MemoryError: a shared library or a
+# weights file that cannot be mapped, or a C++ allocation failure.
+_OOM_MARKERS = ("cannot allocate memory", "failed to map segment", "bad_alloc", "out of memory")
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, MemoryError) or getattr(error, "errno", None) == errno.ENOMEM:
+        return True
+    text = str(error).lower()
+    return any(marker in text for marker in _OOM_MARKERS)
 
 
 def _read_spec(text: str) -> ConversionSpec:

@@ -19,3 +19,11 @@ class ParityError(ConversionError):
 
 class TargetExistsError(ConversionError):
     exit_code = 4
+
+
+class OutOfMemoryError(ConversionError):
+    exit_code = 5
+
+
+class DiskFullError(ConversionError):
+    exit_code = 6

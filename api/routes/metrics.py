@@ -1,8 +1,14 @@
-"""GET /metrics: Triton's per-model inference statistics, under the users' model names."""
+"""GET /metrics: Triton's per-model inference statistics, under the users' model names.
+
+A CLIP model has an entry per part: its ``name`` and ``pretrained`` are the user's, and
+``part`` says which tower (``text_encoder`` or ``image_encoder``).
+"""
 
 from typing import Any
 
 from fastapi import APIRouter, Depends
+
+from converters.spec import clip_part_names
 
 from ..gateway import Gateway
 from ..names import from_triton_name
@@ -30,7 +36,19 @@ def model_stats_entry(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def clip_parts(gateway: Gateway) -> dict[str, dict[str, str]]:
+    """Triton name of each loaded CLIP part -> the user's names for it."""
+    parts = {}
+    for model in gateway.registry.loaded():
+        metadata = model.metadata
+        if metadata.clip is not None:
+            for part, triton_name in zip(("text_encoder", "image_encoder"), clip_part_names(metadata.triton_name)):
+                parts[triton_name] = {"name": metadata.model_name, "pretrained": metadata.clip.pretrained, "part": part}
+    return parts
+
+
 @router.get("/metrics", responses=ERRORS)
 async def metrics(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
     stats = await gateway.client.statistics()
-    return JSONResponse({"model_stats": [model_stats_entry(s) for s in stats]})
+    parts = clip_parts(gateway)
+    return JSONResponse({"model_stats": [model_stats_entry(s) | parts.get(s["name"], {}) for s in stats]})

@@ -1,10 +1,17 @@
 """Model management: load (converting when needed), unload, delete, list."""
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import StreamingResponse
+
+from converters.spec import clip_part_names
 
 from ..gateway import Gateway
+from ..names import clip_key, clip_triton_name, validate_model_name
+from ..progress import Progress
 from ..registry import ServedModel
 from ..schemas import (
+    LoadClipRequest,
+    LoadClipResponse,
     LoadResponse,
     LoadSentenceTransformerRequest,
     MessageResponse,
@@ -13,14 +20,21 @@ from ..schemas import (
     ModelRequest,
 )
 from . import ERRORS, get_gateway
+from .progress_stream import STREAM_RESPONSE, progress_stream, wants_progress
 
+# Changes to what is loaded: admin key when admin keys are set.
 router = APIRouter(tags=["models"])
+# Reading what exists: any API key.
+listing = APIRouter(tags=["models"])
 
 
 def _info(metadata, loaded: bool) -> ModelInfo:
+    clip = metadata.clip
     return ModelInfo(
         model_name=metadata.model_name,
+        pretrained=clip.pretrained if clip else None,
         triton_name=metadata.triton_name,
+        triton_parts=list(clip_part_names(metadata.triton_name)) if clip else [metadata.triton_name],
         kind=metadata.kind,
         embedding_dim=metadata.embedding_dim,
         max_seq_length=metadata.max_seq_length,
@@ -31,44 +45,93 @@ def _info(metadata, loaded: bool) -> ModelInfo:
     )
 
 
-@router.post("/load_sentence_transformer_model", response_model=LoadResponse, responses=ERRORS)
+@router.post(
+    "/load_sentence_transformer_model",
+    response_model=LoadResponse,
+    responses={**ERRORS, **STREAM_RESPONSE},
+)
 async def load_sentence_transformer_model(
-    body: LoadSentenceTransformerRequest, gateway: Gateway = Depends(get_gateway)
-) -> LoadResponse:
-    outcome = await gateway.registry.load_sentence_transformer(body.model_name, body.model_path)
-    model: ServedModel = outcome.model
-    if outcome.already_loaded:
-        status, message = "already_loaded", f"Model {model.name} is already loaded."
-    else:
-        status, message = "loaded", f"Model {model.name} loaded."
-    return LoadResponse(
-        model_name=model.name,
-        status=status,
-        converted=outcome.converted,
-        embedding_dim=model.metadata.embedding_dim,
-        max_seq_length=model.metadata.max_seq_length,
-        message=message,
-    )
+    body: LoadSentenceTransformerRequest, request: Request, gateway: Gateway = Depends(get_gateway)
+) -> LoadResponse | StreamingResponse:
+    async def load(progress: Progress | None = None) -> LoadResponse:
+        outcome = await gateway.registry.load_sentence_transformer(
+            body.model_name, body.model_path, trust_remote_code=body.trust_remote_code, progress=progress
+        )
+        model: ServedModel = outcome.model
+        if outcome.already_loaded:
+            status, message = "already_loaded", f"Model {model.name} is already loaded."
+        else:
+            status, message = "loaded", f"Model {model.name} loaded."
+        return LoadResponse(
+            model_name=model.name,
+            status=status,
+            converted=outcome.converted,
+            embedding_dim=model.metadata.embedding_dim,
+            max_seq_length=model.metadata.max_seq_length,
+            message=message,
+        )
+
+    if wants_progress(request):
+        validate_model_name(body.model_name)  # a bad name is a plain 422, not a stream
+        return progress_stream(body.model_name, load)
+    return await load()
+
+
+@router.post("/load_clip_model", response_model=LoadClipResponse, responses={**ERRORS, **STREAM_RESPONSE})
+async def load_clip_model(
+    body: LoadClipRequest, request: Request, gateway: Gateway = Depends(get_gateway)
+) -> LoadClipResponse | StreamingResponse:
+    """Convert (first time only) and load an OpenCLIP model: its text and image towers
+    become two Triton models, served as one model."""
+
+    async def load(progress: Progress | None = None) -> LoadClipResponse:
+        outcome = await gateway.registry.load_clip(body.model_name, body.pretrained, progress=progress)
+        metadata = outcome.model.metadata
+        assert metadata.clip is not None
+        described = f"{body.model_name} ({body.pretrained})"
+        if outcome.already_loaded:
+            status, message = "already_loaded", f"Model {described} is already loaded."
+        else:
+            status, message = "loaded", f"Model {described} loaded."
+        return LoadClipResponse(
+            model_name=body.model_name,
+            pretrained=body.pretrained,
+            status=status,
+            converted=outcome.converted,
+            embedding_dim=metadata.embedding_dim,
+            max_seq_length=metadata.max_seq_length,
+            image_size=[metadata.clip.image.height, metadata.clip.image.width],
+            message=message,
+        )
+
+    if wants_progress(request):
+        clip_triton_name(body.model_name, body.pretrained)  # a bad name is a plain 422, not a stream
+        return progress_stream(clip_key(body.model_name, body.pretrained), load)
+    return await load()
+
+
+def _described(body: ModelRequest) -> str:
+    return body.model_name if body.pretrained is None else f"{body.model_name} ({body.pretrained})"
 
 
 @router.post("/unload_model", response_model=MessageResponse, responses=ERRORS)
 async def unload_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
-    await gateway.registry.unload(body.model_name)
-    return MessageResponse(message=f"Model {body.model_name} unloaded.")
+    await gateway.registry.unload(body.model_name, body.pretrained)
+    return MessageResponse(message=f"Model {_described(body)} unloaded.")
 
 
 @router.post("/delete_model", response_model=MessageResponse, responses=ERRORS)
 async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
-    await gateway.registry.delete(body.model_name)
-    return MessageResponse(message=f"Model {body.model_name} deleted.")
+    await gateway.registry.delete(body.model_name, body.pretrained)
+    return MessageResponse(message=f"Model {_described(body)} deleted.")
 
 
-@router.get("/loaded_models", response_model=ModelList)
+@listing.get("/loaded_models", response_model=ModelList)
 async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     return ModelList(models=[_info(m.metadata, True) for m in gateway.registry.loaded()])
 
 
-@router.get("/repository_models", response_model=ModelList)
+@listing.get("/repository_models", response_model=ModelList)
 async def repository_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     loaded = {m.triton_name for m in gateway.registry.loaded()}
     return ModelList(

@@ -16,7 +16,7 @@ import numpy as np
 import tritonclient.http.aio as triton_http
 from tritonclient.utils import InferenceServerException
 
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
+from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS
 
 from ..errors import ApiError, DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
 
@@ -61,14 +61,28 @@ class TritonClient:
         self,
         triton_name: str,
         input_ids: np.ndarray,
-        attention_mask: np.ndarray,
+        attention_mask: np.ndarray | None,
         *,
         timeout_s: float,
     ) -> np.ndarray:
-        """Run one text batch; returns the ``embedding`` output as float32 [n, dim]."""
+        """Run one text batch; returns the ``embedding`` output as float32 [n, dim].
+
+        ``attention_mask`` is None for a CLIP text tower, which takes token ids only."""
+        tensors = [(INPUT_IDS, input_ids, "INT64")]
+        if attention_mask is not None:
+            tensors.append((ATTENTION_MASK, attention_mask, "INT64"))
+        return await self._infer_embedding(triton_name, tensors, timeout_s)
+
+    async def embed_images(self, triton_name: str, pixels: np.ndarray, *, timeout_s: float) -> np.ndarray:
+        """Run one batch of uint8 pixels [n, height, width, 3] through a CLIP image tower."""
+        return await self._infer_embedding(triton_name, [(PIXELS, pixels, "UINT8")], timeout_s)
+
+    async def _infer_embedding(
+        self, triton_name: str, tensors: list[tuple[str, np.ndarray, str]], timeout_s: float
+    ) -> np.ndarray:
         inputs = []
-        for name, array in ((INPUT_IDS, input_ids), (ATTENTION_MASK, attention_mask)):
-            tensor = triton_http.InferInput(name, list(array.shape), "INT64")
+        for name, array, datatype in tensors:
+            tensor = triton_http.InferInput(name, list(array.shape), datatype)
             tensor.set_data_from_numpy(array, binary_data=True)
             inputs.append(tensor)
         outputs = [triton_http.InferRequestedOutput(EMBEDDING, binary_data=True)]

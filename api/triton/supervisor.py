@@ -87,6 +87,11 @@ def build_command(
     ]
 
 
+def _shm_family(pid: int) -> str:
+    """The shared-memory prefix shared by every Triton one gateway process starts."""
+    return f"embedgate_{pid}_"
+
+
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -152,7 +157,7 @@ class TritonSupervisor:
     # --- internals
     async def _spawn(self) -> None:
         assert self._prepared is not None and self.ports is not None
-        self._shm_prefix = f"embedgate_{os.getpid()}_{uuid.uuid4().hex[:6]}_"
+        self._shm_prefix = f"{_shm_family(os.getpid())}{uuid.uuid4().hex[:6]}_"
         command = build_command(
             self._prepared, self.repository.resolve(), self.ports, self._shm_prefix, self.settings
         )
@@ -246,7 +251,10 @@ class TritonSupervisor:
         if self._log_task:
             await asyncio.gather(self._log_task, return_exceptions=True)
             self._log_task = None
-        for segment in glob.glob(f"/dev/shm/{glob.escape(self._shm_prefix)}*") if self._shm_prefix else []:
+        # Stopping: every segment any of this gateway's Tritons made (a stub killed
+        # mid-creation during a restart can leave one behind); restarting: this run's.
+        prefix = _shm_family(os.getpid()) if self._stopping else self._shm_prefix
+        for segment in glob.glob(f"/dev/shm/{glob.escape(prefix)}*") if prefix else []:
             try:
                 os.unlink(segment)
             except OSError:

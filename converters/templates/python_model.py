@@ -1,11 +1,14 @@
-"""Triton Python-backend model: runs a published text-embedding ONNX file with onnxruntime.
+"""Triton Python-backend model: runs a published ONNX file with onnxruntime.
 
-Copied as ``<model>/1/model.py``. Inputs are ragged (``allow_ragged_batch``), so each
-request of a dynamic batch arrives with its own ``[n_i, len_i]`` shape. All well-formed
-requests are right-padded to the longest length (id 0, mask 0: the graph pools under the
-mask, so padding does not change an embedding), concatenated, and run as ONE onnxruntime
-call; the output is split back by ``n_i``. A malformed request gets its own error response
-and does not fail the others.
+Copied as ``<model>/1/model.py``. The inputs and outputs are the ones the model's
+config.pbtxt declares, so one file serves every model we publish: a sentence-transformer
+(``input_ids`` and ``attention_mask``, ragged) and both towers of a CLIP model (token ids
+of a fixed length; uint8 pixels). All well-formed requests of a dynamic batch run as ONE
+onnxruntime call: ragged inputs (``allow_ragged_batch``) arrive with each request's own
+``[n_i, len_i]`` shape and are right-padded with 0 to the longest (id 0, mask 0: the
+graphs pool under the mask, so padding does not change an embedding); fixed-shape inputs
+are concatenated. Outputs are split back by ``n_i``. A malformed request gets its own
+error response and does not fail the others.
 
 Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils only.
 """
@@ -17,14 +20,18 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
-# Names fixed by converters/spec.py and converters/triton_config.py (a test keeps them in step).
-INPUT_IDS = "input_ids"
-ATTENTION_MASK = "attention_mask"
-EMBEDDING = "embedding"
+# Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
 ONNX_FILE_PARAMETER = "onnx_file"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
+# Config data types of the tensors we publish.
+DTYPES = {
+    "TYPE_INT64": np.int64,
+    "TYPE_INT32": np.int32,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_FP32": np.float32,
+}
 
 
 def _parameter(config, key, default):
@@ -32,9 +39,30 @@ def _parameter(config, key, default):
     return value if value != "" else default
 
 
+class _Input:
+    """One declared input: its name, numpy type, per-row dims (-1: any) and raggedness."""
+
+    def __init__(self, entry):
+        self.name = entry["name"]
+        self.dtype = DTYPES[entry["data_type"]]
+        # Triton's JSON gives dims as numbers; protobuf's JSON as strings.
+        self.dims = [int(d) for d in entry.get("dims", [])]
+        self.ragged = bool(entry.get("allow_ragged_batch", False))
+
+    def shape_text(self):
+        return "[batch, sequence]" if self.ragged else "[batch, " + ", ".join(map(str, self.dims)) + "]"
+
+    def fits(self, shape):
+        if self.ragged:
+            return len(shape) == 2
+        return len(shape) == 1 + len(self.dims) and all(d in (-1, n) for d, n in zip(self.dims, shape[1:]))
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        self.inputs = [_Input(entry) for entry in config["input"]]
+        self.outputs = [entry["name"] for entry in config["output"]]
         path = os.path.join(
             args["model_repository"],
             str(args["model_version"]),
@@ -48,63 +76,70 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses = [None] * len(requests)
-        batch = []  # (request index, input_ids, attention_mask)
+        batch = []  # (request index, {input name: array})
         for index, request in enumerate(requests):
             try:
-                ids, mask = self._read(request)
+                arrays = self._read(request)
             except ValueError as error:
                 responses[index] = _error_response(str(error))
                 continue
-            batch.append((index, ids, mask))
+            batch.append((index, arrays))
 
         if batch:
             try:
-                embeddings = self._run(batch)
+                results = self._run([arrays for _, arrays in batch])
             except Exception as error:  # noqa: BLE001 - reported to every request of this batch
-                for index, _, _ in batch:
+                for index, _ in batch:
                     responses[index] = _error_response(f"onnxruntime failed: {error}")
             else:
                 start = 0
-                for index, ids, _ in batch:
-                    rows = embeddings[start : start + ids.shape[0]]
-                    start += ids.shape[0]
-                    tensor = pb_utils.Tensor(EMBEDDING, np.ascontiguousarray(rows, dtype=np.float32))
-                    responses[index] = pb_utils.InferenceResponse(output_tensors=[tensor])
+                for index, arrays in batch:
+                    rows = next(iter(arrays.values())).shape[0]
+                    tensors = [
+                        pb_utils.Tensor(name, np.ascontiguousarray(values[start : start + rows]))
+                        for name, values in zip(self.outputs, results)
+                    ]
+                    start += rows
+                    responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
         return responses
 
     def _read(self, request):
-        ids_tensor = pb_utils.get_input_tensor_by_name(request, INPUT_IDS)
-        mask_tensor = pb_utils.get_input_tensor_by_name(request, ATTENTION_MASK)
-        if ids_tensor is None or mask_tensor is None:
-            raise ValueError(f"both {INPUT_IDS} and {ATTENTION_MASK} are required")
-        ids = ids_tensor.as_numpy()
-        mask = mask_tensor.as_numpy()
-        if ids.ndim != 2 or mask.ndim != 2:
-            raise ValueError(
-                f"{INPUT_IDS} and {ATTENTION_MASK} must be [batch, sequence], "
-                f"got shapes {list(ids.shape)} and {list(mask.shape)}"
-            )
-        if ids.shape != mask.shape:
-            raise ValueError(
-                f"{INPUT_IDS} shape {list(ids.shape)} does not match {ATTENTION_MASK} shape {list(mask.shape)}"
-            )
-        if ids.shape[0] == 0 or ids.shape[1] == 0:
-            raise ValueError(f"empty input: shape {list(ids.shape)}")
-        return ids.astype(np.int64, copy=False), mask.astype(np.int64, copy=False)
+        arrays = {}
+        for spec in self.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+            if tensor is None:
+                raise ValueError(f"input {spec.name} is required")
+            array = tensor.as_numpy()
+            if not spec.fits(array.shape):
+                raise ValueError(f"{spec.name} must be {spec.shape_text()}, got shape {list(array.shape)}")
+            if array.size == 0:
+                raise ValueError(f"empty input: {spec.name} has shape {list(array.shape)}")
+            arrays[spec.name] = array.astype(spec.dtype, copy=False)
+        ragged = [(spec.name, arrays[spec.name].shape) for spec in self.inputs if spec.ragged]
+        for name, shape in ragged[1:]:
+            if shape != ragged[0][1]:
+                raise ValueError(
+                    f"{ragged[0][0]} shape {list(ragged[0][1])} does not match {name} shape {list(shape)}"
+                )
+        rows = {array.shape[0] for array in arrays.values()}
+        if len(rows) > 1:
+            raise ValueError(f"inputs have different batch sizes: {sorted(rows)}")
+        return arrays
 
     def _run(self, batch):
-        rows = sum(ids.shape[0] for _, ids, _ in batch)
-        length = max(ids.shape[1] for _, ids, _ in batch)
-        all_ids = np.zeros((rows, length), dtype=np.int64)
-        all_mask = np.zeros((rows, length), dtype=np.int64)
-        start = 0
-        for _, ids, mask in batch:
-            n, width = ids.shape
-            all_ids[start : start + n, :width] = ids
-            all_mask[start : start + n, :width] = mask
-            start += n
-        (embeddings,) = self.session.run([EMBEDDING], {INPUT_IDS: all_ids, ATTENTION_MASK: all_mask})
-        return embeddings
+        feeds = {}
+        for spec in self.inputs:
+            parts = [arrays[spec.name] for arrays in batch]
+            if spec.ragged:
+                merged = np.zeros((sum(p.shape[0] for p in parts), max(p.shape[1] for p in parts)), dtype=spec.dtype)
+                start = 0
+                for part in parts:
+                    merged[start : start + part.shape[0], : part.shape[1]] = part
+                    start += part.shape[0]
+            else:
+                merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            feeds[spec.name] = merged
+        return self.session.run(self.outputs, feeds)
 
     def finalize(self):
         self.session = None

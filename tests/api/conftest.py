@@ -12,6 +12,16 @@ from api.app import create_app
 from api.embedding import Embeddings
 from api.errors import ModelNotFound, ModelNotLoaded
 from api.settings import Settings
+from converters.spec import ModelMetadata, ParityResult
+
+
+def fake_metadata(name: str) -> ModelMetadata:
+    return ModelMetadata(
+        model_name=name, triton_name=name.replace("/", "--"), source="fake", library="fake",
+        library_version="0", embedding_dim=3, max_seq_length=16, normalized=False, form="python",
+        max_batch_size=8, parity=ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=1),
+        created_at="2026-01-01T00:00:00+00:00", conversion_seconds=0.0,
+    )
 
 
 @dataclass
@@ -20,13 +30,17 @@ class FakeModel:
     triton_name: str = "fake"
     inflight: int = 0
 
+    @property
+    def metadata(self) -> ModelMetadata:
+        return fake_metadata(self.name)
+
 
 @dataclass
 class FakeRegistry:
     loaded_names: set = field(default_factory=lambda: {"org/loaded"})
     on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
 
-    def served(self, name):
+    def served(self, name, pretrained=None):
         from api.names import to_triton_name
 
         to_triton_name(name)
@@ -38,6 +52,12 @@ class FakeRegistry:
 
     def loaded(self):
         return [FakeModel(n) for n in self.loaded_names]
+
+    unloaded: list = field(default_factory=list)
+
+    async def unload(self, name, pretrained=None):
+        self.served(name)
+        self.unloaded.append(name)
 
 
 class FakeEmbeddings:

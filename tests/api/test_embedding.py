@@ -29,6 +29,7 @@ class Meta:
     max_batch_size: int = 4
     normalized: bool = False
     form: str = "python"
+    clip: None = None  # a sentence-transformer
 
 
 @pytest.fixture

@@ -110,12 +110,8 @@ def test_thread_settings_come_from_the_config(model):
 
 def test_template_names_match_the_contract(load_python_model):
     template = load_python_model()
-    assert (template.INPUT_IDS, template.ATTENTION_MASK, template.EMBEDDING, template.ONNX_FILE) == (
-        spec.INPUT_IDS,
-        spec.ATTENTION_MASK,
-        spec.EMBEDDING,
-        spec.ONNX_FILE,
-    )
+    # Tensor names come from each model's config; only the file and parameter names are fixed.
+    assert template.ONNX_FILE == spec.ONNX_FILE
     assert (template.ONNX_FILE_PARAMETER, template.INTRA_OP_PARAMETER, template.INTER_OP_PARAMETER) == (
         triton_config.ONNX_FILE_PARAMETER,
         triton_config.INTRA_OP_PARAMETER,

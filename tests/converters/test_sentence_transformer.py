@@ -9,10 +9,12 @@ from datetime import datetime
 import numpy as np
 import onnxruntime as ort
 import pytest
+from google.protobuf import json_format
 from tokenizers import Tokenizer
 
 from converters.publish import STAGING_DIR
 from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
+from converters.triton_config import parse
 from tests.helpers import cosine_rows
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -119,9 +121,10 @@ def test_published_python_model_batches_requests_of_different_lengths(
         make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
         for i in range(len(SENTENCES))
     ]
-    config = {"parameters": {"onnx_file": {"string_value": "model.onnx"}}}
+    # Triton hands model.py the published config as JSON (its inputs and outputs included).
+    config = json_format.MessageToJson(parse((published / "config.pbtxt").read_text()), preserving_proto_field_name=True)
     model = load_python_model(published / "1" / "model.py").TritonPythonModel()
-    model.initialize({"model_config": json.dumps(config), "model_repository": str(published), "model_version": "1"})
+    model.initialize({"model_config": config, "model_repository": str(published), "model_version": "1"})
 
     responses = model.execute(requests)
 

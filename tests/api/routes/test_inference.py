@@ -92,3 +92,25 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
     response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]})
     message = assert_error(response, 500, "internal_error")
     assert "secret" not in response.text and "request id" in message
+
+
+def test_client_deadline_is_used_within_its_bound(client, gateway, settings):
+    seen = []
+
+    async def record(model, texts, *, normalize, timeout_s):
+        seen.append(timeout_s)
+        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s)
+
+    gateway.embeddings.embed_texts = record
+    body = {"model_name": "org/loaded", "text": ["a"]}
+    assert client.post("/infer", json=body).status_code == 200
+    assert client.post("/infer", json=body, headers={"x-request-timeout": "2.5"}).status_code == 200
+    assert seen == [settings.request_timeout_s, 2.5]
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf", "100000"])
+def test_bad_client_deadlines_are_400(client, value):
+    response = client.post(
+        "/infer", json={"model_name": "org/loaded", "text": ["a"]}, headers={"x-request-timeout": value}
+    )
+    assert_error(response, 400, "bad_request")

@@ -1,0 +1,123 @@
+"""The load generator: ``concurrency`` asyncio clients, each sending its next request as
+soon as its last one is answered (a closed loop), over one aiohttp connection pool.
+
+Asyncio rather than threads: one thread drives every client, so the generator is not
+limited by the GIL and takes little of the CPU the server under test needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+import orjson
+
+from .endpoints import Endpoint
+from .payloads import Payload
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+@dataclass
+class RequestRecord:
+    index: int
+    inputs: int
+    latency_s: float
+    # "200", another HTTP status, "timeout", "connection_error", or "bad_response" (a 200
+    # whose body is not the expected shape or carries the wrong number of embeddings).
+    status: str
+    embeddings: int = 0
+    server_ms: float | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    zero_vectors: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "200"
+
+
+@dataclass
+class LoadRun:
+    records: list[RequestRecord]
+    wall_s: float
+    concurrency: int
+
+    @property
+    def succeeded(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.ok]
+
+
+async def send_one(
+    session: aiohttp.ClientSession, url: str, endpoint: Endpoint, payload: Payload, index: int
+) -> RequestRecord:
+    inputs = payload.inputs(index)
+    body = endpoint.body(inputs, payload.kind)
+    started = time.perf_counter()
+    try:
+        async with session.post(url, data=body, headers=JSON_HEADERS) as response:
+            raw = await response.read()
+            latency = time.perf_counter() - started
+            status, headers = response.status, response.headers
+    except asyncio.TimeoutError:
+        return RequestRecord(index, len(inputs), time.perf_counter() - started, "timeout")
+    except aiohttp.ClientError:
+        return RequestRecord(index, len(inputs), time.perf_counter() - started, "connection_error")
+    if status != 200:
+        return RequestRecord(index, len(inputs), latency, str(status))
+    try:
+        parsed = endpoint.parse(raw, headers, payload.kind)
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        return RequestRecord(index, len(inputs), latency, "bad_response")
+    if parsed.embeddings != len(inputs):
+        return RequestRecord(index, len(inputs), latency, "bad_response")
+    return RequestRecord(
+        index,
+        len(inputs),
+        latency,
+        "200",
+        embeddings=parsed.embeddings,
+        server_ms=parsed.server_ms,
+        timings_ms=parsed.timings_ms,
+        zero_vectors=parsed.zero_vectors,
+    )
+
+
+async def run_load(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    endpoint: Endpoint,
+    payload: Payload,
+    *,
+    concurrency: int,
+    first_index: int = 0,
+    requests: int | None = None,
+    duration_s: float | None = None,
+) -> LoadRun:
+    """Send ``requests`` requests, or keep sending for ``duration_s`` seconds (requests in
+    flight at the deadline still finish and count). Request numbers start at
+    ``first_index``, so a warm-up and the measured run carry different inputs."""
+    if (requests is None) == (duration_s is None):
+        raise ValueError("give exactly one of requests and duration_s")
+    url = base_url.rstrip("/") + endpoint.path
+    records: list[RequestRecord] = []
+    issued = 0
+    started = time.perf_counter()
+    deadline = started + duration_s if duration_s is not None else None
+
+    async def client() -> None:
+        nonlocal issued
+        while True:
+            if requests is not None and issued >= requests:
+                return
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            index = first_index + issued
+            issued += 1
+            records.append(await send_one(session, url, endpoint, payload, index))
+
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    wall_s = time.perf_counter() - started
+    records.sort(key=lambda r: r.index)
+    return LoadRun(records, wall_s, concurrency)

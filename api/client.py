@@ -1,0 +1,135 @@
+"""A small synchronous client for a running embedgate server (the CLI's commands use it).
+
+Errors come back as :class:`ServerError` with the server's status, code and message,
+whichever of the two error shapes (the project's or OpenAI's) the route answered in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+NDJSON = "application/x-ndjson"
+DEFAULT_URL = "http://127.0.0.1:8686"
+
+ProgressHandler = Callable[[dict[str, Any]], None]
+
+
+class ServerError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _error_from(status: int, body: Any) -> ServerError:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        # A stream's last event carries the status the load would have answered with.
+        status = error.get("status") if isinstance(error.get("status"), int) else status
+        return ServerError(status, str(error.get("code", "error")), str(error.get("message", "")))
+    return ServerError(status, "error", "the server answered with an error but no error body")
+
+
+def _checked(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code >= 400:
+        raise _error_from(response.status_code, body)
+    return body
+
+
+def _named(model_name: str, pretrained: str | None) -> dict[str, str]:
+    """How requests name a model: a CLIP model also by its pretrained."""
+    return {"model_name": model_name, **({"pretrained": pretrained} if pretrained else {})}
+
+
+class EmbedgateClient:
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        *,
+        http: httpx.Client | None = None,
+    ):
+        """``http``: an httpx client to send through instead (an in-process app in tests)."""
+        self._owns_http = http is None
+        self._http = http or httpx.Client(base_url=url, timeout=timeout)
+        if api_key:
+            self._http.headers["authorization"] = f"Bearer {api_key}"
+        self.timeout = timeout
+
+    def __enter__(self) -> EmbedgateClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def load(
+        self,
+        model_name: str,
+        model_path: str | None = None,
+        *,
+        pretrained: str | None = None,
+        trust_remote_code: bool = False,
+        on_progress: ProgressHandler | None = None,
+    ) -> dict[str, Any]:
+        """Load (converting first if needed), following the server's progress events.
+        With ``pretrained``, an OpenCLIP model."""
+        body: dict[str, Any] = {"model_name": model_name}
+        if pretrained:
+            path, body["pretrained"] = "/load_clip_model", pretrained
+        else:
+            path = "/load_sentence_transformer_model"
+        if model_path:
+            body["model_path"] = model_path
+        if trust_remote_code:
+            body["trust_remote_code"] = True
+        # No read deadline: a conversion can take minutes, and the server enforces its own.
+        timeout = httpx.Timeout(self.timeout, read=None)
+        with self._http.stream(
+            "POST", path, json=body, headers={"accept": NDJSON}, timeout=timeout
+        ) as response:
+            if response.status_code >= 400 or not response.headers.get("content-type", "").startswith(NDJSON):
+                response.read()
+                return _checked(response)
+            for line in response.iter_lines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("event") == "progress":
+                    if on_progress is not None:
+                        on_progress(event)
+                elif event.get("event") == "done":
+                    return event["result"]
+                else:
+                    raise _error_from(500, event)
+        raise ServerError(502, "incomplete", "the server closed the stream before the load finished")
+
+    def unload(self, model_name: str, pretrained: str | None = None) -> dict[str, Any]:
+        return _checked(self._http.post("/unload_model", json=_named(model_name, pretrained)))
+
+    def delete(self, model_name: str, pretrained: str | None = None) -> dict[str, Any]:
+        return _checked(self._http.post("/delete_model", json=_named(model_name, pretrained)))
+
+    def models(self, *, include_unloaded: bool = False) -> list[dict[str, Any]]:
+        path = "/repository_models" if include_unloaded else "/loaded_models"
+        return _checked(self._http.get(path))["models"]
+
+    def embed(
+        self, model_name: str, texts: list[str], *, pretrained: str | None = None, normalize: bool = True
+    ) -> tuple[list[list[float]], dict[str, str]]:
+        """The embeddings, and the response's timing headers."""
+        body = {**_named(model_name, pretrained), "text": texts, "normalize": normalize}
+        response = self._http.post("/infer", json=body)
+        body = _checked(response)
+        timings = {k: v for k, v in response.headers.items() if k.startswith("x-") and k.endswith("-ms")}
+        return body["text_embeddings"], timings

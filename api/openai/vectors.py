@@ -1,0 +1,27 @@
+"""Embedding vectors in the forms OpenAI's API returns them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Literal
+
+import numpy as np
+
+EncodingFormat = Literal["float", "base64"]
+
+
+def shorten(vectors: np.ndarray, dimensions: int) -> np.ndarray:
+    """The first ``dimensions`` components of each row, scaled back to unit length
+    (what OpenAI's ``dimensions`` does; meaningful for Matryoshka-trained models)."""
+    head = np.ascontiguousarray(vectors[:, :dimensions], dtype=np.float32)
+    norms = np.linalg.norm(head, axis=1, keepdims=True)
+    return head / np.maximum(norms, 1e-12)
+
+
+def encode_rows(vectors: np.ndarray, encoding_format: EncodingFormat) -> list:
+    """One entry per row: the row itself (serialized as floats by orjson), or its float32
+    little-endian bytes in base64, which is what OpenAI's clients decode."""
+    rows = np.ascontiguousarray(vectors, dtype="<f4")
+    if encoding_format == "base64":
+        return [base64.b64encode(row.tobytes()).decode("ascii") for row in rows]
+    return list(rows)

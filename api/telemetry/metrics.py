@@ -1,0 +1,101 @@
+"""The gateway's own Prometheus metrics.
+
+One registry for the process (the gateway is one process; replicas are scraped one by
+one). Labels are bounded on purpose: ``endpoint`` is a route template, ``model`` only ever
+a model the registry has loaded, ``status``/``reason``/``outcome`` come from fixed sets.
+A hostile client cannot create new series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client import disable_created_metrics
+
+# ``*_created`` series double every counter and histogram and nobody graphs them.
+disable_created_metrics()
+
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+
+# Seconds; from a cached single sentence (~2 ms) to a request at its default deadline.
+LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+CONVERSION_BUCKETS = (5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0)
+
+REQUESTS = Counter(
+    "embedgate_requests",
+    "HTTP requests answered, by route template, model (inference routes) and status code.",
+    ["endpoint", "model", "status"],
+    registry=REGISTRY,
+)
+REQUEST_SECONDS = Histogram(
+    "embedgate_request_duration_seconds",
+    "Time from request start to the end of the response, by route template and model.",
+    ["endpoint", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+REJECTIONS = Counter(
+    "embedgate_rejections",
+    "Requests turned away at once (503/429): reason 'overloaded' is the in-flight limit or "
+    "Triton's full queue, 'triton_unavailable' a Triton restart, 'starting' gateway startup.",
+    ["endpoint", "model", "reason"],
+    registry=REGISTRY,
+)
+STAGE_SECONDS = Histogram(
+    "embedgate_inference_stage_seconds",
+    "Embedding requests by stage: queue (waiting for a tokenizer thread), tokenize, and "
+    "inference (the Triton round trip, including its dynamic-batching delay).",
+    ["model", "stage"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+CONVERSIONS = Histogram(
+    "embedgate_conversion_duration_seconds",
+    "Model conversions (PyTorch to Triton model), by kind and outcome ('published' or the error code).",
+    ["kind", "outcome"],
+    buckets=CONVERSION_BUCKETS,
+    registry=REGISTRY,
+)
+IMAGE_FETCH_FAILURES = Counter(
+    "embedgate_image_fetch_failures",
+    "Images refused, by reason: image_url_refused, image_fetch_failed, image_too_large, invalid_image.",
+    ["reason"],
+    registry=REGISTRY,
+)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def observe_conversion(run: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Decorates the coroutine that runs one conversion (its first argument is the spec)."""
+
+    @functools.wraps(run)
+    async def timed(*args: P.args, **kwargs: P.kwargs) -> T:
+        kind = getattr(args[0], "kind", "unknown") if args else "unknown"
+        started = time.monotonic()
+        outcome = "published"
+        try:
+            return await run(*args, **kwargs)
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except Exception as exc:
+            code = getattr(exc, "code", None)  # an ApiError's code: a fixed set
+            outcome = code if isinstance(code, str) else "internal_error"
+            raise
+        finally:
+            CONVERSIONS.labels(kind, outcome).observe(time.monotonic() - started)
+
+    return timed
+
+
+def count_image_fetch_failure(reason: str) -> None:
+    """For the image fetcher: ``reason`` must come from a fixed set (never a URL or host)."""
+    IMAGE_FETCH_FAILURES.labels(reason).inc()

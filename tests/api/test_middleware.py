@@ -1,0 +1,116 @@
+"""Body limits, content types and client disconnects, at the ASGI level."""
+
+import asyncio
+
+import pytest
+
+from api.middleware import CancelOnDisconnect, RequestLimits
+
+
+def test_declared_oversized_body_is_refused_before_reading(client, settings):
+    body = b'{"model_name": "org/loaded", "text": ["' + b"a" * (settings.max_request_bytes + 10) + b'"]}'
+    response = client.post("/infer", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_unsupported_content_types_are_415(client, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    response = client.post("/infer", content=b'{"model_name": "org/loaded", "text": ["a"]}', headers=headers)
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_charset_parameter_is_fine(client):
+    response = client.post(
+        "/infer",
+        content=b'{"model_name": "org/loaded", "text": ["a"]}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert response.status_code == 200
+
+
+def test_non_utf8_bytes_are_a_clear_400(client):
+    response = client.post(
+        "/infer",
+        content=b'{"model_name": "org/loaded", "text": ["\xff\xfe\xfa"]}',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "malformed_body"
+
+
+async def test_streamed_body_is_cut_off_at_the_limit_without_a_length():
+    received = []
+
+    async def app(scope, receive, send):
+        while True:
+            message = await receive()
+            received.append(len(message.get("body", b"")))
+            if not message.get("more_body"):
+                return
+
+    chunks = [{"type": "http.request", "body": b"x" * 600, "more_body": True} for _ in range(10)]
+
+    async def receive():
+        return chunks.pop(0)
+
+    scope = {"type": "http", "method": "POST", "path": "/infer", "headers": [(b"content-type", b"application/json")]}
+    with pytest.raises(Exception) as raised:
+        await RequestLimits(app, max_body_bytes=2000)(scope, receive, None)
+    assert raised.value.status == 413
+    assert sum(received) <= 2000 and len(chunks) == 6, "kept reading past the limit"
+
+
+async def test_client_disconnect_cancels_the_request():
+    cancelled = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        await receive()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "method": "POST", "path": "/infer"}
+    await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(scope, receive, None), 5)
+    assert cancelled.is_set()
+
+
+async def test_finished_requests_are_not_disturbed():
+    sent = []
+
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 200})
+
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()  # like a server: nothing more until a disconnect
+
+    async def send(message):
+        sent.append(message)
+
+    await CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, send)
+    assert sent == [{"type": "http.response.start", "status": 200}]
+
+
+def test_openai_routes_get_openai_shaped_refusals(client):
+    response = client.post("/v1/embeddings", content=b"input=x", headers={"content-type": "text/plain"})
+    assert response.status_code == 415
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type" and error["type"] == "invalid_request_error"
+    assert "param" in error

@@ -1,0 +1,101 @@
+"""benchmark.py against the real gateway: a short smoke run that checks the report is
+complete and its figures are consistent. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from .conftest import MINILM, start_gateway, wait_ready
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_benchmark(gateway, out: Path, *args: str) -> dict:
+    command = [
+        sys.executable, "benchmark.py", "--url", gateway.url, "--model", MINILM,
+        "--model-repository", str(gateway.repository), "--json", str(out), *args,
+    ]
+    finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "QPS:" in finished.stdout and "Mean response time:" in finished.stdout
+    return json.loads(out.read_text())
+
+
+def assert_ordered(described: dict) -> None:
+    assert described["min"] <= described["p50"] <= described["p90"] <= described["p95"] <= described["p99"] <= described["max"]
+
+
+def test_smoke_run_with_in_process_baselines(gateway, minilm_loaded, tmp_path):
+    report = run_benchmark(
+        gateway, tmp_path / "single.json",
+        "--payload", "single", "--requests", "20", "--concurrency", "4", "--warmup", "0.5", "--inprocess",
+    )
+    load = report["load"]
+    assert load["total_requests"] == 20 == load["successful_requests"] + load["failed_requests"]
+    assert load["successful_requests"] == 20 and load["errors"] == {}
+    assert load["requests_per_client"] == 5
+    assert load["qps"] > 0 and load["embeddings"] == 20 and load["embeddings_per_s"] > 0
+    assert load["server_mode"] == "model"
+    assert_ordered(load["response_time_s"])
+    assert load["processing_time_ms"]["count"] == 20
+    assert {"tokenize", "inference", "total"} <= set(load["server_timings_ms"])
+
+    # The warm-up ran before the first reading of /metrics: Triton embedded exactly the 20.
+    triton = report["triton"]
+    assert triton["inferences"] == 20
+    assert 1 <= triton["average_batch_size"] <= 4  # never more than the 4 clients' requests
+
+    memory = report["memory"]
+    assert set(memory["peak_by_role_mb"]) == {"gateway", "triton"}
+    roles = memory["peak_by_role_mb"].values()
+    assert 0 < max(roles) <= memory["peak_mb"] <= sum(roles) + 0.2
+    assert gateway.process.pid in memory["pids"]
+    assert set(gateway.children("tritonserver")) <= set(memory["pids"])
+    assert {"client", "gateway", "triton"} <= set(report["cpu_ms_per_request"])
+
+    baselines = report["inprocess"]["baselines"]
+    assert set(baselines) == {"plain", "length_sorted"}
+    for result in baselines.values():
+        assert result["texts"] == 20 and result["embeddings_per_s"] > 0
+    assert baselines["length_sorted"]["padding_efficiency"] >= baselines["plain"]["padding_efficiency"]
+    assert report["inprocess"]["onnx_file"].endswith("model.onnx")
+    ratios = report["inprocess"]["server_ratio"]
+    for strategy, ratio in ratios.items():
+        assert ratio == round(load["embeddings_per_s"] / baselines[strategy]["embeddings_per_s"], 4)
+
+
+def test_batch_payload_counts_embeddings_not_requests(gateway, minilm_loaded, tmp_path):
+    report = run_benchmark(
+        gateway, tmp_path / "batch.json",
+        "--payload", "batch", "--batch-size", "8", "--requests", "6", "--concurrency", "2", "--warmup", "0",
+    )
+    load = report["load"]
+    assert load["successful_requests"] == 6 and load["embeddings"] == 48
+    assert report["triton"]["inferences"] == 48
+    assert report["config"]["per_request"] == 8
+
+
+def test_noop_gateway_answers_zero_vectors_and_the_benchmark_says_so(gateway, minilm_loaded, tmp_path):
+    # A second gateway on the same repository restores MiniLM from the manifest.
+    noop = start_gateway(gateway.repository, tmp_path / "noop.log", noop_inference="true")
+    try:
+        wait_ready(noop)
+        answer = httpx.post(f"{noop.url}/infer", json={"model_name": MINILM, "text": ["a", "b c"]}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        vectors = np.asarray(answer.json()["text_embeddings"])
+        assert vectors.shape == (2, 384) and not vectors.any()
+        assert "no-op inference is on" in noop.log()
+
+        report = run_benchmark(noop, tmp_path / "noop.json", "--requests", "10", "--concurrency", "2", "--warmup", "0")
+        assert report["load"]["server_mode"] == "noop"
+        assert report["load"]["successful_requests"] == 10
+        # Triton ran nothing for these requests.
+        assert report["triton"]["inferences"] == 0 and report["triton"]["average_batch_size"] is None
+    finally:
+        noop.stop()

@@ -1,0 +1,74 @@
+"""The ``embedgate`` command line against the real gateway: a load that converts shows its
+steps with elapsed times (in the CLI and in the server log), then embed, models, unload
+and delete."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.helpers import cosine_rows
+
+NAME = "cli/minilm"
+STEP = re.compile(r"^\[\s*\d+\.\ds\] (?P<message>.+)$")
+
+
+def embedgate(gateway, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, EMBEDGATE_URL=gateway.url)
+    return subprocess.run(
+        [sys.executable, "-m", "api", *argv], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_load_embed_list_unload_delete(gateway, minilm_path, minilm):
+    loaded = embedgate(gateway, "load", NAME, "--model-path", minilm_path)
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["converted"] is True
+
+    # Progress: the converter's steps and the gateway's, each with elapsed seconds, in order.
+    steps = [STEP.match(line) for line in loaded.stderr.splitlines()]
+    assert all(steps), loaded.stderr
+    messages = [m["message"] for m in steps]
+    for expected in ("exporting ONNX", "parity passed", "loading into Triton", "ready"):
+        assert any(m.startswith(expected) for m in messages), messages
+    assert messages.index("loading into Triton") > max(i for i, m in enumerate(messages) if m.startswith("parity"))
+    elapsed = [float(m.group(0)[1:].split("s]")[0]) for m in steps]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > 0
+    # The server log has the same steps with elapsed times.
+    assert re.search(rf"\[{NAME}\] \[\s*\d+\.\ds\] loading into Triton", gateway.log())
+
+    texts = ["the command line embeds this", "and this"]
+    embedded = embedgate(gateway, "embed", NAME, *texts)
+    assert embedded.returncode == 0, embedded.stderr
+    vectors = np.asarray([json.loads(line) for line in embedded.stdout.splitlines()])
+    assert cosine_rows(vectors, minilm.encode(texts)).min() >= 0.9999
+
+    listed = embedgate(gateway, "models")
+    assert listed.returncode == 0, listed.stderr
+    row = next(line.split() for line in listed.stdout.splitlines() if line.startswith(NAME))
+    assert row[1:] == ["-", "sentence_transformer", "384", "256", "python", "yes"]
+
+    again = embedgate(gateway, "load", NAME)
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "already_loaded"
+
+    unloaded = embedgate(gateway, "unload", NAME)
+    assert unloaded.returncode == 0 and unloaded.stdout.strip() == f"Model {NAME} unloaded."
+    listed = embedgate(gateway, "models", "--all", "--json")
+    assert {m["model_name"]: m["loaded"] for m in json.loads(listed.stdout)}[NAME] is False
+
+    deleted = embedgate(gateway, "delete", NAME)
+    assert deleted.returncode == 0, deleted.stderr
+    gone = embedgate(gateway, "embed", NAME, "x")
+    assert gone.returncode == 1 and "404 model_not_found" in gone.stderr
+
+
+def test_a_failed_load_reports_the_servers_error(gateway):
+    failed = embedgate(gateway, "load", "nobody/not-offline")
+    assert failed.returncode == 1
+    assert "404 model_not_found" in failed.stderr
+    assert "Traceback" not in failed.stderr

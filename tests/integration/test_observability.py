@@ -1,0 +1,85 @@
+"""One Prometheus scrape of the real gateway holds its own metrics and the real
+tritonserver's; and an external Triton (started here, outside the gateway) is reached for
+inference and for its metrics through the settings for external mode."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.settings import Settings
+from api.triton.supervisor import TritonSupervisor
+from tests.helpers import cosine_rows
+
+from .conftest import MINILM, start_gateway, wait_ready
+
+TRITON_NAME = "sentence-transformers--all-MiniLM-L6-v2"
+
+
+def scrape(url: str) -> dict:
+    response = httpx.get(f"{url}/metrics/prometheus", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {family.name: family for family in text_string_to_metric_families(response.text)}
+
+
+def sample(families: dict, family: str, name: str, **labels: str) -> float | None:
+    for s in families.get(family, ()).samples if family in families else ():
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None
+
+
+def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded):
+    for _ in range(3):
+        assert http.post("/infer", json={"model_name": MINILM, "text": ["scraped"]}).status_code == 200
+    assert http.post("/v1/embeddings", json={"model": MINILM, "input": "scraped"}).status_code == 200
+    families = scrape(gateway.url)
+
+    assert sample(families, "embedgate_requests", "embedgate_requests_total", endpoint="/infer", model=MINILM, status="200") >= 3
+    assert sample(families, "embedgate_requests", "embedgate_requests_total", endpoint="/v1/embeddings", model=MINILM, status="200") >= 1
+    assert sample(families, "embedgate_request_duration_seconds", "embedgate_request_duration_seconds_count", endpoint="/infer", model=MINILM) >= 3
+    assert sample(families, "embedgate_inference_stage_seconds", "embedgate_inference_stage_seconds_count", model=MINILM, stage="inference") >= 4
+    assert sample(families, "embedgate_model_loaded", "embedgate_model_loaded", model=MINILM) == 1
+    assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
+    # MiniLM was converted in this session, through the same gateway.
+    assert sample(families, "embedgate_conversion_duration_seconds", "embedgate_conversion_duration_seconds_count", kind="sentence_transformer", outcome="published") >= 1
+    # Triton's own counters, from its metrics port, in the same scrape.
+    assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) >= 4
+    assert sample(families, "nv_inference_exec_count", "nv_inference_exec_count_total", model=TRITON_NAME) >= 1
+
+
+async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, minilm, tmp_path):
+    # A repository of its own, holding a copy of the converted MiniLM (no second conversion).
+    repository = tmp_path / "repository"
+    repository.mkdir()
+    shutil.copytree(gateway.repository / TRITON_NAME, repository / TRITON_NAME)
+    triton = TritonSupervisor(Settings(model_repository=repository), repository)
+    await triton.start()
+    external = None
+    try:
+        external = await asyncio.to_thread(
+            start_gateway,
+            repository,
+            tmp_path / "external.log",
+            triton_url=triton.url,
+            triton_metrics_url=triton.metrics_url,
+        )
+        await asyncio.to_thread(wait_ready, external)
+        async with httpx.AsyncClient(base_url=external.url, timeout=120) as http:
+            loaded = await http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+            assert loaded.status_code == 200 and loaded.json()["converted"] is False, loaded.text
+            response = await http.post("/infer", json={"model_name": MINILM, "text": ["external triton"]})
+            assert response.status_code == 200, response.text
+            assert cosine_rows(response.json()["text_embeddings"], minilm.encode(["external triton"]))[0] >= 0.9999
+        families = await asyncio.to_thread(scrape, external.url)
+        assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
+        assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) == 1
+        assert "starting tritonserver" not in external.log()  # external mode starts none
+    finally:
+        if external is not None:
+            await asyncio.to_thread(external.stop)
+        await triton.stop()

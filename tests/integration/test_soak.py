@@ -1,0 +1,105 @@
+"""Soak: more concurrent clients than the server admits, with Triton killed once.
+
+Every 200 must carry exactly the embedding of its own input (no cross-talk inside a
+dynamic batch), every other answer must be a 503/504 in the error shape, and no request
+may hang past its deadline. ``make test`` runs a short bounded version; set
+``EMBEDGATE_SOAK_SECONDS`` (and ``EMBEDGATE_SOAK_CLIENTS``) for a longer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from collections import Counter
+
+import httpx
+import numpy as np
+import pytest
+
+from .conftest import MINILM, start_gateway, wait_ready
+
+SECONDS = float(os.environ.get("EMBEDGATE_SOAK_SECONDS", "12"))
+CLIENTS = int(os.environ.get("EMBEDGATE_SOAK_CLIENTS", "48"))
+DEADLINE_S = 3.0
+# A request may finish a little after its deadline (the answer must still travel back),
+# but never hang: this is the bound on "a little".
+HANG_MARGIN_S = 5.0
+
+
+@pytest.mark.soak
+async def test_soak_with_overload_and_a_triton_crash(gateway, minilm_loaded, minilm, tmp_path):
+    rng = random.Random(7)
+    words = "alpha beta gamma delta river mountain engine signal quiet bright market garden".split()
+    pool = [f"{i}: " + " ".join(rng.choice(words) for _ in range(rng.randint(3, 40))) for i in range(400)]
+    reference = minilm.encode(pool, convert_to_numpy=True, normalize_embeddings=True)
+
+    soak = start_gateway(gateway.repository, tmp_path / "soak.log", max_inflight_requests=str(CLIENTS // 3))
+    counts: Counter[str] = Counter()
+    slowest = 0.0
+    problems: list[str] = []
+    try:
+        wait_ready(soak)
+        stop_at = time.monotonic() + SECONDS
+
+        async def client_loop(client: httpx.AsyncClient, seed: int) -> None:
+            nonlocal slowest
+            local = random.Random(seed)
+            while time.monotonic() < stop_at:
+                picks = local.sample(range(len(pool)), local.choice((1, 1, 1, 4, 16)))
+                started = time.monotonic()
+                try:
+                    response = await client.post(
+                        "/infer", json={"model_name": MINILM, "text": [pool[i] for i in picks]}
+                    )
+                except httpx.TimeoutException:
+                    counts["hung"] += 1
+                    continue
+                elapsed = time.monotonic() - started
+                slowest = max(slowest, elapsed)
+                counts["sent"] += 1
+                if response.status_code == 200:
+                    served = np.asarray(response.json()["text_embeddings"], dtype=np.float32)
+                    # Each row must be its own input's embedding, and closer to it than to any other.
+                    similarity = served @ reference.T
+                    if not (np.argmax(similarity, axis=1) == picks).all() or similarity[np.arange(len(picks)), picks].min() < 0.9999:
+                        counts["wrong"] += 1
+                    else:
+                        counts["ok"] += 1
+                elif response.status_code in (503, 504):
+                    error = response.json().get("error", {})
+                    if error.get("status") != response.status_code or not error.get("message"):
+                        problems.append(f"bad error shape: {response.text[:200]}")
+                    counts["rejected" if response.status_code == 503 else "timed_out"] += 1
+                    # A polite client backs off (Retry-After says 1s; a short pause keeps
+                    # the pressure on while leaving the CPU to the model).
+                    await asyncio.sleep(local.uniform(0.05, 0.2))
+                else:
+                    problems.append(f"unexpected {response.status_code}: {response.text[:200]}")
+
+        async def crash_triton_once() -> None:
+            await asyncio.sleep(SECONDS / 3)
+            (pid,) = soak.children("tritonserver")
+            os.kill(pid, signal.SIGKILL)
+            counts["triton_killed"] += 1
+
+        headers = {"x-request-timeout": str(DEADLINE_S)}
+        timeout = httpx.Timeout(DEADLINE_S + HANG_MARGIN_S)
+        limits = httpx.Limits(max_connections=CLIENTS)
+        async with httpx.AsyncClient(base_url=soak.url, headers=headers, timeout=timeout, limits=limits) as client:
+            await asyncio.gather(crash_triton_once(), *(client_loop(client, s) for s in range(CLIENTS)))
+    finally:
+        soak.stop()
+
+    print(
+        f"\nsoak: {SECONDS:.0f}s, {CLIENTS} clients: sent {counts['sent']}, ok {counts['ok']}, "
+        f"rejected {counts['rejected']}, timed out {counts['timed_out']}, wrong {counts['wrong']}, "
+        f"hung {counts['hung']}, slowest {slowest:.2f}s, triton killed {counts['triton_killed']}"
+    )
+    assert counts["triton_killed"] == 1
+    assert counts["wrong"] == 0, "a response carried another input's embedding"
+    assert counts["hung"] == 0 and slowest < DEADLINE_S + HANG_MARGIN_S
+    assert problems == [], problems[:5]
+    assert counts["ok"] > 0 and counts["rejected"] > 0
