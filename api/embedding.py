@@ -133,7 +133,7 @@ class EmbeddingService:
                     np.ascontiguousarray(batch.attention_mask[rows, :width]),
                 )
             )
-        parts = await asyncio.gather(*calls)
+        parts = await run_all(calls)
         sorted_vectors = np.concatenate(parts)
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
