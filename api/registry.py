@@ -140,18 +140,26 @@ class ModelRegistry:
     # --- management
     def _triton_options(self) -> TritonConfigOptions:
         s = self.settings
+        instances, threads = s.instance_count, s.ort_intra_op_threads
+        if s.triton_form == "python":
+            # Measured on CPU: one single-threaded onnxruntime per core keeps every core
+            # busy, where one instance with a thread per core leaves them idle between ops.
+            cores = os.cpu_count() or 1
+            instances = instances or cores
+            threads = threads or max(1, cores // instances)
         return TritonConfigOptions(
             form=s.triton_form,
             max_batch_size=s.max_batch_size,
+            sub_batch_size=s.sub_batch_size,
             max_queue_delay_microseconds=s.max_queue_delay_us,
             max_queue_size=s.triton_max_queue_size,
-            instance_count=s.instance_count,
+            instance_count=instances or 1,
             instance_kind=(
                 s.instance_kind
                 if s.instance_kind != "auto"
                 else ("gpu" if s.triton_form == "onnxruntime" else "cpu")
             ),
-            intra_op_threads=s.ort_intra_op_threads,
+            intra_op_threads=threads,
         )
 
     def _check_source(self, model_path: str | None, trust_remote_code: bool) -> str | None:

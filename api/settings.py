@@ -77,18 +77,26 @@ class Settings(BaseSettings):
     triton_log_verbose: int = Field(0, ge=0, description="Triton's --log-verbose level.")
 
     # --- dynamic batching (written into each new model's config)
-    max_batch_size: int = Field(64, ge=1, le=4096, description="Triton max_batch_size of new models.")
+    max_batch_size: int = Field(256, ge=1, le=4096, description="Triton max_batch_size of new models.")
+    sub_batch_size: int = Field(
+        32, ge=1, le=4096,
+        description="Python form: a dynamic batch's texts, sorted by length, run in sub-batches of this many.",
+    )
     max_queue_delay_us: int = Field(
         2000, ge=0, description="Dynamic batcher: longest wait to fill a batch (microseconds)."
     )
     triton_max_queue_size: int = Field(
         1024, ge=0, description="Requests queued in Triton per model before it rejects (503)."
     )
-    instance_count: int = Field(1, ge=1, description="Model instances per model in Triton.")
+    instance_count: int = Field(
+        0, ge=0, description="Model instances per model in Triton; 0: one per CPU core ('python'), 1 ('onnxruntime')."
+    )
     instance_kind: Literal["auto", "cpu", "gpu"] = Field(
         "auto", description="Triton instance kind; auto: CPU for 'python', GPU for 'onnxruntime'."
     )
-    ort_intra_op_threads: int = Field(0, ge=0, description="0: onnxruntime decides.")
+    ort_intra_op_threads: int = Field(
+        0, ge=0, description="onnxruntime threads per instance; 0: cores / instances ('python'), onnxruntime's choice ('onnxruntime')."
+    )
 
     # --- request handling
     max_inflight_requests: int = Field(

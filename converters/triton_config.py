@@ -24,6 +24,10 @@ INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Tells the Python-backend model.py which file in the version directory to open.
 ONNX_FILE_PARAMETER = "onnx_file"
+# Python form, text models: the input whose non-zero count is a row's real length, and the
+# rows per onnxruntime run once a batch's rows are sorted by that length.
+LENGTH_INPUT_PARAMETER = "length_input"
+SUB_BATCH_PARAMETER = "sub_batch_size"
 
 
 def validate_options(options: TritonConfigOptions) -> None:
@@ -43,10 +47,12 @@ def build_text_model_config(
     name: str, embedding_dim: int, options: TritonConfigOptions
 ) -> pb.ModelConfig:
     config = _model_config(name, embedding_dim, options)
+    python_form = options.form == "python"
     for input_name in (INPUT_IDS, ATTENTION_MASK):
-        config.input.add(
-            name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=options.form == "python"
-        )
+        config.input.add(name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=python_form)
+    if python_form:
+        config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
+        config.parameters[SUB_BATCH_PARAMETER].string_value = str(options.sub_batch_size)
     return config
 
 

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="run only the in-process baselines (no server; needs --requests)")
     baseline.add_argument("--inprocess-batch-size", type=int, default=32)
     baseline.add_argument("--inprocess-threads", type=int,
-                          help="onnxruntime intra-op threads (default: as the served model's config)")
+                          help="onnxruntime intra-op threads (default: onnxruntime's, every core)")
     baseline.add_argument("--inprocess-max-texts", type=int,
                           help="embed at most this many of the inputs in-process (default: all)")
     baseline.add_argument("--model-repository", type=Path,

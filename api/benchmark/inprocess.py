@@ -1,8 +1,9 @@
 """The physical limit: the very ONNX file the server serves, run in this process.
 
-The model is opened from the model repository exactly as Triton's ``model.py`` opens it
-(the file and thread settings named in ``config.pbtxt``, full graph optimization), and
-texts are tokenized exactly as the gateway tokenizes them (:class:`TextTokenizer` with
+The model is opened from the model repository as Triton's ``model.py`` opens it (the
+file named in ``config.pbtxt``, full graph optimization) but with the whole machine to
+itself: onnxruntime's own thread defaults, whatever the server's instances use, since the
+limit is what the bare model can do here. Texts are tokenized exactly as the gateway tokenizes them (:class:`TextTokenizer` with
 the model's metadata). Nothing stands between the texts and onnxruntime, so what the
 server reaches is measured as a fraction of this.
 
@@ -53,7 +54,8 @@ def _config_parameters(model_dir: Path) -> dict[str, str]:
 
 
 def open_local_model(repository: Path, model: str, intra_op_threads: int | None = None) -> LocalModel:
-    """Open ``model`` from ``repository``; ``intra_op_threads`` None means "as the server"."""
+    """Open ``model`` from ``repository``; ``intra_op_threads`` None means onnxruntime's
+    default (every core)."""
     import onnxruntime as ort
 
     model_dir = repository / to_triton_name(model)
@@ -68,10 +70,9 @@ def open_local_model(repository: Path, model: str, intra_op_threads: int | None 
         raise ValueError(f"the in-process baseline covers text models; {model} is a {metadata.kind} model")
     parameters = _config_parameters(model_dir)
     onnx_path = model_dir / "1" / (parameters.get("onnx_file") or ONNX_FILE)
-    threads = intra_op_threads if intra_op_threads is not None else int(parameters.get("intra_op_thread_count") or 0)
+    threads = intra_op_threads or 0
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    options.inter_op_num_threads = int(parameters.get("inter_op_thread_count") or 0)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
     tokenizer = TextTokenizer(

@@ -3,12 +3,15 @@
 Copied as ``<model>/1/model.py``. The inputs and outputs are the ones the model's
 config.pbtxt declares, so one file serves every model we publish: a sentence-transformer
 (``input_ids`` and ``attention_mask``, ragged) and both towers of a CLIP model (token ids
-of a fixed length; uint8 pixels). All well-formed requests of a dynamic batch run as ONE
-onnxruntime call: ragged inputs (``allow_ragged_batch``) arrive with each request's own
-``[n_i, len_i]`` shape and are right-padded with 0 to the longest (id 0, mask 0: the
-graphs pool under the mask, so padding does not change an embedding); fixed-shape inputs
-are concatenated. Outputs are split back by ``n_i``. A malformed request gets its own
-error response and does not fail the others.
+of a fixed length; uint8 pixels). The well-formed requests of a dynamic batch are merged:
+ragged inputs (``allow_ragged_batch``) arrive with each request's own ``[n_i, len_i]``
+shape and are right-padded with 0 to the longest (id 0, mask 0: the graphs pool under the
+mask, so padding does not change an embedding); fixed-shape inputs are concatenated.
+Where the config names a ``length_input`` (text models), the merged rows are sorted by
+their real length and run in sub-batches of ``sub_batch_size`` rows, each padded only to
+its own longest row, so a batch mixing short and long texts computes little padding.
+Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
+malformed request gets its own error response and does not fail the others.
 
 Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils only.
 """
@@ -23,6 +26,8 @@ import triton_python_backend_utils as pb_utils
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
 ONNX_FILE_PARAMETER = "onnx_file"
+LENGTH_INPUT_PARAMETER = "length_input"
+SUB_BATCH_PARAMETER = "sub_batch_size"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Config data types of the tensors we publish.
@@ -72,7 +77,11 @@ class TritonPythonModel:
         options.intra_op_num_threads = int(_parameter(config, INTRA_OP_PARAMETER, "0"))
         options.inter_op_num_threads = int(_parameter(config, INTER_OP_PARAMETER, "0"))
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Spinning threads would take CPU from Triton, the other instances and the gateway.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+        self.length_input = _parameter(config, LENGTH_INPUT_PARAMETER, None)
+        self.sub_batch_size = int(_parameter(config, SUB_BATCH_PARAMETER, "0"))
 
     def execute(self, requests):
         responses = [None] * len(requests)
@@ -139,7 +148,25 @@ class TritonPythonModel:
             else:
                 merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
             feeds[spec.name] = merged
-        return self.session.run(self.outputs, feeds)
+        if self.length_input is None or self.sub_batch_size <= 0:
+            return self.session.run(self.outputs, feeds)
+        return self._run_sorted(feeds)
+
+    def _run_sorted(self, feeds):
+        """Length-sorted sub-batches; results put back in row order."""
+        lengths = np.count_nonzero(feeds[self.length_input], axis=1)
+        order = np.argsort(lengths, kind="stable")
+        results = None
+        for start in range(0, len(order), self.sub_batch_size):
+            rows = order[start : start + self.sub_batch_size]
+            width = max(int(lengths[rows[-1]]), 1)
+            part = {name: array[rows, :width] for name, array in feeds.items()}
+            outputs = self.session.run(self.outputs, part)
+            if results is None:
+                results = [np.empty((len(order),) + out.shape[1:], dtype=out.dtype) for out in outputs]
+            for result, out in zip(results, outputs):
+                result[rows] = out
+        return results
 
     def finalize(self):
         self.session = None

@@ -81,6 +81,37 @@ def test_one_onnxruntime_call_per_dynamic_batch(model, ragged_request):
     assert calls == [{INPUT_IDS: (4, 7), ATTENTION_MASK: (4, 7)}]
 
 
+def test_rows_are_sorted_by_length_into_sub_batches_padded_to_their_own_longest(
+    mean_pool_onnx, load_python_model, table, ragged_request
+):
+    options = TritonConfigOptions(sub_batch_size=2, intra_op_threads=1)
+    config = triton_config.build_text_model_config("tiny", table.shape[1], options)
+    instance = load_python_model().TritonPythonModel()
+    instance.initialize(
+        {
+            "model_config": json_format.MessageToJson(config, preserving_proto_field_name=True),
+            "model_repository": str(mean_pool_onnx.path.parent.parent),
+            "model_version": "1",
+        }
+    )
+    calls = []
+    real_run = instance.session.run
+
+    class RecordingSession:
+        def run(self, outputs, feeds):
+            calls.append(feeds[ATTENTION_MASK].shape)
+            return real_run(outputs, feeds)
+
+    instance.session = RecordingSession()
+    requests = [ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)]
+    responses = instance.execute(requests)
+
+    # Lengths 3, 7, 2, 4 sorted: (2, 3) then (4, 7); each run padded to its own longest.
+    assert calls == [(2, 3), (2, 7)]
+    for response, req in zip(responses, requests):
+        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
 MALFORMED = {
     "shape-mismatch": ({INPUT_IDS: np.ones((2, 4), np.int64), ATTENTION_MASK: np.ones((2, 3), np.int64)}, "does not match"),
     "wrong-rank": ({INPUT_IDS: np.ones(4, np.int64), ATTENTION_MASK: np.ones(4, np.int64)}, "must be"),
@@ -112,10 +143,18 @@ def test_template_names_match_the_contract(load_python_model):
     template = load_python_model()
     # Tensor names come from each model's config; only the file and parameter names are fixed.
     assert template.ONNX_FILE == spec.ONNX_FILE
-    assert (template.ONNX_FILE_PARAMETER, template.INTRA_OP_PARAMETER, template.INTER_OP_PARAMETER) == (
+    assert (
+        template.ONNX_FILE_PARAMETER,
+        template.INTRA_OP_PARAMETER,
+        template.INTER_OP_PARAMETER,
+        template.LENGTH_INPUT_PARAMETER,
+        template.SUB_BATCH_PARAMETER,
+    ) == (
         triton_config.ONNX_FILE_PARAMETER,
         triton_config.INTRA_OP_PARAMETER,
         triton_config.INTER_OP_PARAMETER,
+        triton_config.LENGTH_INPUT_PARAMETER,
+        triton_config.SUB_BATCH_PARAMETER,
     )
 
 

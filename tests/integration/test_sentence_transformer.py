@@ -53,7 +53,7 @@ def test_single_sentence_matches_pytorch(http, minilm_loaded, minilm):
 
 
 def test_requests_larger_than_the_triton_batch_are_split_and_kept_in_order(http, minilm_loaded, minilm):
-    texts = [f"sentence number {i} " + "word " * (i % 17) for i in range(150)]
+    texts = [f"sentence number {i} " + "word " * (i % 17) for i in range(600)]
     response = http.post("/infer", json={"model_name": MINILM, "text": texts})
     assert response.status_code == 200, response.text
     served = np.asarray(response.json()["text_embeddings"])

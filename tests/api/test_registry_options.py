@@ -1,0 +1,29 @@
+"""The Triton options new models are converted with."""
+
+import os
+
+from api.registry import ModelRegistry
+from api.settings import Settings
+
+
+def options(**settings):
+    return ModelRegistry(Settings(**settings), client=None)._triton_options()
+
+
+def test_python_form_defaults_to_one_single_threaded_instance_per_core():
+    chosen = options()
+    assert chosen.instance_count == (os.cpu_count() or 1)
+    assert chosen.intra_op_threads == 1
+    assert chosen.instance_kind == "cpu"
+    assert (chosen.max_batch_size, chosen.sub_batch_size) == (256, 32)
+
+
+def test_explicit_instances_share_the_cores():
+    chosen = options(instance_count=1)
+    assert chosen.instance_count == 1 and chosen.intra_op_threads == (os.cpu_count() or 1)
+    assert options(instance_count=3, ort_intra_op_threads=2).intra_op_threads == 2
+
+
+def test_native_form_runs_one_gpu_instance_with_onnxruntimes_threads():
+    chosen = options(triton_form="onnxruntime")
+    assert (chosen.instance_count, chosen.intra_op_threads, chosen.instance_kind) == (1, 0, "gpu")
