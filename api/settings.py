@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     # --- dynamic batching (written into each new model's config)
     max_batch_size: int = Field(256, ge=1, le=4096, description="Triton max_batch_size of new models.")
     sub_batch_size: int = Field(
-        32, ge=1, le=4096,
+        16, ge=1, le=4096,
         description="Python form: a dynamic batch's texts, sorted by length, run in sub-batches of this many.",
     )
     max_queue_delay_us: int = Field(

@@ -54,7 +54,7 @@ class TritonConfigOptions(BaseModel):
     # onnxruntime threads inside one model instance (0: onnxruntime decides).
     # Python form: a dynamic batch's text rows are sorted by length and run through
     # onnxruntime in runs of at most this many rows, each padded only to its own longest.
-    sub_batch_size: int = Field(32, ge=1, le=4096)
+    sub_batch_size: int = Field(16, ge=1, le=4096)
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
 
