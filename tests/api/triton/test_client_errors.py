@@ -1,0 +1,44 @@
+"""Triton's failures, as a client of the gateway sees them."""
+
+import asyncio
+
+import aiohttp
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from api.errors import DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
+from api.triton.client import map_triton_error
+
+
+@pytest.mark.parametrize(
+    "message, status, expected",
+    [
+        # Triton's queue policy: max_queue_size reached, and a queued request past its timeout.
+        ("Exceeds maximum queue size", "503", Overloaded),
+        ("Request timeout expired", "503", DeadlineExceeded),
+        ("Request for unknown model: 'm' is not found", "400", TritonUnavailable),
+        ("Request for unknown model: 'm' has no available versions", "400", TritonUnavailable),
+        ("onnxruntime failed: shape mismatch", "500", TritonError),
+    ],
+)
+def test_triton_messages_map_to_statuses(message, status, expected):
+    error = map_triton_error(InferenceServerException(msg=message, status=status), "m")
+    assert isinstance(error, expected)
+    assert "onnxruntime" not in error.message, "internal details must not reach clients"
+
+
+def test_overload_answers_carry_retry_after():
+    error = map_triton_error(InferenceServerException(msg="Exceeds maximum queue size", status="503"), "m")
+    assert error.status == 503 and error.headers["Retry-After"]
+
+
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (aiohttp.ClientConnectionError(), TritonUnavailable),
+        (ConnectionRefusedError(), TritonUnavailable),
+        (asyncio.TimeoutError(), DeadlineExceeded),
+    ],
+)
+def test_transport_failures(exc, expected):
+    assert isinstance(map_triton_error(exc, "m"), expected)
