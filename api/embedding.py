@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -68,13 +68,7 @@ class EmbeddingService:
     async def embed_texts(
         self, model: ServedModel, texts: list[str], *, normalize: bool, timeout_s: float
     ) -> Embeddings:
-        try:
-            async with asyncio.timeout(timeout_s):
-                return await self._embed(model, texts, normalize, timeout_s)
-        except TimeoutError:
-            raise DeadlineExceeded(
-                f"the request did not finish within its {timeout_s:g}s deadline"
-            ) from None
+        return await _within(timeout_s, self._embed(model, texts, normalize, timeout_s))
 
     async def _embed(
         self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
@@ -151,13 +145,7 @@ class EmbeddingService:
         """Images as URLs, data URIs or bytes, through a CLIP model's image tower."""
         if model.metadata.clip is None:
             raise BadRequest(f"model '{model.name}' has no image tower; load a CLIP model for images")
-        try:
-            async with asyncio.timeout(timeout_s):
-                return await self._embed_images(model, images, normalize, timeout_s)
-        except TimeoutError:
-            raise DeadlineExceeded(
-                f"the request did not finish within its {timeout_s:g}s deadline"
-            ) from None
+        return await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
 
     async def _embed_images(
         self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
@@ -186,6 +174,15 @@ class EmbeddingService:
             load_ms=(loaded - started) * 1000,
             inference_ms=(finished - loaded) * 1000,
         )
+
+
+async def _within(timeout_s: float, work: Awaitable[T]) -> T:
+    """``work`` under the request's deadline; past it, a 504 for the client."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await work
+    except TimeoutError:
+        raise DeadlineExceeded(f"the request did not finish within its {timeout_s:g}s deadline") from None
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:

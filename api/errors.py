@@ -125,18 +125,6 @@ def _first_field(exc: RequestValidationError) -> str | None:
     return None
 
 
-def _respond(
-    request: Request,
-    status: int,
-    code: str,
-    message: str,
-    headers: dict[str, str] | None = None,
-    param: str | None = None,
-) -> JSONResponse:
-    """Every handled error leaves through here."""
-    return error_response_for(request.scope["path"], status, code, message, headers, param)
-
-
 def error_response_for(
     path: str,
     status: int,
@@ -145,8 +133,8 @@ def error_response_for(
     headers: dict[str, str] | None = None,
     param: str | None = None,
 ) -> JSONResponse:
-    """OpenAI's shape on the OpenAI-compatible routes, the project's everywhere else
-    (also used by middleware that answers before the routes run)."""
+    """Every error leaves through here: OpenAI's shape on the OpenAI-compatible routes,
+    the project's everywhere else (middleware that answers before the routes uses it too)."""
     note_error(code)
     if is_openai_path(path):
         status, body = openai_error(status, code, message, param)
@@ -157,22 +145,26 @@ def error_response_for(
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _respond(request, exc.status, exc.code, exc.message, exc.headers, getattr(exc, "param", None))
+        param = getattr(exc, "param", None)
+        return error_response_for(request.scope["path"], exc.status, exc.code, exc.message, exc.headers, param)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _respond(request, *_describe_validation(exc), param=_first_field(exc))
+        status, code, message = _describe_validation(exc)
+        return error_response_for(request.scope["path"], status, code, message, param=_first_field(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        path = request.scope["path"]
         if exc.status_code == 400:
             # FastAPI's own parse failure (e.g. bytes that are not UTF-8).
-            return _respond(request, 400, "malformed_body", "request body could not be parsed as UTF-8 JSON")
+            return error_response_for(path, 400, "malformed_body", "request body could not be parsed as UTF-8 JSON")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _respond(request, exc.status_code, code, str(exc.detail), exc.headers)
+        return error_response_for(path, exc.status_code, code, str(exc.detail), exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         request_id = uuid.uuid4().hex[:12]
         log.exception("unhandled error on %s %s [%s]", request.method, request.url.path, request_id)
-        return _respond(request, 500, "internal_error", f"internal error (request id {request_id})")
+        message = f"internal error (request id {request_id})"
+        return error_response_for(request.scope["path"], 500, "internal_error", message)

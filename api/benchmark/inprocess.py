@@ -3,9 +3,9 @@
 The model is opened from the model repository as Triton's ``model.py`` opens it (the
 file named in ``config.pbtxt``, full graph optimization) but with the whole machine to
 itself: onnxruntime's own thread defaults, whatever the server's instances use, since the
-limit is what the bare model can do here. Texts are tokenized exactly as the gateway tokenizes them (:class:`TextTokenizer` with
-the model's metadata). Nothing stands between the texts and onnxruntime, so what the
-server reaches is measured as a fraction of this.
+limit is what the bare model can do here. Texts are tokenized exactly as the gateway
+tokenizes them (:class:`TextTokenizer` with the model's metadata). Nothing stands between
+the texts and onnxruntime, so what the server reaches is measured as a fraction of this.
 
 Two ways of batching the same texts:
 
