@@ -39,10 +39,6 @@ class KeyRing:
         self._api = [_digest(k) for k in api_keys]
         self._admin = [_digest(k) for k in admin_keys]
 
-    @property
-    def enabled(self) -> bool:
-        return bool(self._api or self._admin)
-
     @staticmethod
     def _matches(candidate: bytes, keys: list[bytes]) -> bool:
         found = False

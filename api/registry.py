@@ -33,7 +33,7 @@ from .clip_models import OnDisk, check_pretrained, find_on_disk
 from .conversion import run_conversion
 from .auth import Forbidden
 from .errors import ApiError, BadRequest, ModelNotFound, ModelNotLoaded, Overloaded
-from .names import clip_key, clip_triton_name, from_triton_name, is_triton_name, split_clip_key, to_triton_name
+from .names import clip_key, clip_triton_name, is_triton_name, split_clip_key, to_triton_name
 from .preprocess.clip_text import ClipTokenizer
 from .preprocess.text import TextTokenizer
 from .progress import Progress
@@ -103,9 +103,6 @@ class ModelRegistry:
 
     def loaded(self) -> list[ServedModel]:
         return list(self._served.values())
-
-    def by_triton_name(self, triton_name: str) -> ServedModel | None:
-        return self._served.get(from_triton_name(triton_name))
 
     def read_metadata(self, triton_name: str) -> ModelMetadata | None:
         path = self.repository / triton_name / METADATA_FILE

@@ -45,6 +45,13 @@ def _info(metadata, loaded: bool) -> ModelInfo:
     )
 
 
+def _outcome(already_loaded: bool, described: str) -> tuple[str, str]:
+    """The status and the seed-style message of a load."""
+    if already_loaded:
+        return "already_loaded", f"Model {described} is already loaded."
+    return "loaded", f"Model {described} loaded."
+
+
 @router.post(
     "/load_sentence_transformer_model",
     response_model=LoadResponse,
@@ -58,10 +65,7 @@ async def load_sentence_transformer_model(
             body.model_name, body.model_path, trust_remote_code=body.trust_remote_code, progress=progress
         )
         model: ServedModel = outcome.model
-        if outcome.already_loaded:
-            status, message = "already_loaded", f"Model {model.name} is already loaded."
-        else:
-            status, message = "loaded", f"Model {model.name} loaded."
+        status, message = _outcome(outcome.already_loaded, model.name)
         return LoadResponse(
             model_name=model.name,
             status=status,
@@ -88,11 +92,7 @@ async def load_clip_model(
         outcome = await gateway.registry.load_clip(body.model_name, body.pretrained, progress=progress)
         metadata = outcome.model.metadata
         assert metadata.clip is not None
-        described = f"{body.model_name} ({body.pretrained})"
-        if outcome.already_loaded:
-            status, message = "already_loaded", f"Model {described} is already loaded."
-        else:
-            status, message = "loaded", f"Model {described} loaded."
+        status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
         return LoadClipResponse(
             model_name=body.model_name,
             pretrained=body.pretrained,
