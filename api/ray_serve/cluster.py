@@ -1,0 +1,143 @@
+"""One replica's view of the cluster: it makes its own Triton match the desired state,
+reports how that went, and turns the API's loads and unloads into changes of the
+desired state that it waits to see on every replica."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..errors import ApiError, DeadlineExceeded
+from ..names import clip_key, split_clip_key
+from ..progress import Progress
+from ..registry import LoadOutcome, ModelRegistry
+from .board import board_for
+from .config_api import ServeConfigApi
+from .desired import DesiredModels, adding, removing
+
+log = logging.getLogger("embedgate.ray")
+POLL_S = 0.2
+# Replicas that serve, or are being updated to the new config. One still starting gets
+# the new config before its first request, and is not waited for.
+SERVING_STATES = frozenset({"RUNNING", "UPDATING", "RECOVERING", "PENDING_MIGRATION"})
+
+
+class ReplicaLoadFailed(ApiError):
+    status, code = 502, "replica_load_failed"
+
+
+class ServeCluster:
+    def __init__(
+        self, api: ServeConfigApi, replica_id: str, node_ip: str, *, converge_timeout_s: float, board: Any = None
+    ):
+        self.api = api
+        self.replica_id = replica_id
+        self.node_ip = node_ip
+        self.converge_timeout_s = converge_timeout_s
+        self._board = board if board is not None else board_for(api.app_name)
+        self._reconciling = asyncio.Lock()
+
+    def control(self, registry: ModelRegistry) -> ClusterModels:
+        return ClusterModels(registry, self)
+
+    # --- this replica
+    async def reconcile(self, registry: ModelRegistry, desired: DesiredModels) -> None:
+        """Load what is wanted and missing, unload what is loaded and not wanted; report."""
+        async with self._reconciling:
+            failed: dict[str, str] = {}
+            loaded = {model.name for model in registry.loaded()}
+            for key in desired.models:
+                if key in loaded:
+                    continue
+                try:
+                    await registry.restore(key)
+                except ApiError as exc:
+                    log.error("replica %s could not load %s: %s", self.replica_id, key, exc.message)
+                    failed[key] = exc.message
+            for key in loaded - set(desired.models):
+                clip = split_clip_key(key)
+                try:
+                    await (registry.unload(*clip) if clip else registry.unload(key))
+                except ApiError as exc:
+                    log.warning("replica %s could not unload %s: %s", self.replica_id, key, exc.message)
+            await self._report(registry, desired.revision, failed)
+
+    async def _report(self, registry: ModelRegistry, revision: int, failed: dict[str, str]) -> None:
+        report = {
+            "revision": revision,
+            "models": sorted(model.name for model in registry.loaded()),
+            "failed": failed,
+            "node_ip": self.node_ip,
+        }
+        await self._board.report.remote(self.replica_id, report)
+
+    async def leave(self) -> None:
+        await self._board.forget.remote(self.replica_id)
+
+    # --- every replica
+    async def converge(self, key: str, present: bool, revision: int) -> None:
+        """Wait until every serving replica has reconciled to ``revision`` (or later) and
+        serves ``key`` (or, with ``present`` False, no longer does)."""
+        deadline = asyncio.get_running_loop().time() + self.converge_timeout_s
+        while True:
+            replicas = [replica for replica in await self.api.replicas() if replica.state in SERVING_STATES]
+            reports: dict[str, dict[str, Any]] = await self._board.reports.remote()
+            waiting = []
+            for replica in replicas:
+                report = reports.get(replica.replica_id)
+                if report is None or report["revision"] < revision:
+                    waiting.append(replica)
+                elif present and key in report["failed"]:
+                    raise ReplicaLoadFailed(
+                        f"replica {replica.replica_id} on {replica.node_ip or 'its node'} could not load "
+                        f"'{key}': {report['failed'][key]} (the model stays wanted; that replica tries "
+                        "again on the next change, or unload it)"
+                    )
+                elif report["revision"] == revision and (key in report["models"]) != present:
+                    waiting.append(replica)
+            if replicas and not waiting:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                names = ", ".join(f"{r.replica_id} ({r.node_ip})" for r in waiting) or "none running"
+                action = "load" if present else "unload"
+                raise DeadlineExceeded(f"replicas did not {action} '{key}' in time: {names}")
+            await asyncio.sleep(POLL_S)
+
+
+class ClusterModels:
+    """The management routes' view in a cluster: a change is made here first (converting
+    the model when needed, so errors come back at once), then becomes desired state."""
+
+    def __init__(self, registry: ModelRegistry, cluster: ServeCluster):
+        self.registry = registry
+        self.cluster = cluster
+
+    async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome:
+        outcome = await self.registry.load_sentence_transformer(name, model_path, **options)
+        await self._everywhere(outcome.model.name, True, options.get("progress"))
+        return outcome
+
+    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome:
+        outcome = await self.registry.load_clip(model_name, pretrained, progress=progress)
+        await self._everywhere(outcome.model.name, True, progress)
+        return outcome
+
+    async def unload(self, name: str, pretrained: str | None = None) -> None:
+        key = name if pretrained is None else clip_key(name, pretrained)
+        desired = await self.cluster.api.desired()
+        if key not in desired.models and key not in {model.name for model in self.registry.loaded()}:
+            self.registry.served(name, pretrained)  # raises the 404 or 409 a single gateway would
+        await self._everywhere(key, False)
+
+    async def delete(self, name: str, pretrained: str | None = None) -> None:
+        key = name if pretrained is None else clip_key(name, pretrained)
+        if key in (await self.cluster.api.desired()).models:
+            await self._everywhere(key, False)
+        await self.registry.delete(name, pretrained)
+
+    async def _everywhere(self, key: str, present: bool, progress: Progress | None = None) -> None:
+        desired = await self.cluster.api.change_models(adding(key) if present else removing(key))
+        if progress is not None:
+            progress.step("loading on every replica" if present else "unloading from every replica")
+        await self.cluster.converge(key, present, desired.revision)

@@ -1,0 +1,103 @@
+"""The Serve deployment: one replica is the whole gateway (the same FastAPI app as
+``embedgate serve``) with its own tritonserver, told its models by ``reconfigure()``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import ray
+from ray import serve
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..app import create_app
+from ..settings import Settings
+from .cluster import ServeCluster
+from .config_api import ServeConfigApi
+from .desired import DesiredModels
+
+DEPLOYMENT = "EmbedGate"
+REPLICA_HEADER = b"x-embedgate-replica"
+DASHBOARD_PORT = 8265
+
+
+def dashboard_url(settings: Settings) -> str:
+    """Serve's config API: the setting, else the dashboard on the cluster's head node."""
+    if settings.ray_dashboard_url:
+        return settings.ray_dashboard_url
+    head = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
+    return f"http://{head}:{DASHBOARD_PORT}"
+
+
+@serve.deployment(
+    name=DEPLOYMENT,
+    max_ongoing_requests=256,
+    health_check_period_s=5,
+    health_check_timeout_s=10,
+    graceful_shutdown_timeout_s=20,
+)
+@serve.ingress()
+class EmbedGate:
+    async def __init__(self, settings: dict[str, Any] | None = None):
+        self.settings = Settings(**(settings or {}))
+        logging.basicConfig(
+            level=self.settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        context = serve.get_replica_context()
+        self.replica_id = context.replica_id.unique_id
+        self.cluster = ServeCluster(
+            ServeConfigApi(dashboard_url(self.settings), context.app_name, context.deployment),
+            self.replica_id,
+            ray.util.get_node_ip_address(),
+            converge_timeout_s=self.settings.load_timeout_s,
+        )
+        self._app = create_app(self.settings, cluster=self.cluster)
+        self._app.add_middleware(ReplicaHeader, replica_id=self.replica_id)
+        self._unready_since: float | None = None
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        return self._app
+
+    async def reconfigure(self, user_config: dict[str, Any]) -> None:
+        gateway = self._app.state.gateway
+        await self.cluster.reconcile(gateway.registry, DesiredModels.from_user_config(user_config))
+
+    async def check_health(self) -> None:
+        """Serve replaces a replica whose Triton stays down; a restart in progress is fine
+        (requests in flight wait for it and are sent again)."""
+        gateway = self._app.state.gateway
+        if gateway is None:
+            raise RuntimeError("the gateway is not running")
+        if await gateway.triton_ready():
+            self._unready_since = None
+            return
+        now = time.monotonic()
+        self._unready_since = self._unready_since or now
+        if now - self._unready_since > self.settings.triton_startup_timeout_s:
+            raise RuntimeError("tritonserver has not been ready for too long")
+
+    async def __del__(self) -> None:
+        try:
+            await self.cluster.leave()
+        except Exception:  # the cluster may be going away too
+            pass
+
+
+class ReplicaHeader:
+    """Says which replica answered (for operators, and for tests of the whole)."""
+
+    def __init__(self, app: ASGIApp, replica_id: str):
+        self.app = app
+        self._value = replica_id.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def tagged(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (REPLICA_HEADER, self._value)]
+            await send(message)
+
+        await self.app(scope, receive, tagged)

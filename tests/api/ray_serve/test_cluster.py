@@ -1,0 +1,104 @@
+"""A replica's cluster logic with fakes: reconciling its registry to the desired state,
+and waiting for every replica to report a change."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from api.errors import DeadlineExceeded, ModelNotLoaded
+from api.ray_serve import cluster as cluster_module
+from api.ray_serve.cluster import ClusterModels, ReplicaLoadFailed, ServeCluster
+from api.ray_serve.config_api import ServeConfigApi
+from api.ray_serve.desired import DesiredModels
+
+from .fakes import FakeBoard, FakeServeApi
+
+APP = {"name": "embedgate", "import_path": "api.ray_serve.app:build",
+       "deployments": [{"name": "EmbedGate", "user_config": {"models": [], "revision": 0}}]}
+
+
+@dataclass
+class Model:
+    name: str
+
+
+class FakeRegistry:
+    def __init__(self, loaded=(), failing=()):
+        self.models = {name: Model(name) for name in loaded}
+        self.failing = set(failing)
+        self.unloaded = []
+
+    def loaded(self):
+        return list(self.models.values())
+
+    async def restore(self, key):
+        if key in self.failing:
+            raise ModelNotLoaded(f"no room for {key}")
+        self.models[key] = Model(key)
+
+    async def unload(self, name, pretrained=None):
+        key = name if pretrained is None else f"{name}:{pretrained}"
+        self.unloaded.append(key)
+        del self.models[key]
+
+    def served(self, name, pretrained=None):
+        raise ModelNotLoaded(f"model '{name}' is not loaded")
+
+
+def make_cluster(replicas, timeout_s=5.0):
+    fake = FakeServeApi(APP, replicas=replicas)
+    api = ServeConfigApi("http://dashboard:8265", "embedgate", "EmbedGate", transport=fake.transport)
+    board = FakeBoard()
+    return ServeCluster(api, "me", "10.0.0.1", converge_timeout_s=timeout_s, board=board), board, fake
+
+
+def replica(replica_id, state="RUNNING"):
+    return {"replica_id": replica_id, "node_ip": f"10.0.0.{len(replica_id)}", "state": state}
+
+
+async def test_reconcile_loads_what_is_wanted_unloads_the_rest_and_reports_failures():
+    cluster, board, _ = make_cluster([])
+    registry = FakeRegistry(loaded=["old", "ViT-B-32:openai"], failing=["broken"])
+    await cluster.reconcile(registry, DesiredModels(("old", "new", "broken"), 7))
+    assert sorted(registry.models) == ["new", "old"]
+    assert registry.unloaded == ["ViT-B-32:openai"]
+    report = board.reports_by_replica["me"]
+    assert report["revision"] == 7 and report["models"] == ["new", "old"]
+    assert report["failed"] == {"broken": "no room for broken"}
+
+
+async def test_converge_waits_for_every_serving_replica_but_not_for_one_still_starting(monkeypatch):
+    monkeypatch.setattr(cluster_module, "POLL_S", 0.01)
+    cluster, board, _ = make_cluster([replica("a"), replica("bb", "UPDATING"), replica("ccc", "STARTING")])
+    board.reports_by_replica["a"] = {"revision": 3, "models": ["m"], "failed": {}}
+    board.reports_by_replica["bb"] = {"revision": 2, "models": [], "failed": {}}
+    with pytest.raises(DeadlineExceeded, match="bb"):
+        cluster.converge_timeout_s = 0.1
+        await cluster.converge("m", True, 3)
+    board.reports_by_replica["bb"] = {"revision": 3, "models": ["m"], "failed": {}}
+    await cluster.converge("m", True, 3)
+
+
+async def test_a_replica_that_failed_to_load_is_named():
+    cluster, board, _ = make_cluster([replica("a"), replica("bb")])
+    board.reports_by_replica["a"] = {"revision": 3, "models": ["m"], "failed": {}}
+    board.reports_by_replica["bb"] = {"revision": 3, "models": [], "failed": {"m": "out of memory"}}
+    with pytest.raises(ReplicaLoadFailed, match=r"replica bb on 10\.0\.0\.2 could not load 'm': out of memory"):
+        await cluster.converge("m", True, 3)
+
+
+async def test_an_unload_waits_until_no_replica_serves_the_model(monkeypatch):
+    monkeypatch.setattr(cluster_module, "POLL_S", 0.01)
+    cluster, board, _ = make_cluster([replica("a")], timeout_s=0.1)
+    board.reports_by_replica["a"] = {"revision": 5, "models": ["m"], "failed": {}}
+    with pytest.raises(DeadlineExceeded, match="did not unload 'm'"):
+        await cluster.converge("m", False, 5)
+    board.reports_by_replica["a"] = {"revision": 5, "models": [], "failed": {}}
+    await cluster.converge("m", False, 5)
+
+
+async def test_unloading_a_model_no_replica_serves_is_the_single_gateway_error():
+    cluster, _, fake = make_cluster([replica("a")])
+    with pytest.raises(ModelNotLoaded):
+        await ClusterModels(FakeRegistry(), cluster).unload("nowhere")
+    assert fake.puts == []  # the desired state is left alone
