@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI
 from . import __version__
 from .auth import KeyRing, require_admin_key, require_api_key
 from .errors import install_error_handlers
-from .gateway import Gateway
+from .gateway import Cluster, Gateway
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
 from .routes import health, inference, metrics, models, openai, prometheus
@@ -22,12 +22,13 @@ from .telemetry import MetricsMiddleware
 INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, cluster: Cluster | None = None) -> FastAPI:
+    """The gateway's app; ``cluster`` when it runs as one replica of many (Ray Serve)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        gateway = Gateway(settings)
+        gateway = Gateway(settings, cluster)
         await gateway.start()
         app.state.gateway = gateway
         try:

@@ -16,6 +16,7 @@ import sys
 import typing
 
 import httpx
+from pydantic import ValidationError
 
 from .client import DEFAULT_URL, EmbedgateClient, ServerError
 from .settings import Settings
@@ -45,7 +46,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         for name in Settings.model_fields
         if getattr(args, name, None) is not None
     }
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        # The message names the setting and why, never its value (some are secrets).
+        raise SystemExit(f"embedgate: invalid settings: {exc}") from None
 
 
 def serve(settings: Settings) -> None:
@@ -84,7 +89,11 @@ def _client_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embedgate", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    add_settings_flags(commands.add_parser("serve", help="start Triton and the gateway"))
+    serve_parser = commands.add_parser("serve", help="start Triton and the gateway")
+    serve_parser.add_argument("--ray", action="store_true",
+                              help="run as a Ray Serve application of replicas, each with its own Triton "
+                              "(the --ray-* settings)")
+    add_settings_flags(serve_parser)
     client = [_client_options()]
 
     clip = argparse.ArgumentParser(add_help=False)
@@ -96,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--model-path", help="a sentence-transformers model's directory on the server")
     load.add_argument("--trust-remote-code", action="store_true",
                       help="run the model's own code (the server must allow it)")
+    load.add_argument("--optimize", action="store_true",
+                      help="load the variant MODEL@optimized (graph fused by onnxruntime)")
+    load.add_argument("--quantize", choices=["int8"],
+                      help="load the variant MODEL@int8 (dynamic int8 quantization)")
     load.add_argument("--quiet", action="store_true", help="no progress lines")
     for name, what in (("unload", "unload a model (it stays in the repository)"),
                        ("delete", "unload a model and remove it from the repository")):
@@ -129,6 +142,8 @@ def _load(client: EmbedgateClient, args: argparse.Namespace) -> None:
         args.model_path,
         pretrained=args.pretrained,
         trust_remote_code=args.trust_remote_code,
+        optimize=args.optimize,
+        quantize=args.quantize,
         on_progress=None if args.quiet else _show_progress,
     )
     print(json.dumps(result))
@@ -181,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         return bench(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "serve" and args.ray:
+        from .ray_serve.launch import run
+
+        run(settings_from_args(args))
+        return 0
     if args.command == "serve":
         serve(settings_from_args(args))
         return 0

@@ -80,10 +80,12 @@ class EmbedgateClient:
         *,
         pretrained: str | None = None,
         trust_remote_code: bool = False,
+        optimize: bool = False,
+        quantize: str | None = None,
         on_progress: ProgressHandler | None = None,
     ) -> dict[str, Any]:
         """Load (converting first if needed), following the server's progress events.
-        With ``pretrained``, an OpenCLIP model."""
+        With ``pretrained``, an OpenCLIP model; ``optimize`` or ``quantize`` load a variant."""
         body: dict[str, Any] = {"model_name": model_name}
         if pretrained:
             path, body["pretrained"] = "/load_clip_model", pretrained
@@ -93,6 +95,10 @@ class EmbedgateClient:
             body["model_path"] = model_path
         if trust_remote_code:
             body["trust_remote_code"] = True
+        if optimize:
+            body["optimize"] = True
+        if quantize:
+            body["quantize"] = quantize
         # No read deadline: a conversion can take minutes, and the server enforces its own.
         timeout = httpx.Timeout(self.timeout, read=None)
         with self._http.stream(

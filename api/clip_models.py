@@ -40,14 +40,16 @@ def is_model(metadata: ModelMetadata | None, model_name: str, pretrained: str) -
 
 
 def find_on_disk(
-    repository: Path,
+    exists: Callable[[str], bool],
     read_metadata: Callable[[str], ModelMetadata | None],
     triton_name: str,
     model_name: str,
     pretrained: str,
 ) -> tuple[OnDisk, ModelMetadata | None]:
+    """Where the model stands in the repository, read through ``exists`` and
+    ``read_metadata`` (the repository's; they may block)."""
     parts = clip_part_names(triton_name)
-    present = [part for part in parts if (repository / part).exists()]
+    present = [part for part in parts if exists(part)]
     if not present:
         return OnDisk.ABSENT, None
     found = [read_metadata(part) for part in present]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from converters.spec import ConversionSpec, ModelMetadata
 
 from .errors import ApiError, ConversionFailed, DeadlineExceeded, ModelNotFound
+from .repository import RepositoryUnavailable
 from .telemetry.metrics import observe_conversion
 
 log = logging.getLogger("embedgate.conversion")
@@ -46,6 +47,7 @@ FAILURES: dict[int, type[ApiError]] = {
     4: ConversionTargetExists,
     5: ConversionOutOfMemory,
     6: InsufficientStorage,
+    7: RepositoryUnavailable,
 }
 
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from .concurrency import run_all
-from .errors import BadRequest, DeadlineExceeded
+from .errors import BadRequest, DeadlineExceeded, TritonConnectionLost
 from .image_loader import ImageLoader
 from .preprocess.text import bucket_length
 from .registry import ModelRegistry, ServedModel
@@ -27,6 +27,14 @@ from .triton.client import TritonClient
 
 log = logging.getLogger("embedgate.embedding")
 T = TypeVar("T")
+
+
+class Restartable(Protocol):
+    """A Triton the gateway restarts when it dies (the embedded supervisor)."""
+
+    restarts: int
+
+    async def wait_restarted(self, since: int) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,13 @@ def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
 
 
 class EmbeddingService:
-    def __init__(self, settings: Settings, registry: ModelRegistry, client: TritonClient):
+    def __init__(
+        self, settings: Settings, registry: ModelRegistry, client: TritonClient, triton: Restartable | None = None
+    ):
         self.settings = settings
         self.registry = registry
         self.client = client
+        self.triton = triton
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
         if settings.noop_inference:
@@ -135,9 +146,24 @@ class EmbeddingService:
 
     def _send_texts(self, model: ServedModel, ids: np.ndarray, mask: np.ndarray, timeout_s: float):
         # A CLIP text tower takes token ids only: it pools at the end-of-text token.
-        return self.client.embed(
-            model.triton_names[0], ids, None if model.metadata.clip else mask, timeout_s=timeout_s
+        return self._surviving_restarts(
+            lambda: self.client.embed(
+                model.triton_names[0], ids, None if model.metadata.clip else mask, timeout_s=timeout_s
+            )
         )
+
+    async def _surviving_restarts(self, call: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
+        """``call``, sent once more if Triton died under it and its supervisor brought it
+        back with the models reloaded (within the request's deadline). Embedding is
+        idempotent, so the client sees a slower answer instead of a 503."""
+        restarts = self.triton.restarts if self.triton is not None else 0
+        try:
+            return await call()
+        except TritonConnectionLost:
+            if self.triton is None or not await self.triton.wait_restarted(restarts):
+                raise
+        log.info("triton restarted under a request; sending it again")
+        return await call()
 
     async def embed_images(
         self, model: ServedModel, images: Sequence[str | bytes], *, normalize: bool, timeout_s: float
@@ -163,7 +189,9 @@ class EmbeddingService:
 
                 async def send(chunk: np.ndarray) -> np.ndarray:
                     async with gate:
-                        return await self.client.embed_images(image_tower, chunk, timeout_s=timeout_s)
+                        return await self._surviving_restarts(
+                            lambda: self.client.embed_images(image_tower, chunk, timeout_s=timeout_s)
+                        )
 
                 limit = model.metadata.max_batch_size
                 chunks = [pixels[start : start + limit] for start in range(0, len(pixels), limit)]

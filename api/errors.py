@@ -74,6 +74,10 @@ class TritonUnavailable(ApiError):
         super().__init__(message, headers={"Retry-After": str(retry_after_s)})
 
 
+class TritonConnectionLost(TritonUnavailable):
+    """The connection to Triton broke: the process is gone (or going)."""
+
+
 class TritonError(ApiError):
     status, code = 502, "triton_error"
 

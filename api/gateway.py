@@ -5,20 +5,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Protocol
 
 from .embedding import EmbeddingService
 from .errors import ApiError
-from .registry import ModelRegistry
+from .registry import ModelRegistry, ModelControl
 from .settings import Settings
 from .triton.client import TritonClient
 from .triton.supervisor import ExternalTriton, TritonSupervisor
 
 log = logging.getLogger("embedgate")
+# How often the gateway checks that an external Triton still has the models it serves.
+EXTERNAL_CHECK_S = 2.0
+
+
+class Cluster(Protocol):
+    """Where the set of loaded models lives when the gateway is one of many replicas
+    (the Ray Serve application): loads and unloads go through it, not the manifest."""
+
+    def control(self, registry: ModelRegistry) -> ModelControl: ...
 
 
 class Gateway:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, cluster: Cluster | None = None):
         self.settings = settings
+        self.cluster = cluster
         self.triton: TritonSupervisor | ExternalTriton = (
             TritonSupervisor(settings, settings.model_repository)
             if settings.embedded
@@ -26,9 +37,12 @@ class Gateway:
         )
         self.client: TritonClient
         self.registry: ModelRegistry
+        # Loads, unloads and deletes: this gateway's registry, or the cluster's desired state.
+        self.models: ModelControl
         self.embeddings: EmbeddingService
         self.restoring = True
         self._restore_task: asyncio.Task | None = None
+        self._external_watch: asyncio.Task | None = None
         self._external_ready = (0.0, False)
 
     async def start(self) -> None:
@@ -38,15 +52,24 @@ class Gateway:
             infer_timeout_s=self.settings.request_timeout_s + 5,
             control_timeout_s=self.settings.load_timeout_s,
         )
-        self.registry = ModelRegistry(self.settings, self.client)
-        self.embeddings = EmbeddingService(self.settings, self.registry, self.client)
+        self.registry = ModelRegistry(self.settings, self.client, keep_manifest=self.cluster is None)
+        self.embeddings = EmbeddingService(self.settings, self.registry, self.client, self.triton)
         self.triton.on_restart(self.registry.reload_all)
-        self._restore_task = asyncio.create_task(self._restore(), name="restore-models")
+        if not self.triton.embedded:
+            self._external_watch = asyncio.create_task(self._watch_external(), name="external-triton-watch")
+        if self.cluster is None:
+            self.models = self.registry
+            self._restore_task = asyncio.create_task(self._restore(), name="restore-models")
+        else:
+            # The cluster hands this replica its models (Ray Serve's reconfigure).
+            self.models = self.cluster.control(self.registry)
+            self.restoring = False
 
     async def stop(self) -> None:
-        if self._restore_task:
-            self._restore_task.cancel()
-            await asyncio.gather(self._restore_task, return_exceptions=True)
+        for task in (self._restore_task, self._external_watch):
+            if task:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         # Close keep-alive connections before Triton stops (else it waits, then segfaults).
         await self.client.close()
         self.embeddings.close()
@@ -55,13 +78,25 @@ class Gateway:
 
     async def _restore(self) -> None:
         """Bring back the models that were loaded before a restart, then preloads."""
-        names = list(dict.fromkeys(self.registry.manifest() + self.settings.preload_models))
+        names = list(dict.fromkeys(await asyncio.to_thread(self.registry.manifest) + self.settings.preload_models))
         for name in names:
             try:
                 await self.registry.restore(name)
             except ApiError as exc:
                 log.error("could not restore model %s: %s", name, exc.message)
         self.restoring = False
+
+    async def _watch_external(self) -> None:
+        """Nobody here restarts an external Triton, and one that restarts comes back with
+        no model loaded: check every few seconds and load again what it lost."""
+        while True:
+            await asyncio.sleep(EXTERNAL_CHECK_S)
+            if self.restoring:
+                continue
+            try:
+                await self.registry.reload_missing()
+            except ApiError:
+                pass  # unreachable right now: next time
 
     async def triton_ready(self) -> bool:
         if self.triton.embedded:

@@ -9,19 +9,15 @@ model convert it once.
 from __future__ import annotations
 
 import asyncio
-import glob
-import json
 import logging
 import os
-import re
-import shutil
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
+from converters.repository import RepositoryError
 from converters.spec import (
-    METADATA_FILE,
     TOKENIZER_DIR,
     ConversionSpec,
     ModelMetadata,
@@ -30,22 +26,19 @@ from converters.spec import (
 )
 
 from .clip_models import OnDisk, check_pretrained, find_on_disk
-from .conversion import run_conversion
+from .conversion import ConversionTargetExists, run_conversion
 from .auth import Forbidden
 from .errors import ApiError, BadRequest, ModelNotFound, ModelNotLoaded, Overloaded
-from .names import clip_key, clip_triton_name, is_triton_name, split_clip_key, to_triton_name
+from .names import clip_key, clip_triton_name, is_triton_name, split_clip_key, split_variant, to_triton_name
 from .preprocess.clip_text import ClipTokenizer
 from .preprocess.text import TextTokenizer
 from .progress import Progress
+from .repository import RepositoryUnavailable, cache_dir, off_loop, open_for
 from .settings import Settings
 from .telemetry import tag_model
 from .triton.client import TritonClient
 
 log = logging.getLogger("embedgate.registry")
-
-MANIFEST_FILE = ".embedgate-loaded.json"
-STAGING_DIR = ".staging"
-
 
 class ModelConflict(ApiError):
     status, code = 409, "model_conflict"
@@ -73,13 +66,33 @@ class LoadOutcome:
     converted: bool
 
 
+class ModelControl(Protocol):
+    """What the management routes call: the registry itself on one machine, or the
+    cluster's desired state (which loads through every replica's registry)."""
+
+    async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome: ...
+
+    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome: ...
+
+    async def unload(self, name: str, pretrained: str | None = None) -> None: ...
+
+    async def delete(self, name: str, pretrained: str | None = None) -> None: ...
+
+
 class ModelRegistry:
-    def __init__(self, settings: Settings, client: TritonClient):
+    def __init__(self, settings: Settings, client: TritonClient, *, keep_manifest: bool = True):
         self.settings = settings
         self.client = client
-        self.repository = settings.model_repository
+        # One gateway keeps a manifest of its models for restarts; replicas of a cluster
+        # share a repository and are told their models instead.
+        self.keep_manifest = keep_manifest
+        self.repository = open_for(settings)
         self._served: dict[str, ServedModel] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Remote repository: the models this registry has seen there (a request for a model
+        # that is not loaded is answered from this, never by a call to the bucket).
+        self._seen: set[str] = set()
+        self._manifest_lock = asyncio.Lock()
 
     # --- lookups (hot path: no I/O unless the model is missing)
     def served(self, name: str, pretrained: str | None = None) -> ServedModel:
@@ -90,37 +103,53 @@ class ModelRegistry:
             return model
         if pretrained is not None:
             triton_name = clip_triton_name(name, pretrained)
-            state, _ = find_on_disk(self.repository, self.read_metadata, triton_name, name, pretrained)
-            if state is OnDisk.PUBLISHED:
+            if self._in_repository(triton_name, name, pretrained):
                 raise ModelNotLoaded(f"CLIP model '{name}' ({pretrained}) is in the repository but not loaded")
             raise ModelNotFound(f"CLIP model '{name}' ({pretrained}) is not in the repository; load it first")
         triton_name = to_triton_name(name)
         if any(m.metadata.clip and m.metadata.model_name == name for m in self._served.values()):
             raise BadRequest(f"model '{name}' is a CLIP model: give its pretrained too")
-        if self.read_metadata(triton_name) is None:
+        if not self._in_repository(triton_name, name, None):
             raise ModelNotFound(f"model '{name}' is not in the repository; load it first")
         raise ModelNotLoaded(f"model '{name}' is in the repository but not loaded")
+
+    def _in_repository(self, triton_name: str, name: str, pretrained: str | None) -> bool:
+        """Whether a model that is not loaded is in the repository, for the error that says
+        so. A local repository is read; a remote one is never called on the request path:
+        the answer is whether this registry has seen the model there."""
+        if self.repository.remote:
+            parts = clip_part_names(triton_name) if pretrained is not None else (triton_name,)
+            return all(part in self._seen for part in parts)
+        if pretrained is None:
+            return self.read_metadata(triton_name) is not None
+        return self._find_clip(triton_name, name, pretrained)[0] is OnDisk.PUBLISHED
 
     def loaded(self) -> list[ServedModel]:
         return list(self._served.values())
 
     def read_metadata(self, triton_name: str) -> ModelMetadata | None:
-        path = self.repository / triton_name / METADATA_FILE
-        try:
-            return ModelMetadata.model_validate_json(path.read_bytes())
-        except (OSError, ValueError):
-            return None
+        """The model's metadata.json (blocking: off the event loop for a remote repository)."""
+        metadata = self.repository.metadata(triton_name)
+        if metadata is None:
+            self._seen.discard(triton_name)
+        else:
+            self._seen.add(triton_name)
+        return metadata
 
-    def on_disk(self) -> list[ModelMetadata]:
-        if not self.repository.is_dir():
-            return []
+    def _find_clip(self, triton_name: str, model_name: str, pretrained: str) -> tuple[OnDisk, ModelMetadata | None]:
+        return find_on_disk(self.repository.exists, self.read_metadata, triton_name, model_name, pretrained)
+
+    async def on_disk(self) -> list[ModelMetadata]:
+        return await off_loop(self._scan)
+
+    def _scan(self) -> list[ModelMetadata]:
         found = []
-        for entry in sorted(self.repository.iterdir()):
-            if entry.is_dir() and is_triton_name(entry.name):
-                metadata = self.read_metadata(entry.name)
+        for name in self.repository.names():
+            if is_triton_name(name):
+                metadata = self.read_metadata(name)
                 # A CLIP model is listed once, from its text part (published last).
                 if metadata is not None and (
-                    metadata.clip is None or entry.name == clip_part_names(metadata.triton_name)[0]
+                    metadata.clip is None or name == clip_part_names(metadata.triton_name)[0]
                 ):
                     found.append(metadata)
         return found
@@ -190,20 +219,26 @@ class ModelRegistry:
         async with self._locks[triton_name]:
             if name in self._served:
                 return LoadOutcome(self._served[name], already_loaded=True, converted=False)
-            metadata = self.read_metadata(triton_name)
+            metadata = await off_loop(self.read_metadata, triton_name)
             converted = False
             if metadata is None:
-                if (self.repository / triton_name).exists():
+                if await off_loop(self.repository.exists, triton_name):
                     raise ModelConflict(
                         f"repository entry '{triton_name}' exists but is not an embedgate model"
                     )
+                # A variant ("<name>@int8") is converted from its model, with its own threshold.
+                base_name, variant = split_variant(name)
                 spec = ConversionSpec(
-                    model_name=name,
+                    model_name=base_name,
+                    variant=variant,
                     model_path=model_path,
                     triton_name=triton_name,
-                    repository=str(self.repository.resolve()),
+                    repository=self.repository.location,
+                    repository_cache_dir=str(cache_dir(self.settings)),
                     triton=self._triton_options(),
-                    parity_threshold=self.settings.parity_threshold,
+                    parity_threshold=(
+                        self.settings.int8_parity_threshold if variant == "int8" else self.settings.parity_threshold
+                    ),
                     allow_network=self.settings.allow_hub_download,
                     trust_remote_code=trust_remote_code,
                 )
@@ -224,7 +259,7 @@ class ModelRegistry:
         async with self._locks[triton_name]:
             if key in self._served:
                 return LoadOutcome(self._served[key], already_loaded=True, converted=False)
-            state, metadata = find_on_disk(self.repository, self.read_metadata, triton_name, model_name, pretrained)
+            state, metadata = await off_loop(self._find_clip, triton_name, model_name, pretrained)
             if state is OnDisk.CONFLICT:
                 raise ModelConflict(
                     f"repository entries {' and '.join(clip_part_names(triton_name))} hold another model"
@@ -238,7 +273,8 @@ class ModelRegistry:
                     pretrained=pretrained,
                     clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
                     triton_name=triton_name,
-                    repository=str(self.repository.resolve()),
+                    repository=self.repository.location,
+                    repository_cache_dir=str(cache_dir(self.settings)),
                     triton=self._triton_options(),
                     parity_threshold=self.settings.parity_threshold,
                     allow_network=self.settings.allow_hub_download,
@@ -259,20 +295,24 @@ class ModelRegistry:
 
     async def _convert(self, spec: ConversionSpec, progress: Progress, staged: tuple[str, ...]) -> ModelMetadata:
         try:
-            return await run_conversion(
+            metadata = await run_conversion(
                 spec,
                 timeout_s=self.settings.conversion_timeout_s,
                 memory_limit_mb=self.settings.conversion_memory_limit_mb,
                 on_line=progress.converter_line,
             )
+        except ConversionTargetExists:
+            raise  # another conversion's model, or its upload in progress: not ours to remove
         except BaseException:
             # A killed converter cannot clean up after itself.
             for triton_name in staged:
-                await asyncio.to_thread(self._remove_staging, triton_name)
+                await asyncio.to_thread(self._remove_partial, triton_name)
             raise
+        self._seen.update(staged)
+        return metadata
 
     async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
-        model = ServedModel(name, triton_name, metadata, await asyncio.to_thread(self._tokenizer, triton_name, metadata))
+        model = ServedModel(name, triton_name, metadata, await off_loop(self._tokenizer, triton_name, metadata))
         loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
         outcomes = await asyncio.gather(*loads, return_exceptions=True)
         failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
@@ -287,11 +327,13 @@ class ModelRegistry:
         return model
 
     def _tokenizer(self, triton_name: str, metadata: ModelMetadata) -> TextTokenizer | ClipTokenizer:
+        # A remote repository's tokenizer comes from the gateway's cache, fetched when the
+        # bucket holds a conversion the cache has no copy of.
         if metadata.clip is not None:
-            text_part = clip_part_names(triton_name)[0]
-            return ClipTokenizer(self.repository / text_part / TOKENIZER_DIR / "tokenizer.json", metadata.clip.text)
+            text_part = self.repository.fetch(clip_part_names(triton_name)[0])
+            return ClipTokenizer(text_part / TOKENIZER_DIR / "tokenizer.json", metadata.clip.text)
         return TextTokenizer(
-            self.repository / triton_name / TOKENIZER_DIR / "tokenizer.json",
+            self.repository.fetch(triton_name) / TOKENIZER_DIR / "tokenizer.json",
             metadata.max_seq_length,
             metadata.strip_whitespace,
         )
@@ -318,11 +360,11 @@ class ModelRegistry:
         key, triton_name = self._key(name, pretrained)
         async with self._locks[triton_name]:
             if pretrained is None:
-                if self.read_metadata(triton_name) is None:
+                if await off_loop(self.read_metadata, triton_name) is None:
                     raise ModelNotFound(f"model '{name}' is not in the repository")
                 parts: tuple[str, ...] = (triton_name,)
             else:
-                state, _ = find_on_disk(self.repository, self.read_metadata, triton_name, name, pretrained)
+                state, _ = await off_loop(self._find_clip, triton_name, name, pretrained)
                 if state in (OnDisk.ABSENT, OnDisk.CONFLICT):
                     raise ModelNotFound(f"CLIP model '{name}' ({pretrained}) is not in the repository")
                 # Text part first: without it the model is no longer listed.
@@ -333,27 +375,16 @@ class ModelRegistry:
                 for part in model.triton_names:
                     await self.client.unload(part)
             for part in parts:
-                target = self.repository / part
-                if not target.exists():
-                    continue  # the missing half of an interrupted CLIP publish
-                # Move aside first (atomic), so a half-deleted model is never visible.
-                trash = self.repository / STAGING_DIR / f"deleted-{part}-{uuid.uuid4().hex[:8]}"
-                trash.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(target, trash)
-                await asyncio.to_thread(shutil.rmtree, trash, True)
+                # A missing part (half of an interrupted CLIP publish) is no error.
+                await off_loop(self.repository.delete, part)
+                self._seen.discard(part)
             log.info("model %s deleted from the repository", key)
 
-    def _remove_staging(self, triton_name: str) -> None:
-        staging = self.repository / STAGING_DIR
-        # Exactly this model's directories (<name>-<12 hex>), not those of "<name>-other".
-        own = re.compile(rf"{re.escape(triton_name)}-[0-9a-f]{{12}}")
-        for leftover in staging.glob(f"{glob.escape(triton_name)}-*"):
-            if own.fullmatch(leftover.name):
-                shutil.rmtree(leftover, ignore_errors=True)
+    def _remove_partial(self, triton_name: str) -> None:
         try:
-            staging.rmdir()
-        except OSError:
-            pass  # not empty: something else is staging there
+            self.repository.remove_partial(triton_name)
+        except RepositoryError as error:
+            log.warning("could not remove what the conversion of %s left: %s", triton_name, error)
 
     async def reload_all(self) -> None:
         """After a Triton restart: load again every model that was loaded."""
@@ -366,20 +397,42 @@ class ModelRegistry:
                 except ApiError as exc:
                     log.error("could not reload %s: %s", model.name, exc.message)
 
+    async def reload_missing(self) -> None:
+        """An external Triton that restarted has forgotten its models: load again the
+        served ones it no longer has."""
+        states = await self.client.repository_states()
+        for model in list(self._served.values()):
+            if all(states.get(part) in ("READY", "LOADING") for part in model.triton_names):
+                continue
+            async with self._locks[model.triton_name]:
+                if self._served.get(model.name) is not model:
+                    continue  # unloaded meanwhile
+                log.warning("triton no longer has %s (restarted?); loading it again", model.name)
+                try:
+                    for part in model.triton_names:
+                        await self.client.load(part)
+                except ApiError as exc:
+                    log.error("could not reload %s: %s", model.name, exc.message)
+
     # --- manifest: the models to bring back when the gateway restarts
     def manifest(self) -> list[str]:
+        """The models to bring back (blocking: call it off the event loop)."""
         try:
-            names = json.loads((self.repository / MANIFEST_FILE).read_text())
-        except (OSError, ValueError):
+            return self.repository.read_manifest()
+        except RepositoryError as error:
+            log.error("could not read the manifest of loaded models: %s", error)
             return []
-        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     async def _write_manifest(self) -> None:
-        path = self.repository / MANIFEST_FILE
-        tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:6]}.tmp")
-        self.repository.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(sorted(self._served)))
-        os.replace(tmp, path)
+        if not self.keep_manifest:
+            return
+        # Serialized, so the last state written is the latest one.
+        async with self._manifest_lock:
+            try:
+                await off_loop(self.repository.write_manifest, sorted(self._served))
+            except RepositoryUnavailable as error:
+                # The model is loaded all the same; only a restart would miss it.
+                log.error("could not write the manifest of loaded models: %s", error.message)
 
 
 class _Admission:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from converters.spec import variant_model_name
+
+from .names import split_variant
 
 
 def _one_or_many(value: Any) -> Any:
@@ -40,6 +44,27 @@ class LoadSentenceTransformerRequest(_Body):
     trust_remote_code: bool = Field(
         False, description="Run the model's own code; refused unless the server allows it."
     )
+    optimize: bool = Field(
+        False,
+        description="Load '<model_name>@optimized', a model of its own: the float32 graph fused by "
+        "onnxruntime's transformer optimizer, held to the same parity threshold.",
+    )
+    quantize: Literal["int8"] | None = Field(
+        None,
+        description="'int8': load '<model_name>@int8', a model of its own: dynamic int8 quantization, "
+        "refused below EMBEDGATE_INT8_PARITY_THRESHOLD (min cosine against PyTorch). With optimize "
+        "too, the model is still '@int8'.",
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_name_a_variant(self) -> LoadSentenceTransformerRequest:
+        if (self.optimize or self.quantize) and split_variant(self.model_name)[1] is not None:
+            raise ValueError("model_name already names a variant: give '<name>@<variant>' or optimize/quantize, not both")
+        return self
+
+    def served_name(self) -> str:
+        """The model this request loads: model_name, or the variant optimize or quantize ask for."""
+        return variant_model_name(self.model_name, "int8" if self.quantize else "optimized" if self.optimize else None)
 
 
 class ModelRequest(_Body):
@@ -51,6 +76,13 @@ class LoadClipRequest(_Body):
     model_name: ModelName = Field(description="OpenCLIP architecture.", examples=["ViT-B-32"])
     pretrained: Pretrained
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_variants(cls, data: Any) -> Any:
+        if isinstance(data, dict) and {"optimize", "quantize"} & data.keys():
+            raise ValueError("optimize and quantize are for sentence-transformer models; CLIP models are served in float32")
+        return data
+
 
 class LoadResponse(BaseModel):
     model_name: str
@@ -59,6 +91,10 @@ class LoadResponse(BaseModel):
     embedding_dim: int
     max_seq_length: int
     message: str
+    variant: str | None = Field(None, description="'optimized' or 'int8' for a variant.")
+    parity_min_cosine: float | None = Field(
+        None, description="Lowest cosine against the PyTorch model measured before publishing."
+    )
 
 
 class LoadClipResponse(LoadResponse):
@@ -103,6 +139,13 @@ class ModelInfo(BaseModel):
     form: str
     source: str
     loaded: bool
+    variant: str | None = Field(None, description="'optimized' or 'int8' for a variant (named '<model>@<variant>').")
+    parity_min_cosine: float | None = Field(
+        None, description="Lowest cosine against the PyTorch model on the parity sentences, measured before publishing."
+    )
+    parity_mean_cosine: float | None = Field(
+        None, description="Mean of the same cosines (none for models converted before it was recorded)."
+    )
 
 
 class ModelList(BaseModel):

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from converters.repository.location import normalize as _repository_location
 
 
 def _default_work_dir() -> Path:
@@ -18,7 +20,8 @@ def _default_work_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EMBEDGATE_", extra="ignore")
+    # Errors never repeat a value: some settings are secrets (keys, a URL with credentials).
+    model_config = SettingsConfigDict(env_prefix="EMBEDGATE_", extra="ignore", hide_input_in_errors=True)
 
     # --- gateway HTTP server
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
@@ -26,8 +29,18 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
     # --- model repository and conversion
-    model_repository: Path = Field(
-        Path("model_repository"), description="Directory holding the Triton models."
+    model_repository: Annotated[str, BeforeValidator(_repository_location)] = Field(
+        "model_repository",
+        description="Where the Triton models are: a directory, or an S3 URL in Triton's syntax: "
+        "s3://host:port/bucket/path (an S3-compatible service over HTTP; s3://https://host:port/... "
+        "for HTTPS) or s3://bucket/path (Amazon S3). Credentials come from the AWS_* environment "
+        "variables, never the URL.",
+    )
+    repository_cache_dir: Path | None = Field(
+        None,
+        description="S3 repository: where the gateway keeps its copies of models' metadata and "
+        "tokenizers (never the weights) and stages conversions before uploading; default "
+        "<triton_work_dir>/repository-cache.",
     )
     triton_form: Literal["python", "onnxruntime"] = Field(
         "python",
@@ -43,6 +56,12 @@ class Settings(BaseSettings):
     )
     parity_threshold: float = Field(
         0.9999, gt=0, le=1, description="Minimum cosine between ONNX and PyTorch embeddings to publish."
+    )
+    int8_parity_threshold: float = Field(
+        0.99,
+        gt=0,
+        le=1,
+        description="Minimum cosine between an '@int8' variant's embeddings and PyTorch's to publish it.",
     )
     preload_models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -167,6 +186,42 @@ class Settings(BaseSettings):
         "are not public (loopback, private...). Empty: public addresses only.",
     )
     image_threads: int = Field(2, ge=1, description="Threads that decode and resize images off the event loop.")
+
+    # --- scale-out: `embedgate serve --ray` (a Ray Serve application of replicas)
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster `serve --ray` deploys to ('auto', or the head's host:port); "
+        "unset: a local Ray is started.",
+    )
+    ray_dashboard_url: str | None = Field(
+        None,
+        description="URL of the Ray dashboard, where Serve's config API lives; default: the "
+        "cluster's own (port 8265 of its head node).",
+    )
+    ray_replicas: int = Field(
+        2, ge=1, description="Replicas, each a gateway with its own tritonserver (the minimum when autoscaling)."
+    )
+    ray_max_replicas: int = Field(
+        0, ge=0, description="Autoscale between ray_replicas and this many replicas; 0: a fixed count."
+    )
+    ray_target_ongoing_requests: float = Field(
+        64, gt=0, description="Autoscaling aims at this many requests in progress per replica."
+    )
+    ray_max_ongoing_requests: int = Field(
+        256,
+        ge=1,
+        description="Requests Serve hands one replica at once: high, so Triton's dynamic "
+        "batcher still sees full batches.",
+    )
+    ray_replica_cpus: float = Field(1.0, gt=0, description="CPUs Ray reserves for each replica.")
+    ray_proxy_location: Literal["EveryNode", "HeadOnly"] = Field(
+        "EveryNode",
+        description="Where Serve runs its HTTP proxies: on every node (each prefers the "
+        "replicas on its own node) or on the head node only.",
+    )
+    ray_max_replicas_per_node: int = Field(
+        0, ge=0, description="At most this many replicas on one Ray node; 0: no limit."
+    )
 
     @field_validator(
         "preload_models", "api_keys", "admin_keys", "local_model_dirs", "image_fetch_allow", mode="before"

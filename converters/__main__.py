@@ -8,7 +8,8 @@ Protocol with the gateway:
   success, ``{"error": "<one line>"}`` on failure;
 - exit code: 0 published, 1 other failure, 2 model not found or not loadable,
   3 parity check failed, 4 target exists (and ``replace`` is false), 5 out of memory,
-  6 no space left for the model, 130/143 interrupted/terminated (staging removed).
+  6 no space left for the model, 7 repository unreachable or refusing (S3),
+  130/143 interrupted/terminated (staging removed, partial uploads deleted).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from converters.errors import ConversionError, DiskFullError, OutOfMemoryError
-from converters.publish import Staging
-from converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names
+from converters.repository import ModelRepository, open_repository
+from converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names, variant_model_name
 from converters.triton_config import (
     build_clip_image_config,
     build_clip_text_config,
@@ -69,10 +70,11 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
         raise ConversionError(f"invalid Triton options: {error}") from error
     _configure_hub_access(spec.allow_network)
     converter = importlib.import_module(CONVERTERS[spec.kind])
+    repository = open_repository(spec.repository, spec.repository_cache_dir)
     if spec.kind == "clip":
-        return _run_clip(spec, converter, step)
+        return _run_clip(spec, repository, converter, step)
 
-    with Staging(spec.repository, spec.triton_name, replace=spec.replace) as stage:
+    with repository.stage(spec.triton_name, replace=spec.replace) as stage:
         metadata: ModelMetadata = converter.convert(spec, stage.path, step)
         step("writing config")
         config = build_text_model_config(spec.triton_name, metadata.embedding_dim, spec.triton)
@@ -84,14 +86,14 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
     return metadata
 
 
-def _run_clip(spec: ConversionSpec, converter, step: Progress) -> ModelMetadata:
+def _run_clip(spec: ConversionSpec, repository: ModelRepository, converter, step: Progress) -> ModelMetadata:
     """Two Triton models, published together: the image tower first, then the text tower
     (with the tokenizer), whose arrival makes the model visible; if the second publish
     fails the first is taken back."""
     text_name, image_name = clip_part_names(spec.triton_name)
     with (
-        Staging(spec.repository, text_name, replace=spec.replace) as text,
-        Staging(spec.repository, image_name, replace=spec.replace) as image,
+        repository.stage(text_name, replace=spec.replace) as text,
+        repository.stage(image_name, replace=spec.replace) as image,
     ):
         metadata: ModelMetadata = converter.convert(spec, text.path, image.path, step)
         assert metadata.clip is not None
@@ -110,7 +112,7 @@ def _run_clip(spec: ConversionSpec, converter, step: Progress) -> ModelMetadata:
         try:
             text.publish()
         except BaseException:
-            shutil.rmtree(image.target, ignore_errors=True)
+            repository.delete(image_name)
             raise
     return metadata
 
@@ -127,7 +129,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _cancel)
     try:
         spec = _read_spec(sys.stdin.read())
-        step(f"converting {spec.model_name} ({spec.kind}) into {spec.repository}/{spec.triton_name}")
+        name = variant_model_name(spec.model_name, spec.variant)
+        step(f"converting {name} ({spec.kind}) into {spec.repository}/{spec.triton_name}")
         metadata = run(spec, step)
     except ConversionError as error:
         traceback.print_exc()

@@ -27,3 +27,10 @@ class OutOfMemoryError(ConversionError):
 
 class DiskFullError(ConversionError):
     exit_code = 6
+
+
+class RepositoryError(ConversionError):
+    """The model repository could not be read or written (an S3 service unreachable,
+    access denied): nothing about the model itself."""
+
+    exit_code = 7

@@ -9,7 +9,7 @@ per sentence alone (padding must not change an embedding).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -94,33 +94,54 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / np.maximum(norms, 1e-12)
 
 
-def check_embeddings(
-    onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
-) -> ParityResult:
+Run = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def onnx_runner(onnx_file: Path) -> Run:
+    """Embeddings of one padded batch by ``onnx_file`` under onnxruntime."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    (batched,) = session.run([EMBEDDING], pad(token_ids))
-    alone = np.concatenate([session.run([EMBEDDING], pad([ids]))[0] for ids in token_ids])
+    return lambda feeds: session.run([EMBEDDING], feeds)[0]
+
+
+def embedding_checks(run: Run, token_ids: list[list[int]], reference: np.ndarray) -> dict[str, np.ndarray]:
+    """Each sentence's cosine against ``reference``, embedded in one padded batch and alone."""
+    batched = run(pad(token_ids))
+    alone = np.concatenate([run(pad([ids])) for ids in token_ids])
     if batched.shape != reference.shape:
         raise ParityError(
             f"ONNX output shape {list(batched.shape)} differs from the model's {list(reference.shape)}"
         )
-    checks = {
+    return {
         "as one padded batch": cosines(batched, reference),
         "one sentence at a time": cosines(alone, reference),
     }
+
+
+def measure_embeddings(
+    onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
+) -> tuple[ParityResult, str]:
+    """The parity of ``onnx_file`` without judging it: the result, and where it was worst."""
+    checks = embedding_checks(onnx_runner(onnx_file), token_ids, reference)
     min_cosine = float(min(values.min() for values in checks.values()))
     result = ParityResult(
         passed=min_cosine >= threshold,
         threshold=threshold,
         min_cosine=min_cosine,
         sentences=len(token_ids),
+        mean_cosine=float(np.mean(np.concatenate(list(checks.values())))),
     )
+    worst_check, values = min(checks.items(), key=lambda item: item[1].min())
+    return result, f"sentence {int(values.argmin()) + 1} of {len(token_ids)}, {worst_check}"
+
+
+def check_embeddings(
+    onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
+) -> ParityResult:
+    result, worst = measure_embeddings(onnx_file, token_ids, reference, threshold)
     if not result.passed:
-        worst_check, values = min(checks.items(), key=lambda item: item[1].min())
         raise ParityError(
-            f"parity check failed: min cosine {min_cosine:.6f} < threshold {threshold} "
-            f"(sentence {int(values.argmin()) + 1} of {len(token_ids)}, {worst_check})"
+            f"parity check failed: min cosine {result.min_cosine:.6f} < threshold {threshold} ({worst})"
         )
     return result

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from converters import parity
+from converters import parity, variants
 from converters.errors import ConversionError, ModelNotFoundError
 from converters.spec import (
     ATTENTION_MASK,
@@ -23,6 +23,7 @@ from converters.spec import (
     TOKENIZER_DIR,
     ConversionSpec,
     ModelMetadata,
+    variant_model_name,
 )
 from converters.torch_compat import ensure_torchvision_importable
 
@@ -97,6 +98,8 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
         features[INPUT_IDS].numpy(), features[ATTENTION_MASK].numpy()
     )
     reference = model.encode(sentences, convert_to_numpy=True)
+    if spec.variant is not None:
+        variants.prepare_export(model)
 
     onnx_file = out_dir / "1" / ONNX_FILE
     step(f"exporting ONNX (opset {OPSET})")
@@ -108,11 +111,15 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
 
     step(f"parity check on {len(sentences)} sentences")
     strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
-    result = parity.check_embeddings(onnx_file, token_ids, reference, spec.parity_threshold)
+    variant = None
+    if spec.variant is None:
+        result = parity.check_embeddings(onnx_file, token_ids, reference, spec.parity_threshold)
+    else:
+        result, variant = variants.build(spec, model, out_dir, onnx_file, token_ids, reference, step)
     step(f"parity passed: min cosine {result.min_cosine:.6f}")
 
     return ModelMetadata(
-        model_name=spec.model_name,
+        model_name=variant_model_name(spec.model_name, spec.variant),
         triton_name=spec.triton_name,
         source=source.description,
         library="sentence-transformers",
@@ -127,6 +134,7 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
         parity=result,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
+        variant=variant,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
@@ -27,6 +27,17 @@ IMAGE_ENCODER_SUFFIX = "_image_encoder"
 
 TritonForm = Literal["python", "onnxruntime"]
 ModelKind = Literal["sentence_transformer", "clip"]
+# Load-time variants of a sentence-transformer model, each published as its own model:
+# "optimized" (onnxruntime's transformer graph fusion, float32) and "int8" (dynamic int8
+# quantization). Users name one "<model_name>@<variant>".
+Variant = Literal["optimized", "int8"]
+VARIANTS: tuple[Variant, ...] = ("optimized", "int8")
+VARIANT_MARK = "@"
+
+
+def variant_model_name(model_name: str, variant: Variant | None) -> str:
+    """The name users call a variant by; the model's own name when there is none."""
+    return model_name if variant is None else f"{model_name}{VARIANT_MARK}{variant}"
 
 
 def clip_part_names(triton_name: str) -> tuple[str, str]:
@@ -75,7 +86,10 @@ class ConversionSpec(BaseModel):
     # Directory name in the repository and Triton model name (validated by the gateway); for
     # CLIP, the base of its two parts' names (clip_part_names).
     triton_name: str
+    # A local directory or an s3:// URL (converters/repository/location.py).
     repository: str
+    # S3 repository: the local directory where the model is staged before it is uploaded.
+    repository_cache_dir: str | None = None
     triton: TritonConfigOptions = Field(default_factory=TritonConfigOptions)
     parity_threshold: float = 0.9999
     # Allow the hub to be contacted. When false, HF_HUB_OFFLINE=1 is set.
@@ -83,6 +97,15 @@ class ConversionSpec(BaseModel):
     trust_remote_code: bool = False
     # Overwrite an existing <repository>/<triton_name>; otherwise the conversion refuses (exit 4).
     replace: bool = False
+    # Publish this variant of model_name instead of the plain float32 model (sentence
+    # transformers only); triton_name is then the variant's, and parity_threshold its own.
+    variant: Variant | None = None
+
+    @model_validator(mode="after")
+    def _variants_are_text_models(self) -> ConversionSpec:
+        if self.variant is not None and self.kind != "sentence_transformer":
+            raise ValueError("variants ('optimized', 'int8') are for sentence-transformer models only")
+        return self
 
 
 class ParityResult(BaseModel):
@@ -90,6 +113,19 @@ class ParityResult(BaseModel):
     threshold: float
     min_cosine: float
     sentences: int
+    mean_cosine: float | None = None
+
+
+class VariantInfo(BaseModel):
+    """How a variant's graph differs from the plain export (metadata.json, variants only)."""
+
+    name: Variant
+    onnx_bytes: int
+    # optimized: the fused operators and how many of each.
+    fused_operators: dict[str, int] = Field(default_factory=dict)
+    # int8: the weight MatMuls quantized, and those kept in float32 for accuracy.
+    int8_matmuls: int = 0
+    float32_matmuls: list[str] = Field(default_factory=list)
 
 
 class ImagePreprocessing(BaseModel):
@@ -160,3 +196,5 @@ class ModelMetadata(BaseModel):
     conversion_seconds: float
     # CLIP only. max_seq_length is then the context length, and parity the text tower's.
     clip: ClipMetadata | None = None
+    # Variants only; model_name is then the variant's ("<model_name>@int8").
+    variant: VariantInfo | None = None

@@ -28,3 +28,23 @@ def minilm(minilm_path):
 
     return SentenceTransformer(minilm_path, device="cpu")
 
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory):
+    """A real S3-compatible server (moto_server) on 127.0.0.1 for the whole session."""
+    from tests.s3 import MotoServer
+
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(moto_server, monkeypatch):
+    """A fresh bucket of its own; AWS_* variables (dummy credentials) set in this process,
+    and so inherited by the gateways and converters it starts."""
+    bucket = moto_server.new_bucket()
+    for name, value in bucket.env.items():
+        monkeypatch.setenv(name, value)
+    return bucket

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from . import inprocess, processes, server_stats
+from . import compare, inprocess, processes, server_stats
 from .endpoints import ENDPOINTS, build_endpoint
 from .loadgen import LoadRun, run_load
 from .payloads import PAYLOAD_KINDS, Payload, build_payload
@@ -46,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--pretrained", help="OpenCLIP pretrained tag or checkpoint (loads with /load_clip_model)")
     target.add_argument("--endpoint", choices=ENDPOINTS, default="/infer")
     target.add_argument("--no-load", action="store_true", help="do not load the model first")
+    target.add_argument("--compare-model", metavar="MODEL",
+                        help="then run the same benchmark against MODEL and compare (a variant such as "
+                        "NAME@int8 against NAME)")
     target.add_argument("--api-key", default=os.environ.get("EMBEDGATE_API_KEY"),
                         help="bearer key sent with every request; an admin key when loading needs one "
                         "[env EMBEDGATE_API_KEY]")
@@ -84,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="onnxruntime intra-op threads (default: onnxruntime's, every core)")
     baseline.add_argument("--inprocess-max-texts", type=int,
                           help="embed at most this many of the inputs in-process (default: all)")
-    baseline.add_argument("--model-repository", type=Path,
-                          help="the server's model repository (default: EMBEDGATE_MODEL_REPOSITORY or model_repository)")
+    baseline.add_argument("--model-repository",
+                          help="the server's model repository, a directory or an s3:// URL (default: "
+                          "EMBEDGATE_MODEL_REPOSITORY or model_repository)")
 
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
     return parser
@@ -107,6 +114,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--payload image needs --endpoint /infer")
     if args.payload == "file" and args.input_file is None:
         parser.error("--payload file needs --input-file")
+    if args.compare_model and (args.inprocess_only or args.pretrained or args.compare_model == args.model):
+        parser.error("--compare-model needs a server run of a sentence-transformer model and another model")
     for header in args.header:
         if ":" not in header:
             parser.error(f"--header {header!r} is not 'NAME: VALUE'")
@@ -171,6 +180,7 @@ async def _server_run(args: argparse.Namespace, report: dict) -> tuple[Payload, 
     timeout = aiohttp.ClientTimeout(total=args.timeout)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
         loaded = {} if args.no_load else await _load_model(session, args)
+        report["model"] = {key: loaded.get(key) for key in ("variant", "parity_min_cosine") if key in loaded}
         max_length = loaded.get("max_seq_length")
         if args.payload == "long" and not max_length:
             max_length = await _max_length(session, args)
@@ -220,12 +230,24 @@ async def _server_run(args: argparse.Namespace, report: dict) -> tuple[Payload, 
 
 
 def _open_model(args: argparse.Namespace) -> inprocess.LocalModel:
+    from converters.repository import RepositoryError, open_repository
+
+    from ..names import to_triton_name
+    from ..repository import cache_dir
     from ..settings import Settings
 
-    repository = args.model_repository or Settings().model_repository
+    settings = Settings()
     try:
-        return inprocess.open_local_model(repository, args.model, args.inprocess_threads)
-    except (FileNotFoundError, ValueError) as exc:
+        repository = open_repository(args.model_repository or settings.model_repository, cache_dir(settings))
+        root = Path(repository.location)
+        if repository.remote:
+            # The served ONNX file, downloaded for this run only.
+            root = Path(tempfile.mkdtemp(prefix="embedgate-bench-"))
+            atexit.register(shutil.rmtree, root, True)
+            name = to_triton_name(args.model)
+            repository.fetch(name, into=root / name)
+        return inprocess.open_local_model(root, args.model, args.inprocess_threads)
+    except (FileNotFoundError, ValueError, RepositoryError) as exc:
         raise SystemExit(f"in-process baseline: {exc}") from None
 
 
@@ -241,6 +263,7 @@ def _inprocess(model: inprocess.LocalModel, args: argparse.Namespace, texts: lis
         baselines[strategy] = inprocess.run_baseline(model, texts, strategy, args.inprocess_batch_size).as_dict()
     result: dict = {
         "onnx_file": str(model.onnx_path),
+        "onnx_mb": round(model.onnx_path.stat().st_size / 1e6, 1),
         "intra_op_threads": model.intra_op_threads,
         "baselines": baselines,
     }
@@ -269,6 +292,14 @@ def _config(args: argparse.Namespace) -> dict:
     }
 
 
+def _measure_server(args: argparse.Namespace, report: dict) -> None:
+    payload, run = asyncio.run(_server_run(args, report))
+    if args.inprocess:
+        # The inputs the server got, in the order they were sent.
+        texts = [t for record in run.records for t in payload.inputs(record.index)]
+        _inprocess(_open_model(args), args, texts, report)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -280,13 +311,16 @@ def main(argv: list[str] | None = None) -> None:
         payload = _payload(args, model.metadata.max_seq_length)
         _inprocess(model, args, [t for i in range(args.requests) for t in payload.inputs(i)], report)
     else:
-        payload, run = asyncio.run(_server_run(args, report))
-        if args.inprocess:
-            # The inputs the server got, in the order they were sent.
-            texts = [t for record in run.records for t in payload.inputs(record.index)]
-            _inprocess(_open_model(args), args, texts, report)
+        _measure_server(args, report)
+        if args.compare_model:
+            other_args = argparse.Namespace(**{**vars(args), "model": args.compare_model})
+            report["compare"] = {"config": _config(other_args)}
+            _measure_server(other_args, report["compare"])
+            report["comparison"] = compare.comparison(report, report["compare"])
 
     print(format_summary(report))
+    if args.compare_model:
+        print(compare.format_comparison(report))
     if args.json:
         write_json(report, args.json)
         _progress(f"report written to {args.json}")

@@ -42,6 +42,9 @@ def _info(metadata, loaded: bool) -> ModelInfo:
         form=metadata.form,
         source=metadata.source,
         loaded=loaded,
+        variant=metadata.variant.name if metadata.variant else None,
+        parity_min_cosine=metadata.parity.min_cosine,
+        parity_mean_cosine=metadata.parity.mean_cosine,
     )
 
 
@@ -60,24 +63,30 @@ def _outcome(already_loaded: bool, described: str) -> tuple[str, str]:
 async def load_sentence_transformer_model(
     body: LoadSentenceTransformerRequest, request: Request, gateway: Gateway = Depends(get_gateway)
 ) -> LoadResponse | StreamingResponse:
+    # optimize / quantize load a variant: a model of its own, "<model_name>@<variant>".
+    name = body.served_name()
+
     async def load(progress: Progress | None = None) -> LoadResponse:
-        outcome = await gateway.registry.load_sentence_transformer(
-            body.model_name, body.model_path, trust_remote_code=body.trust_remote_code, progress=progress
+        outcome = await gateway.models.load_sentence_transformer(
+            name, body.model_path, trust_remote_code=body.trust_remote_code, progress=progress
         )
         model: ServedModel = outcome.model
+        metadata = model.metadata
         status, message = _outcome(outcome.already_loaded, model.name)
         return LoadResponse(
             model_name=model.name,
             status=status,
             converted=outcome.converted,
-            embedding_dim=model.metadata.embedding_dim,
-            max_seq_length=model.metadata.max_seq_length,
+            embedding_dim=metadata.embedding_dim,
+            max_seq_length=metadata.max_seq_length,
             message=message,
+            variant=metadata.variant.name if metadata.variant else None,
+            parity_min_cosine=metadata.parity.min_cosine,
         )
 
     if wants_progress(request):
-        validate_model_name(body.model_name)  # a bad name is a plain 422, not a stream
-        return progress_stream(body.model_name, load)
+        validate_model_name(name)  # a bad name is a plain 422, not a stream
+        return progress_stream(name, load)
     return await load()
 
 
@@ -89,7 +98,7 @@ async def load_clip_model(
     become two Triton models, served as one model."""
 
     async def load(progress: Progress | None = None) -> LoadClipResponse:
-        outcome = await gateway.registry.load_clip(body.model_name, body.pretrained, progress=progress)
+        outcome = await gateway.models.load_clip(body.model_name, body.pretrained, progress=progress)
         metadata = outcome.model.metadata
         assert metadata.clip is not None
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
@@ -102,6 +111,7 @@ async def load_clip_model(
             max_seq_length=metadata.max_seq_length,
             image_size=[metadata.clip.image.height, metadata.clip.image.width],
             message=message,
+            parity_min_cosine=metadata.parity.min_cosine,
         )
 
     if wants_progress(request):
@@ -116,13 +126,13 @@ def _described(body: ModelRequest) -> str:
 
 @router.post("/unload_model", response_model=MessageResponse, responses=ERRORS)
 async def unload_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
-    await gateway.registry.unload(body.model_name, body.pretrained)
+    await gateway.models.unload(body.model_name, body.pretrained)
     return MessageResponse(message=f"Model {_described(body)} unloaded.")
 
 
 @router.post("/delete_model", response_model=MessageResponse, responses=ERRORS)
 async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
-    await gateway.registry.delete(body.model_name, body.pretrained)
+    await gateway.models.delete(body.model_name, body.pretrained)
     return MessageResponse(message=f"Model {_described(body)} deleted.")
 
 
@@ -135,5 +145,5 @@ async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
 async def repository_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     loaded = {m.triton_name for m in gateway.registry.loaded()}
     return ModelList(
-        models=[_info(md, md.triton_name in loaded) for md in gateway.registry.on_disk()]
+        models=[_info(md, md.triton_name in loaded) for md in await gateway.registry.on_disk()]
     )

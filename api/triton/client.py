@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 
 from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS
 
-from ..errors import ApiError, DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
+from ..errors import ApiError, DeadlineExceeded, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
 
 log = logging.getLogger("embedgate.triton")
 
@@ -32,7 +32,7 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> ApiError:
     if isinstance(exc, asyncio.TimeoutError):
         return DeadlineExceeded("the request did not finish before its deadline")
     if isinstance(exc, _CONNECTION_ERRORS):
-        return TritonUnavailable("the inference server is unavailable; retry shortly")
+        return TritonConnectionLost("the inference server is unavailable; retry shortly")
     if isinstance(exc, InferenceServerException):
         text = str(exc.message() or "")
         lowered = text.lower()

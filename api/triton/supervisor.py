@@ -17,8 +17,10 @@ import ctypes
 import glob
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,8 +29,12 @@ from pathlib import Path
 
 import httpx
 
+from converters.repository import is_s3, open_repository, parse_s3, triton_location
+
+from ..repository import cache_dir
 from ..settings import Settings
 from . import bundle
+from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
 log = logging.getLogger("embedgate.triton")
 triton_log = logging.getLogger("embedgate.tritonserver")
@@ -60,7 +66,7 @@ def choose_ports(settings: Settings) -> Ports:
 
 def build_command(
     prepared: bundle.PreparedTriton,
-    repository: Path,
+    repository: str | Path,
     ports: Ports,
     shm_prefix: str,
     settings: Settings,
@@ -100,15 +106,22 @@ def _die_with_parent() -> None:
 class TritonSupervisor:
     """An embedded tritonserver process and its watchdog."""
 
-    def __init__(self, settings: Settings, repository: Path):
+    def __init__(self, settings: Settings, repository: str | os.PathLike[str]):
         self.settings = settings
-        self.repository = repository
+        # A directory's absolute path or an s3:// URL, as --model-repository takes it.
+        self.repository = triton_location(repository)
+        self._remote = is_s3(self.repository)
+        # S3: where this run's Triton downloads the models it loads.
+        self._mount: str | None = None
         self.ports: Ports | None = None
         self.restarts = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._shm_prefix = ""
         self._stopping = False
         self._ready = False
+        # Set while Triton runs with its models loaded; cleared from its exit until the
+        # restart listeners have reloaded them.
+        self._serving = asyncio.Event()
         self._watch_task: asyncio.Task | None = None
         self._log_task: asyncio.Task | None = None
         self._listeners: list[RestartListener] = []
@@ -137,12 +150,30 @@ class TritonSupervisor:
     def on_restart(self, listener: RestartListener) -> None:
         self._listeners.append(listener)
 
+    async def wait_restarted(self, since: int) -> bool:
+        """After a lost connection: wait until the watchdog has restarted Triton (counted
+        past ``since``) and reloaded its models. False when Triton never went away."""
+        noticed = time.monotonic() + 2.0
+        while self.restarts == since and not self._stopping:
+            if self._serving.is_set() and time.monotonic() > noticed:
+                return False
+            await asyncio.sleep(0.05)
+        if self._stopping:
+            return False
+        await self._serving.wait()
+        return True
+
     # --- lifecycle
     async def start(self) -> None:
         self._prepared = await asyncio.to_thread(bundle.prepare, self.settings.triton_work_dir)
-        self.repository.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(reap_orphaned_stubs)
+        repository = open_repository(self.repository, cache_dir(self.settings))
+        await asyncio.to_thread(repository.create)
+        if self._remote:
+            await asyncio.to_thread(remove_orphaned_downloads)
         self.ports = choose_ports(self.settings)
         await self._spawn()
+        self._serving.set()
         self._watch_task = asyncio.create_task(self._watch(), name="triton-watchdog")
 
     async def stop(self) -> None:
@@ -158,13 +189,11 @@ class TritonSupervisor:
     async def _spawn(self) -> None:
         assert self._prepared is not None and self.ports is not None
         self._shm_prefix = f"{_shm_family(os.getpid())}{uuid.uuid4().hex[:6]}_"
-        command = build_command(
-            self._prepared, self.repository.resolve(), self.ports, self._shm_prefix, self.settings
-        )
+        command = build_command(self._prepared, self.repository, self.ports, self._shm_prefix, self.settings)
         log.info("starting tritonserver %s on %s", self._prepared.version, self.url)
         self._proc = await asyncio.create_subprocess_exec(
             *command,
-            env=self._prepared.env,
+            env=self._environment(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -172,9 +201,30 @@ class TritonSupervisor:
             preexec_fn=_die_with_parent,
         )
         self._log_task = asyncio.create_task(self._forward_log(self._proc))
-        await self._wait_ready(self._proc)
+        try:
+            await self._wait_ready(self._proc)
+        except BaseException:
+            await self._terminate(graceful=False)  # its stubs, shared memory and downloads too
+            raise
         self._ready = True
         log.info("tritonserver ready (pid %d)", self._proc.pid)
+
+    def _environment(self) -> dict[str, str]:
+        """Triton's environment: the gateway's (so the AWS_* credentials reach it, and
+        nothing here repeats them), plus for S3 the region and a download directory of
+        this run's own, removed when it stops (Triton leaves its downloads behind when
+        killed)."""
+        assert self._prepared is not None
+        if not self._remote:
+            return self._prepared.env
+        from converters.repository.s3_client import triton_environment
+
+        self._mount = tempfile.mkdtemp(prefix=f"{self._shm_prefix}s3-")
+        return {
+            **self._prepared.env,
+            **triton_environment(parse_s3(self.repository)),
+            "TRITON_AWS_MOUNT_DIRECTORY": self._mount,
+        }
 
     async def _wait_ready(self, proc: asyncio.subprocess.Process) -> None:
         deadline = time.monotonic() + self.settings.triton_startup_timeout_s
@@ -182,6 +232,8 @@ class TritonSupervisor:
         async with httpx.AsyncClient(timeout=1.0) as client:
             while time.monotonic() < deadline:
                 if proc.returncode is not None:
+                    if self._log_task:  # its last lines say why
+                        await asyncio.wait([self._log_task], timeout=2)
                     raise RuntimeError(f"tritonserver exited during startup (code {proc.returncode})")
                 try:
                     if (await client.get(ready_url)).status_code == 200:
@@ -189,7 +241,6 @@ class TritonSupervisor:
                 except httpx.HTTPError:
                     pass
                 await asyncio.sleep(0.05)
-        await self._terminate(graceful=False)
         raise RuntimeError("tritonserver did not become ready in time")
 
     async def _forward_log(self, proc: asyncio.subprocess.Process) -> None:
@@ -200,6 +251,8 @@ class TritonSupervisor:
                 continue
             # Triton prefixes lines with I/W/E and a date; errors and warnings matter.
             level = {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
+            if line.startswith("error:"):  # why it could not start (an S3 repository it cannot read...)
+                level = logging.ERROR
             if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
                 level = logging.DEBUG
             triton_log.log(level, "%s", line)
@@ -213,6 +266,7 @@ class TritonSupervisor:
             if self._stopping:
                 return
             self._ready = False
+            self._serving.clear()
             started = time.monotonic()
             log.error("tritonserver exited unexpectedly (code %s); restarting", code)
             await self._terminate(graceful=False)
@@ -230,6 +284,7 @@ class TritonSupervisor:
                     await listener()
                 except Exception:
                     log.exception("restart listener failed")
+            self._serving.set()
             log.info("tritonserver restarted in %.1fs", time.monotonic() - started)
 
     async def _terminate(self, graceful: bool) -> None:
@@ -259,6 +314,9 @@ class TritonSupervisor:
                 os.unlink(segment)
             except OSError:
                 pass
+        if self._mount:
+            shutil.rmtree(self._mount, ignore_errors=True)
+            self._mount = None
 
 
 class ExternalTriton:
@@ -278,6 +336,9 @@ class ExternalTriton:
 
     def on_restart(self, listener: RestartListener) -> None:
         pass
+
+    async def wait_restarted(self, since: int) -> bool:
+        return False  # nobody here restarts it
 
     async def start(self) -> None:
         log.info("using external Triton at %s", self.url)

@@ -87,6 +87,7 @@ class FakeGateway:
     def __init__(self, settings):
         self.settings = settings
         self.registry = FakeRegistry()
+        self.models = self.registry  # one machine: loads go straight to the registry
         self.embeddings = FakeEmbeddings()
         self.client = FakeClient()
         self.restoring = False

@@ -34,7 +34,7 @@ def repository(tmp_path):
         on_disk[part] = metadata
 
     def find(model_name="ViT-B-32", pretrained="tag"):
-        return find_on_disk(tmp_path, on_disk.get, "ViT-B-32_tag", model_name, pretrained)
+        return find_on_disk(lambda part: (tmp_path / part).exists(), on_disk.get, "ViT-B-32_tag", model_name, pretrained)
 
     return put, find
 

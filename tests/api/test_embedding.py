@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from api.embedding import EmbeddingService
-from api.errors import Overloaded
+from api.errors import Overloaded, TritonConnectionLost
 from api.preprocess.text import TextTokenizer
 from api.registry import ModelRegistry, ServedModel
 from api.settings import Settings
@@ -80,3 +80,46 @@ async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):
     model.inflight = 0
     await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
     assert model.inflight == 0
+
+
+class DiesOnceClient(EchoClient):
+    """Loses its connection on the first call, as when tritonserver is killed."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        self.calls += 1
+        if self.calls == 1:
+            raise TritonConnectionLost("the inference server is unavailable; retry shortly")
+        return await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+
+
+class FakeSupervisor:
+    def __init__(self, comes_back: bool):
+        self.restarts = 0
+        self.comes_back = comes_back
+
+    async def wait_restarted(self, since):
+        if self.comes_back:
+            self.restarts = since + 1
+        return self.comes_back
+
+
+@pytest.mark.parametrize("comes_back", [True, False])
+async def test_a_request_triton_died_under_is_sent_again_once_it_is_back(minilm_path, comes_back):
+    settings = Settings()
+    client = DiesOnceClient()
+    service = EmbeddingService(settings, ModelRegistry(settings, client), client, FakeSupervisor(comes_back))
+    model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
+    try:
+        if comes_back:
+            result = await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+            assert client.calls == 2 and result.vectors.shape == (1, 2)
+        else:
+            with pytest.raises(TritonConnectionLost):
+                await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+            assert client.calls == 1
+    finally:
+        service.close()

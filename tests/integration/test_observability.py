@@ -5,7 +5,10 @@ inference and for its metrics through the settings for external mode."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
+import time
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -79,6 +82,21 @@ async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, min
         assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
         assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) == 1
         assert "starting tritonserver" not in external.log()  # external mode starts none
+
+        # The external Triton dies and is restarted by its owner, with no model loaded: the
+        # gateway notices and loads MiniLM again by itself.
+        os.kill(triton.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        async with httpx.AsyncClient(base_url=external.url, timeout=60) as http:
+            while True:
+                response = await http.post("/infer", json={"model_name": MINILM, "text": ["after its restart"]})
+                if response.status_code == 200:
+                    break
+                assert response.status_code in (502, 503), response.text
+                assert time.monotonic() < deadline, external.log()[-3000:]
+                await asyncio.sleep(0.5)
+        assert cosine_rows(response.json()["text_embeddings"], minilm.encode(["after its restart"]))[0] >= 0.9999
+        assert triton.restarts == 1 and "loading it again" in external.log()
     finally:
         if external is not None:
             await asyncio.to_thread(external.stop)
