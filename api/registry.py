@@ -388,29 +388,30 @@ class ModelRegistry:
 
     async def reload_all(self) -> None:
         """After a Triton restart: load again every model that was loaded."""
-        for model in list(self._served.values()):
-            async with self._locks[model.triton_name]:
-                try:
-                    for part in model.triton_names:
-                        await self.client.load(part)
-                    log.info("reloaded %s after triton restart", model.name)
-                except ApiError as exc:
-                    log.error("could not reload %s: %s", model.name, exc.message)
+        await self._reload(list(self._served.values()))
 
     async def reload_missing(self) -> None:
         """An external Triton that restarted has forgotten its models: load again the
         served ones it no longer has."""
         states = await self.client.repository_states()
-        for model in list(self._served.values()):
-            if all(states.get(part) in ("READY", "LOADING") for part in model.triton_names):
-                continue
+        lost = [
+            model
+            for model in self._served.values()
+            if not all(states.get(part) in ("READY", "LOADING") for part in model.triton_names)
+        ]
+        for model in lost:
+            log.warning("triton no longer has %s (restarted?); loading it again", model.name)
+        await self._reload(lost)
+
+    async def _reload(self, models: list[ServedModel]) -> None:
+        for model in models:
             async with self._locks[model.triton_name]:
                 if self._served.get(model.name) is not model:
                     continue  # unloaded meanwhile
-                log.warning("triton no longer has %s (restarted?); loading it again", model.name)
                 try:
                     for part in model.triton_names:
                         await self.client.load(part)
+                    log.info("reloaded %s", model.name)
                 except ApiError as exc:
                     log.error("could not reload %s: %s", model.name, exc.message)
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from converters.errors import TargetExistsError
 
@@ -20,21 +22,20 @@ from converters.errors import TargetExistsError
 STAGING_DIR = ".staging"
 
 
-class Staging:
-    """``with Staging(repo, name) as stage:`` write into ``stage.path``, then ``stage.publish()``.
+class StagedModel(ABC):
+    """``with Stage(...) as stage:`` write into ``stage.path``, then ``stage.publish()``.
 
-    Leaving the block without publishing (an exception, or simply not calling publish)
-    removes everything that was staged.
+    The model is written into a private directory under ``staging_root``; leaving the
+    block without publishing (an exception, or simply not calling publish) removes
+    everything that was staged. Subclasses say where the model goes and how it gets there.
     """
 
-    def __init__(self, repository: str | os.PathLike[str], name: str, *, replace: bool = False):
-        if not name or name.startswith(".") or os.sep in name or name != os.path.basename(name):
+    def __init__(self, staging_root: Path, name: str, *, replace: bool):
+        if not name or name.startswith(".") or "/" in name or name != os.path.basename(name):
             raise ValueError(f"invalid model directory name: {name!r}")
-        self.repository = Path(repository)
         self.name = name
         self.replace = replace
-        self.target = self.repository / name
-        self._staging_root = self.repository / STAGING_DIR
+        self._staging_root = staging_root
         self._path: Path | None = None
         self.published = False
 
@@ -44,8 +45,8 @@ class Staging:
             raise RuntimeError("staging directory exists only inside the with-block")
         return self._path
 
-    def __enter__(self) -> Staging:
-        # Refuse before any expensive work; publish() checks again at the swap.
+    def __enter__(self) -> Self:
+        # Refuse before any expensive work; publish() checks again.
         self._check_target()
         self._staging_root.mkdir(parents=True, exist_ok=True)
         self._path = self._staging_root / f"{self.name}-{secrets.token_hex(6)}"
@@ -58,9 +59,30 @@ class Staging:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._path is not None and not self.published:
+        if self._path is not None:
+            # Gone already when a local publish renamed it into place.
             shutil.rmtree(self._path, ignore_errors=True)
-        self._remove_staging_root_if_empty()
+        try:
+            self._staging_root.rmdir()
+        except OSError:
+            pass  # not empty: another conversion is staging beside us
+
+    @abstractmethod
+    def _check_target(self) -> None:
+        """Raise TargetExistsError when the model exists and may not be replaced."""
+
+    @abstractmethod
+    def publish(self) -> Path | str:
+        """Make the staged model the published one; where it now is."""
+
+
+class Staging(StagedModel):
+    """A model published into a local repository by one atomic rename."""
+
+    def __init__(self, repository: str | os.PathLike[str], name: str, *, replace: bool = False):
+        self.repository = Path(repository)
+        super().__init__(self.repository / STAGING_DIR, name, replace=replace)
+        self.target = self.repository / name
 
     def publish(self) -> Path:
         """Move the staged directory to ``<repository>/<name>``; returns that path."""
@@ -90,12 +112,6 @@ class Staging:
     def _check_target(self) -> None:
         if self.target.exists() and not self.replace:
             raise TargetExistsError(_exists_message(self.target))
-
-    def _remove_staging_root_if_empty(self) -> None:
-        try:
-            self._staging_root.rmdir()
-        except OSError:
-            pass  # not empty: another conversion is staging beside us
 
 
 def _exists_message(target: Path) -> str:

@@ -9,7 +9,6 @@ so no AWS SDK asks the EC2 metadata service for one, and that service is disable
 from __future__ import annotations
 
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from tests.helpers import free_port
 
 # Distinctive, so a test can assert that it appears in no log and no answer.
 SECRET_ACCESS_KEY = "embedgate-test-secret-" + secrets.token_hex(8)
@@ -26,12 +27,6 @@ S3_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -64,7 +59,7 @@ class S3Bucket:
 
 class MotoServer:
     def __init__(self, log_path: Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "wb")
         self.process = subprocess.Popen(

@@ -118,7 +118,10 @@ def run(settings: Settings) -> None:
     local_options = {"include_dashboard": True, "dashboard_host": "127.0.0.1"} if local else {}
     context = ray.init(address=settings.ray_address, namespace="embedgate", log_to_driver=local, **local_options)
     dashboard = settings.ray_dashboard_url or f"http://{context.dashboard_url}"
-    settings = settings.model_copy(update={"ray_dashboard_url": dashboard})
+    if local:
+        # Replicas find a cluster's dashboard on its head node by themselves; a local one
+        # listens on loopback only, so they are told.
+        settings = settings.model_copy(update={"ray_dashboard_url": dashboard})
     serve.start(
         http_options={"host": settings.host, "port": settings.port}, proxy_location=settings.ray_proxy_location
     )
