@@ -64,22 +64,28 @@ RACING_CLIP_CONVERTER = textwrap.dedent(
         return fake_clip_converter.convert(spec, text_dir, image_dir, step)
     """
 )
-# Every upload made slow, so that a SIGTERM lands in the middle of publishing.
+# The second upload held up, so that a SIGTERM lands in the middle of publishing
+# however slowly the test sees the first one.
 RUNNER = textwrap.dedent(
     """
     import sys, time
-    import boto3
     import converters.__main__ as entry
     entry.CONVERTERS["sentence_transformer"] = "fake_converter"
     entry.CONVERTERS["clip"] = "racing_clip_converter"
     if "--slow-upload" in sys.argv:
-        from boto3.s3.inject import upload_file
+        import boto3.s3.inject
+
+        upload_file = boto3.s3.inject.upload_file
+        uploads = []
 
         def slow_upload_file(self, *args, **kwargs):
-            time.sleep(0.5)
+            uploads.append(args)
+            if len(uploads) > 1:
+                time.sleep(60)
             return upload_file(self, *args, **kwargs)
 
-        boto3.client("s3").__class__.upload_file = slow_upload_file
+        # Each client gets a class of its own, given this module's upload_file when made.
+        boto3.s3.inject.upload_file = slow_upload_file
     sys.exit(entry.main())
     """
 )
@@ -139,7 +145,7 @@ def test_sigterm_in_the_middle_of_the_upload_takes_back_what_was_uploaded(conver
     while not s3_bucket.keys() and time.monotonic() < deadline:
         time.sleep(0.05)
     uploaded = s3_bucket.keys()
-    assert uploaded and "fake/config.pbtxt" not in uploaded
+    assert len(uploaded) == 1 and "fake/config.pbtxt" not in uploaded  # held at the second file
 
     process.send_signal(signal.SIGTERM)
     code, result, _ = finish(process)
