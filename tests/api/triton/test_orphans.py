@@ -16,9 +16,14 @@ def dead_pid() -> int:
 
 def fake_stub(shm_name: str) -> subprocess.Popen:
     """A process whose command line looks like a Python-backend stub's."""
-    return subprocess.Popen(
+    process = subprocess.Popen(
         ["bash", "-c", f'exec -a {STUB} {sys.executable} -c "import time; time.sleep(60)" model.py {shm_name} 1048576'],
     )
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{process.pid}/cmdline").read_bytes().startswith(STUB.encode()):
+        assert time.monotonic() < deadline, "bash did not exec the fake stub"
+        time.sleep(0.01)
+    return process
 
 
 def test_stubs_of_a_dead_gateway_are_ended_and_their_shared_memory_removed():
@@ -27,7 +32,6 @@ def test_stubs_of_a_dead_gateway_are_ended_and_their_shared_memory_removed():
     segment.write_bytes(b"x")
     orphan = fake_stub(f"embedgate_{gone}_abc123_region")
     owned = fake_stub("embedgate_1_abc123_region")  # pid 1 always runs
-    time.sleep(0.3)  # let bash exec
     try:
         assert reap_orphaned_stubs() >= 1  # orphans of gateways killed elsewhere count too
         assert orphan.wait(5) == -9
