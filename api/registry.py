@@ -228,18 +228,14 @@ class ModelRegistry:
                     )
                 # A variant ("<name>@int8") is converted from its model, with its own threshold.
                 base_name, variant = split_variant(name)
-                spec = ConversionSpec(
+                spec = self._spec(
                     model_name=base_name,
                     variant=variant,
                     model_path=model_path,
                     triton_name=triton_name,
-                    repository=self.repository.location,
-                    repository_cache_dir=str(cache_dir(self.settings)),
-                    triton=self._triton_options(),
                     parity_threshold=(
                         self.settings.int8_parity_threshold if variant == "int8" else self.settings.parity_threshold
                     ),
-                    allow_network=self.settings.allow_hub_download,
                     trust_remote_code=trust_remote_code,
                 )
                 metadata = await self._convert(spec, progress, (triton_name,))
@@ -267,17 +263,13 @@ class ModelRegistry:
             converted = False
             if metadata is None:
                 config_dir = self.settings.clip_model_config_dir
-                spec = ConversionSpec(
+                spec = self._spec(
                     kind="clip",
                     model_name=model_name,
                     pretrained=pretrained,
                     clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
                     triton_name=triton_name,
-                    repository=self.repository.location,
-                    repository_cache_dir=str(cache_dir(self.settings)),
-                    triton=self._triton_options(),
                     parity_threshold=self.settings.parity_threshold,
-                    allow_network=self.settings.allow_hub_download,
                     replace=state is OnDisk.HALF_PUBLISHED,
                 )
                 metadata = await self._convert(spec, progress, clip_part_names(triton_name))
@@ -287,6 +279,16 @@ class ModelRegistry:
             progress.step("ready")
             await self._write_manifest()
             return LoadOutcome(model, already_loaded=False, converted=converted)
+
+    def _spec(self, **job: Any) -> ConversionSpec:
+        """A conversion job into this registry's repository, with this server's settings."""
+        return ConversionSpec(
+            repository=self.repository.location,
+            repository_cache_dir=str(cache_dir(self.settings)),
+            triton=self._triton_options(),
+            allow_network=self.settings.allow_hub_download,
+            **job,
+        )
 
     async def restore(self, key: str) -> LoadOutcome:
         """Load a model named as in the manifest: a model name or a CLIP model's key."""
