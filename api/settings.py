@@ -98,8 +98,13 @@ class Settings(BaseSettings):
     # --- dynamic batching (written into each new model's config)
     max_batch_size: int = Field(256, ge=1, le=4096, description="Triton max_batch_size of new models.")
     sub_batch_size: int = Field(
-        16, ge=1, le=4096,
-        description="Python form: a dynamic batch's texts, sorted by length, run in sub-batches of this many.",
+        64, ge=1, le=4096,
+        description="Python form: a dynamic batch's texts, sorted by length, run in sub-batches of at most this many.",
+    )
+    run_overhead_tokens: float = Field(
+        32.0, ge=0, le=100_000,
+        description="Python form: the fixed cost of one onnxruntime run, in padded tokens, that decides where "
+        "a sorted batch is cut into sub-batches (0: fixed sub-batches of sub_batch_size).",
     )
     max_queue_delay_us: int = Field(
         2000, ge=0, description="Dynamic batcher: longest wait to fill a batch (microseconds)."

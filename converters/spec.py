@@ -62,10 +62,14 @@ class TritonConfigOptions(BaseModel):
     instance_count: int = Field(1, ge=1)
     # "cpu" or "gpu"; python form defaults to CPU instances.
     instance_kind: Literal["cpu", "gpu"] = "cpu"
-    # onnxruntime threads inside one model instance (0: onnxruntime decides).
     # Python form: a dynamic batch's text rows are sorted by length and run through
-    # onnxruntime in runs of at most this many rows, each padded only to its own longest.
-    sub_batch_size: int = Field(16, ge=1, le=4096)
+    # onnxruntime in runs of at most sub_batch_size rows, each padded only to its own
+    # longest. Where the runs are cut is chosen by cost: a run costs run_overhead_tokens
+    # (what onnxruntime spends on any run, in padded tokens) plus its rows times its width.
+    # run_overhead_tokens 0: fixed runs of sub_batch_size rows.
+    sub_batch_size: int = Field(64, ge=1, le=4096)
+    run_overhead_tokens: float = Field(32.0, ge=0, le=100_000)
+    # onnxruntime threads inside one model instance (0: onnxruntime decides).
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
 

@@ -24,10 +24,12 @@ INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Tells the Python-backend model.py which file in the version directory to open.
 ONNX_FILE_PARAMETER = "onnx_file"
-# Python form, text models: the input whose non-zero count is a row's real length, and the
-# rows per onnxruntime run once a batch's rows are sorted by that length.
+# Python form, text models: the input whose non-zero count is a row's real length, the
+# most rows per onnxruntime run once a batch's rows are sorted by that length, and the
+# fixed cost of a run (in padded tokens) that decides where the runs are cut.
 LENGTH_INPUT_PARAMETER = "length_input"
 SUB_BATCH_PARAMETER = "sub_batch_size"
+RUN_OVERHEAD_PARAMETER = "run_overhead_tokens"
 
 
 def validate_options(options: TritonConfigOptions) -> None:
@@ -53,6 +55,7 @@ def build_text_model_config(
     if python_form:
         config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
         config.parameters[SUB_BATCH_PARAMETER].string_value = str(options.sub_batch_size)
+        config.parameters[RUN_OVERHEAD_PARAMETER].string_value = f"{options.run_overhead_tokens:g}"
     return config
 
 

