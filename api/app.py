@@ -43,6 +43,11 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
         description="Text embeddings from sentence-transformer models served by NVIDIA Triton.",
         lifespan=lifespan,
         default_response_class=JSONResponse,
+        telemetry={
+            "tracing": settings.opentelemetry,
+            "metrics": settings.opentelemetry,
+            "logs": settings.opentelemetry,
+        },
     )
     install_error_handlers(app)
     app.state.keyring = KeyRing(settings.api_keys, settings.admin_keys)

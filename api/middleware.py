@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -77,7 +78,32 @@ class RequestLimits:
         await self.app(scope, limited_receive, send)
 
 
+class _Inbox:
+    """The messages the reader task passed on, for the app's ``receive`` (an
+    ``asyncio.Queue`` without the parts one reader and one writer never use)."""
+
+    __slots__ = ("_messages", "_waiter")
+
+    def __init__(self) -> None:
+        self._messages: deque[Message] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, message: Message) -> None:
+        self._messages.append(message)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def get(self) -> Message:
+        while not self._messages:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self._messages.popleft()
+
+
 class CancelOnDisconnect:
+    """The app runs in the request's own task; a small reader task feeds it the body and
+    cancels that task if the client disconnects first (one extra task per request)."""
+
     def __init__(self, app: ASGIApp, paths: Iterable[str]):
         self.app = app
         self.paths = frozenset(paths)
@@ -85,27 +111,30 @@ class CancelOnDisconnect:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in self.paths:
             return await self.app(scope, receive, send)
-        inbox: asyncio.Queue[Message] = asyncio.Queue()
+        inbox = _Inbox()
+        request_task = asyncio.current_task()
+        assert request_task is not None
+        disconnected = False
 
         async def pump() -> None:
             # Reads the body for the app, then waits for the server to report a disconnect.
+            nonlocal disconnected
             while True:
                 message = await receive()
-                inbox.put_nowait(message)
+                inbox.put(message)
                 if message["type"] == "http.disconnect":
+                    disconnected = True
+                    request_task.cancel()
                     return
 
-        app_task = asyncio.create_task(self.app(scope, inbox.get, send))
         pump_task = asyncio.create_task(pump())
         try:
-            await asyncio.wait({app_task, pump_task}, return_when=asyncio.FIRST_COMPLETED)
+            await self.app(scope, inbox.get, send)
         except asyncio.CancelledError:
-            app_task.cancel()
+            if not disconnected:
+                raise  # cancelled from outside (the server shutting down)
+            # Ours: the request ends here, quietly, and the task is no longer cancelling.
+            request_task.uncancel()
+            log.info("client disconnected from %s; cancelled its request", scope["path"])
+        finally:
             pump_task.cancel()
-            raise
-        if app_task.done():
-            pump_task.cancel()
-            return app_task.result()
-        log.info("client disconnected from %s; cancelling its request", scope["path"])
-        app_task.cancel()
-        await asyncio.gather(app_task, return_exceptions=True)

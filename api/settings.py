@@ -27,6 +27,12 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
     port: int = Field(8686, ge=0, le=65535, description="Port the gateway listens on.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    opentelemetry: bool = Field(
+        False,
+        description="FastAPI's OpenTelemetry spans and metrics for each request, sent to the providers "
+        "an OpenTelemetry SDK configures (off: Prometheus at /metrics/prometheus needs none, and the "
+        "per-request provider checks cost CPU).",
+    )
 
     # --- model repository and conversion
     model_repository: Annotated[str, BeforeValidator(_repository_location)] = Field(

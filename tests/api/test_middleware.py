@@ -108,6 +108,52 @@ async def test_finished_requests_are_not_disturbed():
     assert sent == [{"type": "http.response.start", "status": 200}]
 
 
+async def test_a_server_cancelling_the_request_is_not_swallowed():
+    started = asyncio.Event()
+
+    async def app(scope, receive, send):
+        await receive()
+        started.set()
+        await asyncio.sleep(30)
+
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_disconnect_leaves_the_task_usable():
+    """After a disconnect the request's task is not left cancelling: later awaits in it work."""
+
+    async def slow_app(scope, receive, send):
+        await receive()
+        await asyncio.sleep(30)
+
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    async def request():
+        await CancelOnDisconnect(slow_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
+        assert asyncio.current_task().cancelling() == 0
+        await asyncio.sleep(0.01)
+        return "went on"
+
+    assert await asyncio.wait_for(request(), 5) == "went on"
+
+
 def test_openai_routes_get_openai_shaped_refusals(client):
     response = client.post("/v1/embeddings", content=b"input=x", headers={"content-type": "text/plain"})
     assert response.status_code == 415
