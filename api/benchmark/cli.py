@@ -24,6 +24,11 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from the server.
+    from uvloop import run as _run_loop
+except ImportError:  # pragma: no cover - other platforms
+    _run_loop = asyncio.run
+
 from . import compare, inprocess, processes, server_stats
 from .endpoints import ENDPOINTS, build_endpoint
 from .loadgen import LoadRun, run_load
@@ -293,7 +298,7 @@ def _config(args: argparse.Namespace) -> dict:
 
 
 def _measure_server(args: argparse.Namespace, report: dict) -> None:
-    payload, run = asyncio.run(_server_run(args, report))
+    payload, run = _run_loop(_server_run(args, report))
     if args.inprocess:
         # The inputs the server got, in the order they were sent.
         texts = [t for record in run.records for t in payload.inputs(record.index)]
