@@ -136,5 +136,8 @@ class CancelOnDisconnect:
             # Ours: the request ends here, quietly, and the task is no longer cancelling.
             request_task.uncancel()
             log.info("client disconnected from %s; cancelled its request", scope["path"])
+        else:
+            if disconnected:  # the app swallowed our cancellation: take the request back
+                request_task.uncancel()
         finally:
             pump_task.cancel()

@@ -154,6 +154,29 @@ async def test_a_disconnect_leaves_the_task_usable():
     assert await asyncio.wait_for(request(), 5) == "went on"
 
 
+async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending():
+    async def stubborn_app(scope, receive, send):
+        await receive()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # finishes anyway
+
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    async def request():
+        await CancelOnDisconnect(stubborn_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
+        return asyncio.current_task().cancelling()
+
+    assert await asyncio.wait_for(request(), 5) == 0
+
+
 def test_openai_routes_get_openai_shaped_refusals(client):
     response = client.post("/v1/embeddings", content=b"input=x", headers={"content-type": "text/plain"})
     assert response.status_code == 415
