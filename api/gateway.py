@@ -49,7 +49,6 @@ class Gateway:
         await self.triton.start()
         self.client = TritonClient(
             self.triton.url,
-            infer_timeout_s=self.settings.request_timeout_s + 5,
             control_timeout_s=self.settings.load_timeout_s,
         )
         self.registry = ModelRegistry(self.settings, self.client, keep_manifest=self.cluster is None)

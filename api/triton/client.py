@@ -52,9 +52,12 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> ApiError:
 
 
 class TritonClient:
-    def __init__(self, url: str, *, infer_timeout_s: float, control_timeout_s: float, conn_limit: int = 256):
+    def __init__(self, url: str, *, control_timeout_s: float, conn_limit: int = 256):
         self.url = url
-        self._infer = triton_http.InferenceServerClient(url, conn_limit=conn_limit, conn_timeout=infer_timeout_s)
+        # No session-wide timeout for inference: each call runs under its request's own
+        # deadline (asyncio.timeout), which may be longer than any fixed one, and aiohttp
+        # then arms no timers of its own on every call.
+        self._infer = triton_http.InferenceServerClient(url, conn_limit=conn_limit, conn_timeout=None)
         self._control = triton_http.InferenceServerClient(url, conn_limit=8, conn_timeout=control_timeout_s)
 
     async def close(self) -> None:

@@ -66,7 +66,7 @@ async def triton_client():
     clients = []
 
     def make(url: str) -> TritonClient:
-        clients.append(TritonClient(url, infer_timeout_s=5, control_timeout_s=5))
+        clients.append(TritonClient(url, control_timeout_s=5))
         return clients[-1]
 
     yield make
