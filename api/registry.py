@@ -9,8 +9,10 @@ model convert it once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from contextvars import ContextVar
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +157,12 @@ class ModelRegistry:
         return found
 
     # --- admission: a bounded number of requests in flight per model
-    def admit(self, model: ServedModel) -> "_Admission":
+    def admit(self, model: ServedModel) -> "_Admission | contextlib.nullcontext[None]":
+        """One slot of ``model``'s in-flight limit for the request in progress. Inside an
+        admission (and in the tasks it starts), admitting the same model again takes no
+        second slot: a request with texts and images counts once."""
+        if id(model) in _admitted.get():
+            return contextlib.nullcontext()
         if model.inflight >= self.settings.max_inflight_requests:
             raise Overloaded(
                 f"model '{model.name}' has {model.inflight} requests in flight "
@@ -439,14 +446,20 @@ class ModelRegistry:
                 log.error("could not write the manifest of loaded models: %s", error.message)
 
 
+# The models (by id) the request in progress holds a slot of; tasks it starts copy it.
+_admitted: ContextVar[frozenset[int]] = ContextVar("embedgate_admitted", default=frozenset())
+
+
 class _Admission:
-    __slots__ = ("_model",)
+    __slots__ = ("_model", "_token")
 
     def __init__(self, model: ServedModel):
         self._model = model
 
     def __enter__(self) -> None:
         self._model.inflight += 1
+        self._token = _admitted.set(_admitted.get() | {id(self._model)})
 
     def __exit__(self, *exc: object) -> None:
+        _admitted.reset(self._token)
         self._model.inflight -= 1

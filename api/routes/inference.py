@@ -31,15 +31,19 @@ async def infer(
     _check_count(body.text, settings.max_texts_per_request, "texts")
     _check_count(body.image, settings.max_images_per_request, "images")
     model = gateway.registry.served(body.model_name, body.pretrained)
-    # A CLIP model's text and image parts run at the same time.
-    calls = {}
-    if body.text:
-        calls["text"] = gateway.embeddings.embed_texts(model, body.text, normalize=body.normalize, timeout_s=timeout_s)
-    if body.image:
-        calls["image"] = gateway.embeddings.embed_images(
-            model, body.image, normalize=body.normalize, timeout_s=timeout_s
-        )
-    results = dict(zip(calls, await run_all(list(calls.values()))))
+    # One slot of the model's in-flight limit for the whole request, both parts included.
+    with gateway.registry.admit(model):
+        # A CLIP model's text and image parts run at the same time.
+        calls = {}
+        if body.text:
+            calls["text"] = gateway.embeddings.embed_texts(
+                model, body.text, normalize=body.normalize, timeout_s=timeout_s
+            )
+        if body.image:
+            calls["image"] = gateway.embeddings.embed_images(
+                model, body.image, normalize=body.normalize, timeout_s=timeout_s
+            )
+        results = dict(zip(calls, await run_all(list(calls.values()))))
     return _answer(model.name, started, results.get("text"), results.get("image"))
 
 

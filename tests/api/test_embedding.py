@@ -1,11 +1,14 @@
 """EmbeddingService with a fake Triton client: chunking, order, normalization, admission."""
 
+import asyncio
+import contextvars
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from api.concurrency import run_all
 from api.embedding import EmbeddingService
 from api.errors import Overloaded, TritonConnectionLost
 from api.preprocess.text import TextTokenizer
@@ -79,6 +82,23 @@ async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):
         await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
     model.inflight = 0
     await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+    assert model.inflight == 0
+
+
+async def test_one_request_takes_one_slot_for_all_its_parts(service):
+    service, model, _, _ = service  # limit: one request in flight
+    with service.registry.admit(model):
+        # Its parts, run in tasks it starts (text and image of a CLIP request), take no more.
+        parts = await run_all(
+            [service.embed_texts(model, ["a"], normalize=False, timeout_s=5) for _ in range(2)]
+        )
+        assert len(parts) == 2 and model.inflight == 1
+        # Another request is over the limit.
+        other = asyncio.create_task(
+            service.embed_texts(model, ["b"], normalize=False, timeout_s=5), context=contextvars.Context()
+        )
+        with pytest.raises(Overloaded):
+            await other
     assert model.inflight == 0
 
 
