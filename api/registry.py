@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from contextvars import ContextVar
 from collections import defaultdict
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol

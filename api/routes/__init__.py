@@ -20,15 +20,11 @@ class NotReady(ApiError):
 # a thread hop on every request for a few attribute reads.
 
 
-def _gateway(request: Request) -> Gateway:
+async def get_gateway(request: Request) -> Gateway:
     gateway = getattr(request.app.state, "gateway", None)
     if gateway is None:
         raise NotReady("the gateway is starting")
     return gateway
-
-
-async def get_gateway(request: Request) -> Gateway:
-    return _gateway(request)
 
 
 TIMEOUT_HEADER = "x-request-timeout"
@@ -37,7 +33,7 @@ TIMEOUT_HEADER = "x-request-timeout"
 async def request_timeout(request: Request) -> float:
     """The request's deadline in seconds: the setting, or the client's own
     ``X-Request-Timeout`` within ``max_request_timeout_s``."""
-    settings = _gateway(request).settings
+    settings = (await get_gateway(request)).settings
     raw = request.headers.get(TIMEOUT_HEADER)
     if raw is None:
         return settings.request_timeout_s

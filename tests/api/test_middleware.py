@@ -63,6 +63,19 @@ async def test_streamed_body_is_cut_off_at_the_limit_without_a_length():
     assert sum(received) <= 2000 and len(chunks) == 6, "kept reading past the limit"
 
 
+def body_then_disconnect():
+    """A server's ``receive``: the request body, then, 50 ms later, the client leaving."""
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 async def test_client_disconnect_cancels_the_request():
     cancelled = asyncio.Event()
 
@@ -74,13 +87,7 @@ async def test_client_disconnect_cancels_the_request():
             cancelled.set()
             raise
 
-    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.sleep(0.05)
-        return {"type": "http.disconnect"}
+    receive = body_then_disconnect()
 
     scope = {"type": "http", "method": "POST", "path": "/infer"}
     await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(scope, receive, None), 5)
@@ -137,13 +144,7 @@ async def test_a_disconnect_leaves_the_task_usable():
         await receive()
         await asyncio.sleep(30)
 
-    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.sleep(0.05)
-        return {"type": "http.disconnect"}
+    receive = body_then_disconnect()
 
     async def request():
         await CancelOnDisconnect(slow_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
@@ -162,13 +163,7 @@ async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending():
         except asyncio.CancelledError:
             pass  # finishes anyway
 
-    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.sleep(0.05)
-        return {"type": "http.disconnect"}
+    receive = body_then_disconnect()
 
     async def request():
         await CancelOnDisconnect(stubborn_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
