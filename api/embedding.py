@@ -8,6 +8,7 @@ This is the narrow interface between the HTTP side and the compute side: routes 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,10 +18,11 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from .coalescing import Coalescer
 from .concurrency import run_all
 from .errors import BadRequest, DeadlineExceeded, TritonConnectionLost
 from .image_loader import ImageLoader
-from .preprocess.text import bucket_length
+from .preprocess.text import TokenBatch, bucket_length
 from .registry import ModelRegistry, ServedModel
 from .settings import Settings
 from .triton.client import TritonClient
@@ -49,6 +51,27 @@ class Embeddings:
 
 
 @dataclass(frozen=True)
+class _Embedded:
+    """One tokenizer and Triton pass over the texts of one request or of several merged."""
+
+    batch: TokenBatch
+    vectors: np.ndarray
+    tokenize_began: float  # perf_counter times
+    tokenized: float
+    finished: float
+
+    def share(self, rows: slice, arrived: float) -> Embeddings:
+        return Embeddings(
+            vectors=self.vectors[rows],
+            token_counts=self.batch.token_counts[rows],
+            truncated=sum(self.batch.truncated_rows[rows]),
+            tokenize_ms=(self.tokenized - self.tokenize_began) * 1000,
+            inference_ms=(self.finished - self.tokenized) * 1000,
+            queue_ms=max(0.0, self.tokenize_began - arrived) * 1000,
+        )
+
+
+@dataclass(frozen=True)
 class ImageEmbeddings:
     vectors: np.ndarray  # float32 [n, dim]
     load_ms: float  # fetching, decoding and resizing
@@ -70,10 +93,13 @@ class EmbeddingService:
         self.triton = triton
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
+        self._coalescers: dict[str, tuple[ServedModel, Coalescer[str, _Embedded, Embeddings]]] = {}
         if settings.noop_inference:
             log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
 
     def close(self) -> None:
+        for _, coalescer in self._coalescers.values():
+            coalescer.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def embed_texts(
@@ -85,31 +111,46 @@ class EmbeddingService:
         self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
     ) -> Embeddings:
         with self.registry.admit(model):
-            loop = asyncio.get_running_loop()
-            started = time.perf_counter()
-            tokenize_began, batch = await loop.run_in_executor(
-                self._pool, _began_then, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
-            )
-            tokenized = time.perf_counter()
-            limit = model.metadata.max_batch_size
-            if self.settings.noop_inference:
-                # Everything a request costs the gateway, minus the model.
-                vectors = np.zeros((len(texts), model.metadata.embedding_dim), dtype=np.float32)
-            elif len(texts) <= limit:
-                vectors = await self._send_texts(model, batch.input_ids, batch.attention_mask, timeout_s)
+            if len(texts) <= self.settings.coalesce_max_texts:
+                result = await self._coalescer(model).submit(texts, timeout_s)
             else:
-                vectors = await self._embed_chunked(model, batch, limit, timeout_s)
-            finished = time.perf_counter()
+                arrived = time.perf_counter()
+                embedded = await self._tokenize_and_embed(model, texts, timeout_s)
+                result = embedded.share(slice(None), arrived)
         if normalize and not model.metadata.normalized:
-            vectors = _unit_rows(vectors)
-        return Embeddings(
-            vectors=vectors,
-            token_counts=batch.token_counts,
-            truncated=batch.truncated,
-            tokenize_ms=(tokenized - tokenize_began) * 1000,
-            queue_ms=(tokenize_began - started) * 1000,
-            inference_ms=(finished - tokenized) * 1000,
+            result = dataclasses.replace(result, vectors=_unit_rows(result.vectors))
+        return result
+
+    def _coalescer(self, model: ServedModel) -> Coalescer[str, _Embedded, Embeddings]:
+        """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
+        the old one finishes the calls it has."""
+        key = model.triton_names[0]
+        known = self._coalescers.get(key)
+        if known is None or known[0] is not model:
+            coalescer = Coalescer(
+                lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
+                _Embedded.share,
+                max_rows=model.metadata.max_batch_size,
+                max_in_flight=self.settings.coalesce_in_flight,
+            )
+            known = self._coalescers[key] = (model, coalescer)
+        return known[1]
+
+    async def _tokenize_and_embed(self, model: ServedModel, texts: list[str], timeout_s: float) -> _Embedded:
+        loop = asyncio.get_running_loop()
+        tokenize_began, batch = await loop.run_in_executor(
+            self._pool, _began_then, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
         )
+        tokenized = time.perf_counter()
+        limit = model.metadata.max_batch_size
+        if self.settings.noop_inference:
+            # Everything a request costs the gateway, minus the model.
+            vectors = np.zeros((len(texts), model.metadata.embedding_dim), dtype=np.float32)
+        elif len(texts) <= limit:
+            vectors = await self._send_texts(model, batch.input_ids, batch.attention_mask, timeout_s)
+        else:
+            vectors = await self._embed_chunked(model, batch, limit, timeout_s)
+        return _Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
 
     async def _embed_chunked(self, model: ServedModel, batch, limit: int, timeout_s: float) -> np.ndarray:
         # Sort by length so each chunk pads little, send chunks concurrently (Triton

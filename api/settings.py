@@ -142,6 +142,14 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond)."
     )
+    coalesce_max_texts: int = Field(
+        8, ge=0, le=4096,
+        description="Requests of at most this many texts are merged with others waiting for the same model "
+        "into shared tokenizer and Triton calls (0: never).",
+    )
+    coalesce_in_flight: int = Field(
+        8, ge=1, le=1024, description="Merged calls in flight per model; requests arriving meanwhile wait and merge."
+    )
     max_concurrent_chunks: int = Field(
         4, ge=1, description="Chunks of one large request sent to Triton at once (fairness to others)."
     )

@@ -78,13 +78,13 @@ class ClipTokenizer:
         length, sot, eot = self.max_length, self._text.sot_token_id, self._text.eot_token_id
         input_ids = np.zeros((len(texts), length), dtype=np.int64)
         attention_mask = np.zeros((len(texts), length), dtype=np.int64)
-        counts, truncated = [], 0
+        counts, truncated = [], []
         for row, ids in enumerate(self.token_ids(texts)):
             tokens = [sot, *ids, eot]
-            if len(tokens) > length:
+            truncated.append(len(tokens) > length)
+            if truncated[-1]:
                 tokens = tokens[:length]
                 tokens[-1] = eot
-                truncated += 1
             input_ids[row, : len(tokens)] = tokens
             attention_mask[row, : len(tokens)] = 1
             counts.append(len(tokens))

@@ -21,7 +21,12 @@ class TokenBatch:
     input_ids: np.ndarray  # int64 [n, longest]
     attention_mask: np.ndarray  # int64 [n, longest]
     token_counts: list[int]
-    truncated: int  # how many texts were cut to max_length
+    truncated_rows: list[bool]  # each text: was it cut to max_length?
+
+    @property
+    def truncated(self) -> int:
+        """How many texts were cut to max_length."""
+        return sum(self.truncated_rows)
 
 
 def bucket_length(length: int, max_length: int, smallest: int = 8) -> int:
@@ -63,5 +68,4 @@ class TextTokenizer:
             n = counts[row]
             input_ids[row, :n] = encoding.ids
             attention_mask[row, :n] = 1
-        truncated = sum(1 for e in encodings if e.overflowing)
-        return TokenBatch(input_ids, attention_mask, counts, truncated)
+        return TokenBatch(input_ids, attention_mask, counts, [bool(e.overflowing) for e in encodings])

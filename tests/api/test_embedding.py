@@ -143,3 +143,53 @@ async def test_a_request_triton_died_under_is_sent_again_once_it_is_back(minilm_
             assert client.calls == 1
     finally:
         service.close()
+
+
+class HeldClient(EchoClient):
+    """Holds every call until released, so requests pile up behind the calls in flight."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        result = await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+        await self.release.wait()
+        return result
+
+
+@pytest.mark.parametrize("coalesce_max_texts", [0, 2])
+async def test_small_requests_waiting_together_share_one_triton_call(minilm_path, coalesce_max_texts):
+    settings = Settings(coalesce_max_texts=coalesce_max_texts, coalesce_in_flight=1)
+    client = HeldClient()
+    service = EmbeddingService(settings, ModelRegistry(settings, client), client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
+    model = ServedModel("m", "m", Meta(max_batch_size=256), tokenizer)
+    requests = [["first"], ["two words", "word " * 20], ["three little words"], ["a", "b", "c"]]
+    try:
+        first = asyncio.create_task(service.embed_texts(model, requests[0], normalize=False, timeout_s=5))
+        while not client.shapes:
+            await asyncio.sleep(0.001)
+        rest = [
+            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
+            for texts in requests[1:]
+        ]
+        await asyncio.sleep(0.05)
+        client.release.set()
+        results = [await first, *[await task for task in rest]]
+    finally:
+        service.close()
+    if coalesce_max_texts:
+        # The first went alone; the next two waited and went together; the last has
+        # more texts than are merged and went alone.
+        assert sorted(rows for rows, _ in client.shapes) == [1, 3, 3]
+    else:
+        assert sorted(rows for rows, _ in client.shapes) == [1, 1, 2, 3]
+    for texts, result in zip(requests, results):
+        expected = tokenizer.encode(texts)
+        np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
+        np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+        assert result.token_counts == expected.token_counts
+        assert result.truncated == expected.truncated
+    assert [r.truncated for r in results] == [0, 1, 0, 0]
+    assert model.inflight == 0

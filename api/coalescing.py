@@ -1,0 +1,130 @@
+"""Concurrent small text requests for one model, merged into shared tokenizer and Triton calls.
+
+Every call to Triton costs about the same up to a fair size, whatever it carries: a hop to
+a tokenizer thread, an HTTP round trip, Triton's bookkeeping and its Python stub's. Under
+load, many one-sentence requests wait at the same time; sent as one call they pay those
+costs once. Triton's dynamic batcher still merges the calls that reach it together.
+
+There is no timer. A merged call leaves as soon as one of ``max_in_flight`` slots is free,
+with every request that waited meanwhile (up to ``max_rows`` texts, first come first
+served): an idle server sends a lone request at once, a busy one sends fewer, larger calls.
+A request that is cancelled (its client went away, its deadline passed) before its call
+leaves is dropped from it; one cancelled after gets no answer, and the others still do.
+A failed call fails each of its requests with the same error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+Merged = TypeVar("Merged")
+Share = TypeVar("Share")
+
+
+@dataclass
+class _Waiter(Generic[Item, Share]):
+    items: list[Item]
+    deadline: float  # event-loop time
+    arrived: float  # perf_counter time
+    future: asyncio.Future[Share]
+
+
+class Coalescer(Generic[Item, Merged, Share]):
+    """``work(items, timeout_s)`` does one call for the items of several requests;
+    ``share(merged, rows, arrived)`` cuts out one request's part (its rows, and the
+    perf_counter time it arrived, for its queue time)."""
+
+    def __init__(
+        self,
+        work: Callable[[list[Item], float], Awaitable[Merged]],
+        share: Callable[[Merged, slice, float], Share],
+        *,
+        max_rows: int,
+        max_in_flight: int,
+    ):
+        self._work = work
+        self._share = share
+        self.max_rows = max_rows
+        self.max_in_flight = max_in_flight
+        self._waiting: deque[_Waiter[Item, Share]] = deque()
+        self._in_flight = 0
+        self._calls: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def submit(self, items: list[Item], timeout_s: float) -> Share:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Share] = loop.create_future()
+        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future))
+        self._send_waiting()
+        # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
+        return await future
+
+    def close(self) -> None:
+        for call in list(self._calls):
+            call.cancel()
+        while self._waiting:
+            self._waiting.popleft().future.cancel()
+
+    def _send_waiting(self) -> None:
+        while self._in_flight < self.max_in_flight:
+            taken = self._take()
+            if not taken:
+                return
+            self._in_flight += 1
+            call = asyncio.get_running_loop().create_task(self._call(taken))
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+
+    def _take(self) -> list[_Waiter[Item, Share]]:
+        taken: list[_Waiter[Item, Share]] = []
+        rows = 0
+        while self._waiting:
+            waiter = self._waiting[0]
+            if waiter.future.done():  # cancelled while it waited
+                self._waiting.popleft()
+                continue
+            if taken and rows + len(waiter.items) > self.max_rows:
+                break
+            taken.append(self._waiting.popleft())
+            rows += len(waiter.items)
+        return taken
+
+    async def _call(self, taken: list[_Waiter[Item, Share]]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
+            # Long enough for the most patient request; each request keeps its own deadline.
+            timeout_s = max(0.001, max(w.deadline for w in taken) - loop.time())
+            merged = await self._work(items, timeout_s)
+        except asyncio.CancelledError:
+            for waiter in taken:
+                waiter.future.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - every request of the call gets it
+            for waiter in taken:
+                if not waiter.future.done():
+                    waiter.future.set_exception(copy.copy(exc))
+        else:
+            start = 0
+            for waiter in taken:
+                rows = slice(start, start + len(waiter.items))
+                start = rows.stop
+                if waiter.future.done():
+                    continue
+                try:
+                    waiter.future.set_result(self._share(merged, rows, waiter.arrived))
+                except Exception as exc:  # noqa: BLE001 - a bad share fails its own request only
+                    waiter.future.set_exception(exc)
+        finally:
+            self._in_flight -= 1
+            self._send_waiting()
