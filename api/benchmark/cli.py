@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -39,6 +40,8 @@ DEFAULT_URL = "http://127.0.0.1:8686"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 LOAD_TIMEOUT_S = 1800
 DEFAULT_DURATION_S = 30.0
+# In-process inputs before a timed server run (the run after embeds what the server got).
+_BEFORE_TEXTS = 4096
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
 
 
@@ -178,7 +181,11 @@ async def _max_length(session: aiohttp.ClientSession, args: argparse.Namespace) 
     return next((m.get("max_seq_length") for m in models if m.get("model_name") == args.model), None)
 
 
-async def _server_run(args: argparse.Namespace, report: dict) -> tuple[Payload, LoadRun]:
+async def _server_run(
+    args: argparse.Namespace, report: dict, before_load: Callable[[Payload], None] | None = None
+) -> tuple[Payload, LoadRun]:
+    """Load the model, then put the server under load. ``before_load`` runs once the model
+    is published and before any load (the first in-process baseline)."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     headers.update((name.strip(), value.strip()) for name, value in (h.split(":", 1) for h in args.header))
     connector = aiohttp.TCPConnector(limit=args.concurrency + 4)
@@ -192,6 +199,8 @@ async def _server_run(args: argparse.Namespace, report: dict) -> tuple[Payload, 
         payload = _payload(args, max_length)
         endpoint = build_endpoint(args.endpoint, args.model, args.pretrained)
         serves = server_stats.serves(args.model, args.pretrained)
+        if before_load is not None:
+            before_load(payload)
 
         roots = _server_roots(args.url, args.server_pid)
         watch = processes.MemoryWatch(roots, args.sample_interval) if roots else None
@@ -256,7 +265,7 @@ def _open_model(args: argparse.Namespace) -> inprocess.LocalModel:
         raise SystemExit(f"in-process baseline: {exc}") from None
 
 
-def _inprocess(model: inprocess.LocalModel, args: argparse.Namespace, texts: list[str], report: dict) -> None:
+def _baselines(model: inprocess.LocalModel, args: argparse.Namespace, texts: list[str], when: str) -> dict:
     if args.inprocess_max_texts:
         texts = texts[: args.inprocess_max_texts]
     if not texts:
@@ -264,8 +273,18 @@ def _inprocess(model: inprocess.LocalModel, args: argparse.Namespace, texts: lis
     inprocess.warm_up(model, texts, args.inprocess_batch_size)
     baselines = {}
     for strategy in inprocess.STRATEGIES:
-        _progress(f"in-process {strategy}: {len(texts)} texts in batches of {args.inprocess_batch_size}")
+        _progress(f"in-process {strategy}{when}: {len(texts)} texts in batches of {args.inprocess_batch_size}")
         baselines[strategy] = inprocess.run_baseline(model, texts, strategy, args.inprocess_batch_size).as_dict()
+    return baselines
+
+
+def _inprocess(
+    model: inprocess.LocalModel, args: argparse.Namespace, texts: list[str], report: dict, before: dict | None = None
+) -> None:
+    baselines = _baselines(model, args, texts, " after the server run" if before else "")
+    if before:
+        # The machine's speed drifts: the limit is the mean of a run before the server's and one after.
+        baselines = {strategy: inprocess.bracketed(before[strategy], after) for strategy, after in baselines.items()}
     result: dict = {
         "onnx_file": str(model.onnx_path),
         "onnx_mb": round(model.onnx_path.stat().st_size / 1e6, 1),
@@ -298,11 +317,27 @@ def _config(args: argparse.Namespace) -> dict:
 
 
 def _measure_server(args: argparse.Namespace, report: dict) -> None:
-    payload, run = _run_loop(_server_run(args, report))
-    if args.inprocess:
-        # The inputs the server got, in the order they were sent.
-        texts = [t for record in run.records for t in payload.inputs(record.index)]
-        _inprocess(_open_model(args), args, texts, report)
+    if not args.inprocess:
+        _run_loop(_server_run(args, report))
+        return
+    opened: list[inprocess.LocalModel] = []
+    before: dict = {}
+
+    def baseline_before(payload: Payload) -> None:
+        # The model is published by now (a server converts it on first load).
+        opened.append(_open_model(args))
+        if args.requests:
+            texts = [t for i in range(args.requests) for t in payload.inputs(i)]
+        else:  # as many inputs as the run after will embed, about
+            count, texts = args.inprocess_max_texts or _BEFORE_TEXTS, []
+            while len(texts) < count:
+                texts.extend(payload.inputs(len(texts)))
+        before.update(_baselines(opened[0], args, texts, " before the server run"))
+
+    payload, run = _run_loop(_server_run(args, report, baseline_before))
+    # The inputs the server got, in the order they were sent.
+    texts = [t for record in run.records for t in payload.inputs(record.index)]
+    _inprocess(opened[0], args, texts, report, before)
 
 
 def main(argv: list[str] | None = None) -> None:

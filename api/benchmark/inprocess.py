@@ -181,6 +181,13 @@ def run_baseline(model: LocalModel, texts: list[str], strategy: str, batch_size:
     return BaselineResult(strategy, len(texts), batches, batch_size, seconds, tokenize_s, infer_s, efficiency)
 
 
+def bracketed(before: dict, after: dict) -> dict:
+    """One baseline from a run before the server's and one after (``as_dict`` forms): the
+    mean rate, with both runs kept, so a reader sees how far the machine drifted."""
+    rates = [before["embeddings_per_s"], after["embeddings_per_s"]]
+    return {**after, "embeddings_per_s": round(sum(rates) / 2, 2), "runs_embeddings_per_s": rates}
+
+
 def warm_up(model: LocalModel, texts: list[str], batch_size: int = 32) -> None:
     """One untimed batch: onnxruntime allocates and plans on its first runs."""
     tokens = model.tokenizer.encode(texts[:batch_size])

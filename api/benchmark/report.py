@@ -153,6 +153,11 @@ def format_summary(report: dict) -> str:
                 f"In-process {strategy} (batch {result['batch_size']}): "
                 f"{result['embeddings_per_s']:.2f} embeddings/s over {result['texts']} texts "
                 f"(padding efficiency {result['padding_efficiency']:.2f})"
+                + (
+                    ", mean of {:.2f} before and {:.2f} after the server run".format(*result["runs_embeddings_per_s"])
+                    if "runs_embeddings_per_s" in result
+                    else ""
+                )
             )
         for strategy, ratio in (inprocess.get("server_ratio") or {}).items():
             lines.append(f"Server / in-process {strategy}: {ratio:.3f}x")

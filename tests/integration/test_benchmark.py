@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from .conftest import MINILM, start_gateway, wait_ready
 
@@ -63,6 +64,10 @@ def test_smoke_run_with_in_process_baselines(gateway, minilm_loaded, tmp_path):
     assert set(baselines) == {"plain", "length_sorted"}
     for result in baselines.values():
         assert result["texts"] == 20 and result["embeddings_per_s"] > 0
+        # Run before and after the server's run; the limit is their mean.
+        before, after = result["runs_embeddings_per_s"]
+        assert before > 0 and after > 0
+        assert result["embeddings_per_s"] == pytest.approx((before + after) / 2, abs=0.01)
     assert baselines["length_sorted"]["padding_efficiency"] >= baselines["plain"]["padding_efficiency"]
     assert report["inprocess"]["onnx_file"].endswith("model.onnx")
     ratios = report["inprocess"]["server_ratio"]

@@ -11,6 +11,7 @@ import pytest
 from api.benchmark.inprocess import (
     LocalModel,
     _gather,
+    bracketed,
     open_local_model,
     padding_efficiency,
     plan_batches,
@@ -73,3 +74,12 @@ def test_every_text_is_embedded_once_and_sorting_pads_less(minilm_tokenizer, str
 def test_a_model_missing_from_the_repository_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="org--absent"):
         open_local_model(tmp_path, "org/absent")
+
+
+def test_a_bracketed_baseline_is_the_mean_of_the_runs_before_and_after():
+    before = {"strategy": "plain", "texts": 10, "embeddings_per_s": 400.0, "padding_efficiency": 0.7}
+    after = {"strategy": "plain", "texts": 12, "embeddings_per_s": 500.0, "padding_efficiency": 0.75}
+    both = bracketed(before, after)
+    assert both["embeddings_per_s"] == 450.0
+    assert both["runs_embeddings_per_s"] == [400.0, 500.0]
+    assert both["texts"] == 12 and both["padding_efficiency"] == 0.75  # the run on the server's own inputs

@@ -80,7 +80,10 @@ def test_summary_prints_the_seed_lines_and_the_additions():
         "inprocess": {
             "baselines": {
                 "plain": {"batch_size": 32, "embeddings_per_s": 40.0, "texts": 20, "padding_efficiency": 0.7},
-                "length_sorted": {"batch_size": 32, "embeddings_per_s": 50.0, "texts": 20, "padding_efficiency": 0.9},
+                "length_sorted": {
+                    "batch_size": 32, "embeddings_per_s": 50.0, "texts": 20, "padding_efficiency": 0.9,
+                    "runs_embeddings_per_s": [45.0, 55.0],
+                },
             },
             "server_ratio": {"plain": 0.5, "length_sorted": 0.4},
         },
@@ -100,6 +103,9 @@ def test_summary_prints_the_seed_lines_and_the_additions():
         "Average Triton batch size: 2.50 (20 inputs in 8 model runs)",
         "CPU per request (ms): client 0.30, gateway 1.20",
         "Server peak memory (PSS): 250 MB (gateway 80, triton 170)",
+        "In-process plain (batch 32): 40.00 embeddings/s over 20 texts (padding efficiency 0.70)",
+        "In-process length_sorted (batch 32): 50.00 embeddings/s over 20 texts (padding efficiency 0.90), "
+        "mean of 45.00 before and 55.00 after the server run",
         "Server / in-process length_sorted: 0.400x",
     ):
         assert line in text, line
