@@ -185,6 +185,7 @@ class ModelRegistry:
             max_batch_size=s.max_batch_size,
             sub_batch_size=s.sub_batch_size,
             run_overhead_tokens=s.run_overhead_tokens,
+            pack_width=s.pack_width,
             max_queue_delay_microseconds=s.max_queue_delay_us,
             max_queue_size=s.triton_max_queue_size,
             instance_count=instances or 1,

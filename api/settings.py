@@ -112,6 +112,11 @@ class Settings(BaseSettings):
         description="Python form: the fixed cost of one onnxruntime run, in padded tokens, that decides where "
         "a sorted batch is cut into sub-batches (0: fixed sub-batches of sub_batch_size).",
     )
+    pack_width: int = Field(
+        48, ge=0, le=4096,
+        description="Python form: a dynamic batch whose texts all fit in this many tokens runs through the "
+        "model's packed graph, its texts laid end to end in rows this wide (0: never).",
+    )
     max_queue_delay_us: int = Field(
         2000, ge=0, description="Dynamic batcher: longest wait to fill a batch (microseconds)."
     )

@@ -136,6 +136,27 @@ def measure_embeddings(
     return result, f"sentence {int(values.argmin()) + 1} of {len(token_ids)}, {worst_check}"
 
 
+def measure_graph(
+    onnx_file: Path, feeds: dict[str, np.ndarray], reference: np.ndarray, threshold: float
+) -> tuple[ParityResult, str]:
+    """The parity of a graph with inputs of its own (one batch, ``feeds``) against ``reference``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    embeddings = session.run([EMBEDDING], feeds)[0]
+    if embeddings.shape != reference.shape:
+        raise ParityError(f"ONNX output shape {list(embeddings.shape)} differs from the model's {list(reference.shape)}")
+    values = cosines(embeddings, reference)
+    result = ParityResult(
+        passed=float(values.min()) >= threshold,
+        threshold=threshold,
+        min_cosine=float(values.min()),
+        sentences=len(reference),
+        mean_cosine=float(values.mean()),
+    )
+    return result, f"sentence {int(values.argmin()) + 1} of {len(reference)}"
+
+
 def check_embeddings(
     onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
 ) -> ParityResult:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from converters import parity, variants
+from converters import packed, parity, variants
 from converters.errors import ConversionError, ModelNotFoundError
 from converters.spec import (
     ATTENTION_MASK,
@@ -117,6 +117,13 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
     else:
         result, variant = variants.build(spec, model, out_dir, onnx_file, token_ids, reference, step)
     step(f"parity passed: min cosine {result.min_cosine:.6f}")
+    packed_parity = None
+    if spec.variant is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
+        step("exporting the packed graph for short texts")
+        packed_parity, outcome = packed.build(
+            model, needs_token_type_ids, out_dir, token_ids, reference, spec.parity_threshold, spec.triton.pack_width
+        )
+        step(outcome)
 
     return ModelMetadata(
         model_name=variant_model_name(spec.model_name, spec.variant),
@@ -135,6 +142,7 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
         variant=variant,
+        packed_parity=packed_parity,
     )
 
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field, model_validator
 METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
 ONNX_FILE = "model.onnx"
+# Python form, sentence-transformers: the same model taking several short texts per row.
+PACKED_ONNX_FILE = "model.packed.onnx"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
@@ -69,6 +71,10 @@ class TritonConfigOptions(BaseModel):
     # run_overhead_tokens 0: fixed runs of sub_batch_size rows.
     sub_batch_size: int = Field(64, ge=1, le=4096)
     run_overhead_tokens: float = Field(32.0, ge=0, le=100_000)
+    # Python form: a batch whose texts all fit in pack_width tokens runs through the packed
+    # graph (model.packed.onnx, where the model has one), its texts laid end to end in rows
+    # of pack_width tokens. 0: never.
+    pack_width: int = Field(48, ge=0, le=4096)
     # onnxruntime threads inside one model instance (0: onnxruntime decides).
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
@@ -202,3 +208,6 @@ class ModelMetadata(BaseModel):
     clip: ClipMetadata | None = None
     # Variants only; model_name is then the variant's ("<model_name>@int8").
     variant: VariantInfo | None = None
+    # Python form: the packed graph (PACKED_ONNX_FILE) for batches of short texts, and its
+    # parity; None where the model has none.
+    packed_parity: ParityResult | None = None

@@ -30,6 +30,8 @@ ONNX_FILE_PARAMETER = "onnx_file"
 LENGTH_INPUT_PARAMETER = "length_input"
 SUB_BATCH_PARAMETER = "sub_batch_size"
 RUN_OVERHEAD_PARAMETER = "run_overhead_tokens"
+# Python form, text models: texts laid end to end in rows this wide through the packed graph.
+PACK_WIDTH_PARAMETER = "pack_width"
 
 
 def validate_options(options: TritonConfigOptions) -> None:
@@ -56,6 +58,7 @@ def build_text_model_config(
         config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
         config.parameters[SUB_BATCH_PARAMETER].string_value = str(options.sub_batch_size)
         config.parameters[RUN_OVERHEAD_PARAMETER].string_value = f"{options.run_overhead_tokens:g}"
+        config.parameters[PACK_WIDTH_PARAMETER].string_value = str(options.pack_width)
     return config
 
 

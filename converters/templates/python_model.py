@@ -12,6 +12,11 @@ their real length and run in sub-batches of at most ``sub_batch_size`` rows, eac
 only to its own longest row, cut where the padding saved outweighs the fixed cost of one
 more onnxruntime run (``plan_sub_batches``), so a batch mixing short and long texts
 computes little padding without paying for many small runs.
+Where the model also has a packed graph (``model.packed.onnx``, sentence-transformers with
+mean pooling), that graph is loaded instead of the plain one: a batch whose texts all fit
+in ``pack_width`` tokens has them laid end to end in rows of that width (``pack_rows``),
+each attending to itself only, and runs as one run with almost no padding; other batches
+run as above, one text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
 
@@ -27,10 +32,12 @@ import triton_python_backend_utils as pb_utils
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
+PACKED_ONNX_FILE = "model.packed.onnx"
 ONNX_FILE_PARAMETER = "onnx_file"
 LENGTH_INPUT_PARAMETER = "length_input"
 SUB_BATCH_PARAMETER = "sub_batch_size"
 RUN_OVERHEAD_PARAMETER = "run_overhead_tokens"
+PACK_WIDTH_PARAMETER = "pack_width"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Config data types of the tensors we publish.
@@ -82,10 +89,17 @@ class TritonPythonModel:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Spinning threads would take CPU from Triton, the other instances and the gateway.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
         self.length_input = _parameter(config, LENGTH_INPUT_PARAMETER, None)
         self.sub_batch_size = int(_parameter(config, SUB_BATCH_PARAMETER, "0"))
         self.run_overhead_tokens = float(_parameter(config, RUN_OVERHEAD_PARAMETER, "0"))
+        self.pack_width = int(_parameter(config, PACK_WIDTH_PARAMETER, "0"))
+        # The packed graph computes what the plain one does (one text per row costs the
+        # same), so where it exists it is the only one loaded: one copy of the weights.
+        packed_path = os.path.join(os.path.dirname(path), PACKED_ONNX_FILE)
+        self.packed = self.length_input is not None and self.pack_width > 0 and os.path.exists(packed_path)
+        self.session = ort.InferenceSession(
+            packed_path if self.packed else path, sess_options=options, providers=["CPUExecutionProvider"]
+        )
 
     def execute(self, requests):
         responses = [None] * len(requests)
@@ -153,12 +167,56 @@ class TritonPythonModel:
                 merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
             feeds[spec.name] = merged
         if self.length_input is None or self.sub_batch_size <= 0:
-            return self.session.run(self.outputs, feeds)
-        return self._run_sorted(feeds)
-
-    def _run_sorted(self, feeds):
-        """Length-sorted sub-batches (see ``plan_sub_batches``); results put back in row order."""
+            return self._run_rows(feeds)
         lengths = np.count_nonzero(feeds[self.length_input], axis=1)
+        if self.packed and int(lengths.max()) <= self.pack_width:
+            return self._run_packed(feeds, lengths)
+        return self._run_sorted(feeds, lengths)
+
+    def _run_packed(self, feeds, lengths):
+        """The batch's texts end to end in rows of ``pack_width`` (see ``pack_rows``): one
+        run of the packed graph, which pools each text over its own tokens."""
+        ids = feeds["input_ids"]
+        rows = pack_rows(lengths, self.pack_width)
+        width = max(int(lengths[texts].sum()) for texts in rows)
+        input_ids = np.zeros((len(rows), width), dtype=np.int64)
+        position_ids = np.zeros_like(input_ids)
+        segment_ids = np.zeros_like(input_ids)
+        # Past the last token: the packed graph's zero row, for the texts shorter than the longest.
+        token_index = np.full((len(lengths), int(lengths.max())), len(rows) * width, dtype=np.int64)
+        for row, texts in enumerate(rows):
+            start = 0
+            for segment, text in enumerate(texts, start=1):
+                n = int(lengths[text])
+                input_ids[row, start : start + n] = ids[text, :n]
+                position_ids[row, start : start + n] = np.arange(n)
+                segment_ids[row, start : start + n] = segment
+                token_index[text, :n] = np.arange(row * width + start, row * width + start + n)
+                start += n
+        return self.session.run(
+            self.outputs,
+            {"input_ids": input_ids, "position_ids": position_ids, "segment_ids": segment_ids, "token_index": token_index},
+        )
+
+    def _run_rows(self, feeds):
+        """One run with one text per row, right-padded, as the plain graph takes them."""
+        if not self.packed:
+            return self.session.run(self.outputs, feeds)
+        tokens = feeds[self.length_input] > 0
+        rows, width = tokens.shape
+        cells = np.arange(rows * width, dtype=np.int64).reshape(rows, width)
+        return self.session.run(
+            self.outputs,
+            {
+                "input_ids": feeds["input_ids"],
+                "position_ids": np.where(tokens, np.arange(width, dtype=np.int64), 0),
+                "segment_ids": tokens.astype(np.int64),
+                "token_index": np.where(tokens, cells, rows * width),
+            },
+        )
+
+    def _run_sorted(self, feeds, lengths):
+        """Length-sorted sub-batches (see ``plan_sub_batches``); results put back in row order."""
         order = np.argsort(lengths, kind="stable")
         sorted_lengths = np.maximum(lengths[order], 1)
         results = None
@@ -166,7 +224,7 @@ class TritonPythonModel:
             rows = order[start:end]
             width = int(sorted_lengths[end - 1])
             part = {name: array[rows, :width] for name, array in feeds.items()}
-            outputs = self.session.run(self.outputs, part)
+            outputs = self._run_rows(part)
             if results is None:
                 results = [np.empty((len(order),) + out.shape[1:], dtype=out.dtype) for out in outputs]
             for result, out in zip(results, outputs):
@@ -206,6 +264,23 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
         runs.append((int(cut[end]), end))
         end = int(cut[end])
     return runs[::-1]
+
+
+def pack_rows(lengths, width):
+    """Texts (row indices) laid into as few rows of ``width`` tokens as first-fit
+    decreasing finds: longest first, each into the first row with room, or a new one."""
+    rows, room = [], []
+    for text in np.argsort(-np.asarray(lengths), kind="stable"):
+        length = int(lengths[text])
+        for row, free in enumerate(room):
+            if length <= free:
+                rows[row].append(int(text))
+                room[row] -= length
+                break
+        else:
+            rows.append([int(text)])
+            room.append(width - length)
+    return rows
 
 
 def _error_response(message):

@@ -16,6 +16,7 @@ def test_python_form_defaults_to_one_single_threaded_instance_per_core():
     assert chosen.intra_op_threads == 1
     assert chosen.instance_kind == "cpu"
     assert (chosen.max_batch_size, chosen.sub_batch_size, chosen.run_overhead_tokens) == (256, 64, 32)
+    assert chosen.pack_width == 48 and options(pack_width=0).pack_width == 0
 
 
 def test_explicit_instances_share_the_cores():

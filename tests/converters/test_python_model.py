@@ -168,3 +168,25 @@ def test_equal_lengths_make_as_few_runs_as_allowed(load_python_model):
     assert len(runs) == 3 and all(end - start <= 4 for start, end in runs)
     assert plan(np.full(10, 12), 64, 32.0) == [(0, 10)]
     assert plan(np.array([5, 6, 7]), 2, 0) == [(0, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_packed_rows_hold_every_text_once_within_the_width(load_python_model, seed):
+    pack_rows = load_python_model().pack_rows
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(8, 64))
+    lengths = rng.integers(1, width + 1, size=int(rng.integers(1, 40)))
+
+    rows = pack_rows(lengths, width)
+
+    assert sorted(text for row in rows for text in row) == list(range(len(lengths)))
+    assert all(lengths[row].sum() <= width for row in rows)
+    # First fit: a row opened only for a text that fit in no earlier row, so no two rows
+    # could be merged.
+    fill = sorted(int(lengths[row].sum()) for row in rows)
+    assert len(rows) == 1 or fill[0] + fill[1] > width
+
+
+def test_packing_puts_the_longest_first(load_python_model):
+    pack_rows = load_python_model().pack_rows
+    assert pack_rows(np.array([10, 30, 20, 18, 10]), 48) == [[1, 3], [2, 0, 4]]

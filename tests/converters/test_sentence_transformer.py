@@ -42,7 +42,9 @@ def test_exit_zero_and_only_the_metadata_on_stdout(minilm_conversion, published)
 
 def test_layout(published):
     files = sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
-    assert {"config.pbtxt", "metadata.json", "tokenizer/tokenizer.json", "1/model.onnx", "1/model.py"} <= set(files)
+    assert {
+        "config.pbtxt", "metadata.json", "tokenizer/tokenizer.json", "1/model.onnx", "1/model.packed.onnx", "1/model.py"
+    } <= set(files)
     assert not (published.parent / STAGING_DIR).exists()
 
 
@@ -131,6 +133,47 @@ def test_published_python_model_batches_requests_of_different_lengths(
     embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
     reference = minilm.encode(SENTENCES, convert_to_numpy=True)
     assert cosine_rows(embeddings, reference).min() >= 0.9999
+
+
+class RecordingSession:
+    """An onnxruntime session that notes the shape of each run's input_ids."""
+
+    def __init__(self, session):
+        self.session = session
+        self.runs: list[tuple[int, int]] = []
+
+    def run(self, outputs, feeds):
+        self.runs.append(feeds[INPUT_IDS].shape)
+        return self.session.run(outputs, feeds)
+
+
+def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_python_model, make_request):
+    metadata = ModelMetadata.model_validate_json((published / "metadata.json").read_text())
+    assert metadata.packed_parity is not None and metadata.packed_parity.min_cosine >= 0.9999
+    texts = [
+        "A man is eating food.", "Two dogs play in the snow near a red barn.", "Short", "Hello there, world!",
+        "Embedding servers batch requests of mixed lengths together to keep every core busy.",
+        "ok", "The quick brown fox jumps over the lazy dog.", "Ünïcödé and 日本語 and emoji 🚀",
+    ]
+    ids, mask, _ = embed_like_the_gateway(published, texts)
+    lengths = mask.sum(axis=1)
+    assert lengths.max() <= 48  # all fit the default pack width
+    requests = [
+        make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
+        for i in range(len(texts))
+    ]
+    config = json_format.MessageToJson(parse((published / "config.pbtxt").read_text()), preserving_proto_field_name=True)
+    model = load_python_model(published / "1" / "model.py").TritonPythonModel()
+    model.initialize({"model_config": config, "model_repository": str(published), "model_version": "1"})
+    model.session = recorder = RecordingSession(model.session)
+
+    embeddings = np.concatenate([r.output(EMBEDDING) for r in model.execute(requests)])
+
+    # One run; the texts share rows, and no row is wider than the pack width.
+    assert len(recorder.runs) == 1
+    rows, width = recorder.runs[0]
+    assert rows < len(texts) and width <= 48 and rows * width < len(texts) * lengths.max()
+    assert cosine_rows(embeddings, minilm.encode(texts, convert_to_numpy=True)).min() >= 0.9999
 
 
 def test_unknown_model_offline_exits_2_with_a_json_error(tmp_path, run_conversion):

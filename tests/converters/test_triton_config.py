@@ -9,6 +9,7 @@ from converters.triton_config import (
     INTER_OP_PARAMETER,
     INTRA_OP_PARAMETER,
     ONNX_FILE_PARAMETER,
+    PACK_WIDTH_PARAMETER,
     build_text_model_config,
     render,
 )
@@ -33,6 +34,7 @@ def test_python_form_has_ragged_inputs_and_python_backend():
     ]
     assert [(o.name, o.data_type, list(o.dims)) for o in config.output] == [(EMBEDDING, pb.TYPE_FP32, [384])]
     assert config.parameters[ONNX_FILE_PARAMETER].string_value == ONNX_FILE
+    assert config.parameters[PACK_WIDTH_PARAMETER].string_value == "48"
 
 
 def test_onnxruntime_form_uses_native_platform_without_ragged_inputs():
@@ -46,6 +48,7 @@ def test_onnxruntime_form_uses_native_platform_without_ragged_inputs():
     assert all(list(i.dims) == [-1] and i.data_type == pb.TYPE_INT64 for i in config.input)
     assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_GPU, 2)]
     assert ONNX_FILE_PARAMETER not in config.parameters
+    assert PACK_WIDTH_PARAMETER not in config.parameters
 
 
 @pytest.mark.parametrize("form", ["python", "onnxruntime"])

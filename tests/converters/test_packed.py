@@ -1,0 +1,73 @@
+"""The packed graph's inputs and when a model can have one (the export itself is tested on
+the real MiniLM in test_sentence_transformer.py)."""
+
+import numpy as np
+
+from converters.packed import pack_in_order, packed_inputs, unsupported_reason
+from converters.spec import INPUT_IDS
+
+
+class Pooling:
+    def __init__(self, mode: str = "mean"):
+        self.mode = mode
+
+    def get_config_dict(self):
+        return {"pooling_mode": self.mode}
+
+
+class Dense:
+    pass
+
+
+class Normalize:
+    pass
+
+
+class LayerNorm:
+    pass
+
+
+class AutoModel:
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None):
+        return None
+
+
+class OldAutoModel:
+    def forward(self, input_ids=None, attention_mask=None):
+        return None
+
+
+class Transformer:
+    def __init__(self, auto_model=None):
+        self.auto_model = auto_model or AutoModel()
+
+
+def test_mean_pooled_models_with_dense_and_normalize_can_be_packed():
+    assert unsupported_reason([Transformer(), Pooling(), Dense(), Normalize()]) is None
+    assert unsupported_reason([Transformer(), Pooling()]) is None
+
+
+def test_other_models_are_refused_with_the_reason():
+    assert "not the mean" in unsupported_reason([Transformer(), Pooling("cls"), Normalize()])
+    assert "LayerNorm" in unsupported_reason([Transformer(), Pooling(), LayerNorm(), Normalize()])
+    assert "position_ids" in unsupported_reason([Transformer(OldAutoModel()), Pooling()])
+    assert "not Pooling" in unsupported_reason([Transformer(), Dense()])
+
+
+def test_texts_are_laid_in_order_into_rows_that_fit():
+    assert pack_in_order([5, 3, 4, 8, 1], 8) == [[0, 1], [2], [3], [4]]
+
+
+def test_packed_inputs_point_each_text_at_its_own_tokens():
+    token_ids = [[11, 12, 13], [21, 22], [31, 32, 33, 34]]
+    rows = pack_in_order([len(ids) for ids in token_ids], 6)
+    inputs = packed_inputs(token_ids, rows, 6)
+
+    assert rows == [[0, 1], [2]]
+    np.testing.assert_array_equal(inputs[INPUT_IDS], [[11, 12, 13, 21, 22, 0], [31, 32, 33, 34, 0, 0]])
+    np.testing.assert_array_equal(inputs["position_ids"], [[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 0]])
+    np.testing.assert_array_equal(inputs["segment_ids"], [[1, 1, 1, 2, 2, 0], [1, 1, 1, 1, 0, 0]])
+    flat = np.append(inputs[INPUT_IDS].ravel(), -1)  # the graph's extra zero row, past the end
+    for text, ids in enumerate(token_ids):
+        gathered = flat[inputs["token_index"][text]]
+        assert list(gathered[: len(ids)]) == ids and (gathered[len(ids) :] == -1).all()
