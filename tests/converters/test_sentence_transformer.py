@@ -175,6 +175,19 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     assert rows < len(texts) and width <= 48 and rows * width < len(texts) * lengths.max()
     assert cosine_rows(embeddings, minilm.encode(texts, convert_to_numpy=True)).min() >= 0.9999
 
+    # A large batch of short texts is cut into runs of at most 512 token slots, answered in order.
+    many = [f"{text} (number {i})" for i in range(6) for text in texts]
+    ids, mask, _ = embed_like_the_gateway(published, many)
+    lengths = mask.sum(axis=1)
+    recorder.runs.clear()
+    responses = model.execute(
+        [make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
+         for i in range(len(many))]
+    )
+    embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
+    assert len(recorder.runs) >= 2 and all(rows * width <= 512 for rows, width in recorder.runs)
+    assert cosine_rows(embeddings, minilm.encode(many, convert_to_numpy=True)).min() >= 0.9999
+
 
 def test_unknown_model_offline_exits_2_with_a_json_error(tmp_path, run_conversion):
     run = run_conversion(
