@@ -153,7 +153,7 @@ class Settings(BaseSettings):
         "into shared tokenizer and Triton calls (0: never).",
     )
     coalesce_in_flight: int = Field(
-        8, ge=1, le=1024, description="Merged calls in flight per model; requests arriving meanwhile wait and merge."
+        24, ge=1, le=1024, description="Merged calls in flight per model; requests arriving meanwhile wait and merge."
     )
     max_concurrent_chunks: int = Field(
         4, ge=1, description="Chunks of one large request sent to Triton at once (fairness to others)."
