@@ -15,8 +15,8 @@ computes little padding without paying for many small runs.
 Where the model also has a packed graph (``model.packed.onnx``, sentence-transformers with
 mean pooling), that graph is loaded instead of the plain one: a batch whose texts all fit
 in ``pack_width`` tokens has them laid end to end in rows of that width (``pack_rows``),
-each attending to itself only, and runs as one run with almost no padding; other batches
-run as above, one text per row.
+each attending to itself only, and runs with almost no padding in as few runs as
+``PACKED_RUN_TOKENS`` allows; other batches run as above, one text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
 
