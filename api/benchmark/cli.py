@@ -320,24 +320,26 @@ def _measure_server(args: argparse.Namespace, report: dict) -> None:
     if not args.inprocess:
         _run_loop(_server_run(args, report))
         return
-    opened: list[inprocess.LocalModel] = []
+    model: inprocess.LocalModel | None = None
     before: dict = {}
 
     def baseline_before(payload: Payload) -> None:
+        nonlocal model
         # The model is published by now (a server converts it on first load).
-        opened.append(_open_model(args))
+        model = _open_model(args)
         if args.requests:
             texts = [t for i in range(args.requests) for t in payload.inputs(i)]
         else:  # as many inputs as the run after will embed, about
             count, texts = args.inprocess_max_texts or _BEFORE_TEXTS, []
             while len(texts) < count:
                 texts.extend(payload.inputs(len(texts)))
-        before.update(_baselines(opened[0], args, texts, " before the server run"))
+        before.update(_baselines(model, args, texts, " before the server run"))
 
     payload, run = _run_loop(_server_run(args, report, baseline_before))
     # The inputs the server got, in the order they were sent.
     texts = [t for record in run.records for t in payload.inputs(record.index)]
-    _inprocess(opened[0], args, texts, report, before)
+    assert model is not None  # baseline_before ran before the load
+    _inprocess(model, args, texts, report, before)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,6 +40,16 @@ def coalescer(calls, *, max_rows=100, max_in_flight=1):
     return Coalescer(calls.work, share, max_rows=max_rows, max_in_flight=max_in_flight)
 
 
+async def behind_a_busy_call(calls, merged, *waiting, first_timeout=5):
+    """A first request takes the only slot; then ``waiting`` ((items, timeout) pairs)
+    queue behind it. Returns the first request's task and theirs."""
+    first = asyncio.create_task(merged.submit(["first"], first_timeout))
+    await calls.started(1)
+    tasks = [asyncio.create_task(merged.submit(items, timeout)) for items, timeout in waiting]
+    await asyncio.sleep(0)
+    return first, tasks
+
+
 async def test_a_lone_request_leaves_at_once_with_its_own_items():
     calls = Calls()
     merged = coalescer(calls)
@@ -54,16 +64,13 @@ async def test_a_lone_request_leaves_at_once_with_its_own_items():
 async def test_requests_waiting_for_a_slot_leave_together_and_get_their_own_rows():
     calls = Calls()
     merged = coalescer(calls, max_in_flight=1)
-    first = asyncio.create_task(merged.submit(["a"], 5))
-    await calls.started(1)
-    waiting = [asyncio.create_task(merged.submit(items, 5)) for items in (["b", "c"], ["d"], ["e", "f", "g"])]
-    await asyncio.sleep(0)
+    first, waiting = await behind_a_busy_call(calls, merged, (["b", "c"], 5), (["d"], 5), (["e", "f", "g"], 5))
     assert len(calls.items) == 1  # the slot is taken: they wait
     calls.releases[0].set()
     await calls.started(2)
     assert calls.items[1] == ["b", "c", "d", "e", "f", "g"]
     calls.releases[1].set()
-    assert await first == ["A"]
+    assert await first == ["FIRST"]
     assert [await task for task in waiting] == [["B", "C"], ["D"], ["E", "F", "G"]]
 
 
@@ -95,11 +102,7 @@ async def test_a_request_larger_than_max_rows_still_leaves_alone():
 async def test_a_request_cancelled_while_waiting_is_left_out_of_the_call():
     calls = Calls()
     merged = coalescer(calls)
-    first = asyncio.create_task(merged.submit(["a"], 5))
-    await calls.started(1)
-    gone = asyncio.create_task(merged.submit(["gone"], 5))
-    kept = asyncio.create_task(merged.submit(["kept"], 5))
-    await asyncio.sleep(0)
+    first, (gone, kept) = await behind_a_busy_call(calls, merged, (["gone"], 5), (["kept"], 5))
     gone.cancel()
     calls.releases[0].set()
     await calls.started(2)
@@ -114,11 +117,7 @@ async def test_a_request_cancelled_while_waiting_is_left_out_of_the_call():
 async def test_a_request_cancelled_during_its_call_does_not_stop_the_others():
     calls = Calls()
     merged = coalescer(calls)
-    busy = asyncio.create_task(merged.submit(["busy"], 5))
-    await calls.started(1)
-    leaving = asyncio.create_task(merged.submit(["leaving"], 5))
-    staying = asyncio.create_task(merged.submit(["staying"], 5))
-    await asyncio.sleep(0)
+    busy, (leaving, staying) = await behind_a_busy_call(calls, merged, (["leaving"], 5), (["staying"], 5))
     calls.releases[0].set()
     await calls.started(2)
     leaving.cancel()
@@ -134,10 +133,7 @@ async def test_a_request_cancelled_during_its_call_does_not_stop_the_others():
 async def test_a_failed_call_fails_each_of_its_requests_with_the_error():
     calls = Calls()
     merged = coalescer(calls)
-    first = asyncio.create_task(merged.submit(["a"], 5))
-    await calls.started(1)
-    others = [asyncio.create_task(merged.submit([item], 5)) for item in "bc"]
-    await asyncio.sleep(0)
+    first, others = await behind_a_busy_call(calls, merged, (["b"], 5), (["c"], 5))
     calls.fail_with = RuntimeError("triton said no")
     calls.releases[0].set()
     await calls.started(2)
@@ -156,10 +152,7 @@ async def test_a_failed_call_fails_each_of_its_requests_with_the_error():
 async def test_a_merged_call_lasts_as_long_as_its_most_patient_request():
     calls = Calls()
     merged = coalescer(calls)
-    first = asyncio.create_task(merged.submit(["a"], 1))
-    await calls.started(1)
-    tasks = [asyncio.create_task(merged.submit([item], timeout)) for item, timeout in (("b", 2), ("c", 30))]
-    await asyncio.sleep(0)
+    first, tasks = await behind_a_busy_call(calls, merged, (["b"], 2), (["c"], 30), first_timeout=1)
     calls.releases[0].set()
     await calls.started(2)
     assert calls.timeouts[0] == pytest.approx(1, abs=0.1)
@@ -171,10 +164,7 @@ async def test_a_merged_call_lasts_as_long_as_its_most_patient_request():
 async def test_close_cancels_calls_and_waiting_requests():
     calls = Calls()
     merged = coalescer(calls)
-    running = asyncio.create_task(merged.submit(["a"], 5))
-    await calls.started(1)
-    waiting = asyncio.create_task(merged.submit(["b"], 5))
-    await asyncio.sleep(0)
+    running, (waiting,) = await behind_a_busy_call(calls, merged, (["b"], 5))
     merged.close()
     for task in (running, waiting):
         with pytest.raises(asyncio.CancelledError):

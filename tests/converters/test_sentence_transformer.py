@@ -113,20 +113,29 @@ def test_published_files_reproduce_sentence_transformers(published, minilm):
     np.testing.assert_allclose(np.linalg.norm(onnx_embeddings, axis=1), 1.0, atol=1e-5)
 
 
+def ragged_requests(make_request, ids, mask):
+    """One request per text, each trimmed to its own length: ragged, as Triton delivers them."""
+    lengths = mask.sum(axis=1)
+    return [
+        make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
+        for i in range(len(ids))
+    ]
+
+
+def published_model(published, load_python_model):
+    """The published model.py, initialized as Triton would: with its config as JSON."""
+    config = json_format.MessageToJson(parse((published / "config.pbtxt").read_text()), preserving_proto_field_name=True)
+    model = load_python_model(published / "1" / "model.py").TritonPythonModel()
+    model.initialize({"model_config": config, "model_repository": str(published), "model_version": "1"})
+    return model
+
+
 def test_published_python_model_batches_requests_of_different_lengths(
     published, minilm, load_python_model, make_request
 ):
     ids, mask, _ = embed_like_the_gateway(published, SENTENCES)
-    lengths = mask.sum(axis=1)
-    # One request per sentence, each trimmed to its own length: ragged, as Triton delivers them.
-    requests = [
-        make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
-        for i in range(len(SENTENCES))
-    ]
-    # Triton hands model.py the published config as JSON (its inputs and outputs included).
-    config = json_format.MessageToJson(parse((published / "config.pbtxt").read_text()), preserving_proto_field_name=True)
-    model = load_python_model(published / "1" / "model.py").TritonPythonModel()
-    model.initialize({"model_config": config, "model_repository": str(published), "model_version": "1"})
+    requests = ragged_requests(make_request, ids, mask)
+    model = published_model(published, load_python_model)
 
     responses = model.execute(requests)
 
@@ -158,13 +167,8 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     ids, mask, _ = embed_like_the_gateway(published, texts)
     lengths = mask.sum(axis=1)
     assert lengths.max() <= 48  # all fit the default pack width
-    requests = [
-        make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
-        for i in range(len(texts))
-    ]
-    config = json_format.MessageToJson(parse((published / "config.pbtxt").read_text()), preserving_proto_field_name=True)
-    model = load_python_model(published / "1" / "model.py").TritonPythonModel()
-    model.initialize({"model_config": config, "model_repository": str(published), "model_version": "1"})
+    requests = ragged_requests(make_request, ids, mask)
+    model = published_model(published, load_python_model)
     model.session = recorder = RecordingSession(model.session)
 
     embeddings = np.concatenate([r.output(EMBEDDING) for r in model.execute(requests)])
@@ -178,12 +182,8 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     # A large batch of short texts is cut into runs of at most 512 token slots, answered in order.
     many = [f"{text} (number {i})" for i in range(6) for text in texts]
     ids, mask, _ = embed_like_the_gateway(published, many)
-    lengths = mask.sum(axis=1)
     recorder.runs.clear()
-    responses = model.execute(
-        [make_request(**{INPUT_IDS: ids[i : i + 1, : lengths[i]], ATTENTION_MASK: mask[i : i + 1, : lengths[i]]})
-         for i in range(len(many))]
-    )
+    responses = model.execute(ragged_requests(make_request, ids, mask))
     embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
     assert len(recorder.runs) >= 2 and all(rows * width <= 512 for rows, width in recorder.runs)
     assert cosine_rows(embeddings, minilm.encode(many, convert_to_numpy=True)).min() >= 0.9999
