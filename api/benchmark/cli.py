@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - other platforms
 
 from . import compare, inprocess, processes, server_stats
 from .endpoints import ENDPOINTS, build_endpoint
+from .connection import Target
 from .loadgen import LoadRun, run_load
 from .payloads import PAYLOAD_KINDS, Payload, build_payload
 from .report import format_summary, load_summary, machine, per_request, write_json
@@ -188,9 +189,8 @@ async def _server_run(
     is published and before any load (the first in-process baseline)."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     headers.update((name.strip(), value.strip()) for name, value in (h.split(":", 1) for h in args.header))
-    connector = aiohttp.TCPConnector(limit=args.concurrency + 4)
     timeout = aiohttp.ClientTimeout(total=args.timeout)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
+    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
         loaded = {} if args.no_load else await _load_model(session, args)
         report["model"] = {key: loaded.get(key) for key in ("variant", "parity_min_cosine") if key in loaded}
         max_length = loaded.get("max_seq_length")
@@ -198,6 +198,7 @@ async def _server_run(
             max_length = await _max_length(session, args)
         payload = _payload(args, max_length)
         endpoint = build_endpoint(args.endpoint, args.model, args.pretrained)
+        target = Target.from_url(args.url, headers)
         serves = server_stats.serves(args.model, args.pretrained)
         if before_load is not None:
             before_load(payload)
@@ -209,8 +210,8 @@ async def _server_run(
         first_index = 0
         if args.warmup > 0:
             _progress(f"warming up for {args.warmup:g}s with {args.concurrency} clients")
-            warm = await run_load(session, args.url, endpoint, payload,
-                                  concurrency=args.concurrency, duration_s=args.warmup)
+            warm = await run_load(target, endpoint, payload, concurrency=args.concurrency,
+                                  timeout_s=args.timeout, duration_s=args.warmup)
             first_index = len(warm.records)
 
         counters_before = await server_stats.read_settled_counters(session, args.url, serves)
@@ -219,8 +220,8 @@ async def _server_run(
         amount = f"{args.requests} requests" if args.requests else f"{args.duration:g}s"
         _progress(f"measuring: {amount}, {args.concurrency} clients, {args.payload} payload")
         run = await run_load(
-            session, args.url, endpoint, payload, concurrency=args.concurrency, first_index=first_index,
-            requests=args.requests, duration_s=args.duration,
+            target, endpoint, payload, concurrency=args.concurrency, timeout_s=args.timeout,
+            first_index=first_index, requests=args.requests, duration_s=args.duration,
         )
         client_after = resource.getrusage(resource.RUSAGE_SELF)
         procs_after = processes.sample(roots) if roots else []

@@ -1,5 +1,6 @@
 """The load generator: ``concurrency`` asyncio clients, each sending its next request as
-soon as its last one is answered (a closed loop), over one aiohttp connection pool.
+soon as its last one is answered (a closed loop), each on its own keep-alive connection
+(``connection.py``).
 
 Asyncio rather than threads: one thread drives every client, so the generator is not
 limited by the GIL and takes little of the CPU the server under test needs.
@@ -11,13 +12,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-import aiohttp
 import orjson
 
+from .connection import Connection, Response, Target
 from .endpoints import Endpoint
 from .payloads import Payload
-
-JSON_HEADERS = {"content-type": "application/json"}
 
 
 @dataclass
@@ -49,25 +48,46 @@ class LoadRun:
         return [r for r in self.records if r.ok]
 
 
-async def send_one(
-    session: aiohttp.ClientSession, url: str, endpoint: Endpoint, payload: Payload, index: int
-) -> RequestRecord:
+class Client:
+    """One simulated user: its own keep-alive connection, one request at a time, a new
+    connection after a timeout or a broken one."""
+
+    def __init__(self, target: Target, timeout_s: float):
+        self.target = target
+        self.timeout_s = timeout_s
+        self.connection: Connection | None = None
+
+    async def post(self, head: bytes, body: bytes) -> Response:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if self.connection is None or self.connection.closed:
+                    self.connection = await Connection.open(self.target)
+                return await self.connection.post(head, body)
+        except BaseException:
+            self.close()  # a late answer must not be read as the next request's
+            raise
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+async def send_one(client: Client, head: bytes, endpoint: Endpoint, payload: Payload, index: int) -> RequestRecord:
     inputs = payload.inputs(index)
     body = endpoint.body(inputs, payload.kind)
     started = time.perf_counter()
     try:
-        async with session.post(url, data=body, headers=JSON_HEADERS) as response:
-            raw = await response.read()
-            latency = time.perf_counter() - started
-            status, headers = response.status, response.headers
-    except asyncio.TimeoutError:
+        response = await client.post(head, body)
+    except TimeoutError:
         return RequestRecord(index, len(inputs), time.perf_counter() - started, "timeout")
-    except aiohttp.ClientError:
+    except OSError:  # ConnectionError included
         return RequestRecord(index, len(inputs), time.perf_counter() - started, "connection_error")
-    if status != 200:
-        return RequestRecord(index, len(inputs), latency, str(status))
+    latency = time.perf_counter() - started
+    if response.status != 200:
+        return RequestRecord(index, len(inputs), latency, str(response.status))
     try:
-        parsed = endpoint.parse(raw, headers, payload.kind)
+        parsed = endpoint.parse(response.body, response.headers, payload.kind)
     except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
         return RequestRecord(index, len(inputs), latency, "bad_response")
     if parsed.embeddings != len(inputs):
@@ -85,39 +105,44 @@ async def send_one(
 
 
 async def run_load(
-    session: aiohttp.ClientSession,
-    base_url: str,
+    target: Target,
     endpoint: Endpoint,
     payload: Payload,
     *,
     concurrency: int,
+    timeout_s: float,
     first_index: int = 0,
     requests: int | None = None,
     duration_s: float | None = None,
 ) -> LoadRun:
     """Send ``requests`` requests, or keep sending for ``duration_s`` seconds (requests in
     flight at the deadline still finish and count). Request numbers start at
-    ``first_index``, so a warm-up and the measured run carry different inputs."""
+    ``first_index``, so a warm-up and the measured run carry different inputs. Each
+    request is answered within ``timeout_s`` or recorded as a timeout."""
     if (requests is None) == (duration_s is None):
         raise ValueError("give exactly one of requests and duration_s")
-    url = base_url.rstrip("/") + endpoint.path
+    head = target.post_head(endpoint.path)
     records: list[RequestRecord] = []
     issued = 0
     started = time.perf_counter()
     deadline = started + duration_s if duration_s is not None else None
 
-    async def client() -> None:
+    async def user() -> None:
         nonlocal issued
-        while True:
-            if requests is not None and issued >= requests:
-                return
-            if deadline is not None and time.perf_counter() >= deadline:
-                return
-            index = first_index + issued
-            issued += 1
-            records.append(await send_one(session, url, endpoint, payload, index))
+        client = Client(target, timeout_s)
+        try:
+            while True:
+                if requests is not None and issued >= requests:
+                    return
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return
+                index = first_index + issued
+                issued += 1
+                records.append(await send_one(client, head, endpoint, payload, index))
+        finally:
+            client.close()
 
-    await asyncio.gather(*(client() for _ in range(concurrency)))
+    await asyncio.gather(*(user() for _ in range(concurrency)))
     wall_s = time.perf_counter() - started
     records.sort(key=lambda r: r.index)
     return LoadRun(records, wall_s, concurrency)

@@ -4,10 +4,10 @@ import asyncio
 import contextlib
 import time
 
-import aiohttp
 import pytest
 from aiohttp import web
 
+from api.benchmark.connection import Target
 from api.benchmark.endpoints import InferEndpoint
 from api.benchmark.loadgen import run_load
 
@@ -68,9 +68,13 @@ async def stand_in():
         await runner.cleanup()
 
 
+async def load(url: str, timeout_s: float = 10.0, **options):
+    return await run_load(Target.from_url(url), InferEndpoint("m"), NumberedPayload(), timeout_s=timeout_s, **options)
+
+
 async def test_a_fixed_number_of_requests_with_bounded_concurrency():
-    async with stand_in() as (server, url), aiohttp.ClientSession() as session:
-        run = await run_load(session, url, InferEndpoint("m"), NumberedPayload(), concurrency=4, requests=20, first_index=100)
+    async with stand_in() as (server, url):
+        run = await load(url, concurrency=4, requests=20, first_index=100)
     assert [r.index for r in run.records] == list(range(100, 120))
     assert len(server.seen) == 20
     assert server.most_inflight == 4
@@ -83,28 +87,118 @@ async def test_a_fixed_number_of_requests_with_bounded_concurrency():
 
 
 async def test_a_response_with_the_wrong_number_of_embeddings_is_not_a_success():
-    async with stand_in() as (_, url), aiohttp.ClientSession() as session:
-        run = await run_load(session, url, InferEndpoint("m"), NumberedPayload(), concurrency=2, requests=10)
+    async with stand_in() as (_, url):
+        run = await load(url, concurrency=2, requests=10)
     assert run.records[7].status == "bad_response"
 
 
 async def test_a_duration_run_stops_sending_at_the_deadline():
     started = time.perf_counter()
-    async with stand_in() as (server, url), aiohttp.ClientSession() as session:
-        run = await run_load(session, url, InferEndpoint("m"), NumberedPayload(), concurrency=3, duration_s=0.3)
+    async with stand_in() as (server, url):
+        run = await load(url, concurrency=3, duration_s=0.3)
     assert time.perf_counter() - started < 5
     assert len(run.records) == len(server.seen) > 3
     assert [r.index for r in run.records] == list(range(len(run.records)))
 
 
 async def test_an_unreachable_server_is_counted_not_raised():
-    async with aiohttp.ClientSession() as session:
-        run = await run_load(session, "http://127.0.0.1:9", InferEndpoint("m"), NumberedPayload(), concurrency=2, requests=4)
+    run = await load("http://127.0.0.1:9", concurrency=2, requests=4)
     assert {r.status for r in run.records} == {"connection_error"}
     assert run.succeeded == []
 
 
 async def test_exactly_one_of_requests_and_duration():
-    async with aiohttp.ClientSession() as session:
-        with pytest.raises(ValueError):
-            await run_load(session, "http://x", InferEndpoint("m"), NumberedPayload(), concurrency=1)
+    with pytest.raises(ValueError):
+        await load("http://x", concurrency=1)
+
+
+class ScriptedPayload:
+    """Request i carries ``texts[i]``, which tells the stand-in what to do."""
+
+    kind = "text"
+    per_request = 1
+
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    def inputs(self, index: int) -> list[str]:
+        return [self.texts[index]]
+
+
+@contextlib.asynccontextmanager
+async def scripted_server():
+    """Answers ``ok`` at once, ``slow`` after 1 s, ``close`` with Connection: close,
+    ``chunked`` in chunked transfer encoding, and ``drop`` by closing the socket unanswered.
+    Records each request's Authorization header."""
+    authorizations: list[str | None] = []
+
+    async def infer(request: web.Request) -> web.StreamResponse:
+        (text,) = (await request.json())["text"]
+        authorizations.append(request.headers.get("Authorization"))
+        answer = {"text_embeddings": [[0.5, 0.5]], "processingTimeMs": 1.0}
+        if text == "slow":
+            await asyncio.sleep(1.0)
+        if text == "drop":
+            request.transport.close()
+            await asyncio.sleep(1.0)
+        if text == "chunked":
+            response = web.StreamResponse()
+            response.enable_chunked_encoding()
+            response.content_type = "application/json"
+            await response.prepare(request)
+            body = web.json_response(answer).body
+            await response.write(body[:5])
+            await response.write(body[5:])
+            await response.write_eof()
+            return response
+        headers = {"Connection": "close"} if text == "close" else {}
+        return web.json_response(answer, headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/infer", infer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        yield authorizations, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def scripted_load(url: str, texts: list[str], timeout_s: float = 5.0, headers=None):
+    target = Target.from_url(url, headers)
+    return await run_load(
+        target, InferEndpoint("m"), ScriptedPayload(texts), concurrency=1, timeout_s=timeout_s, requests=len(texts)
+    )
+
+
+async def test_a_timed_out_request_is_recorded_and_the_next_one_gets_a_fresh_connection():
+    async with scripted_server() as (_, url):
+        run = await scripted_load(url, ["ok", "slow", "ok"], timeout_s=0.3)
+    assert [r.status for r in run.records] == ["200", "timeout", "200"]
+    assert run.records[1].latency_s < 0.9
+
+
+async def test_connections_closed_or_dropped_by_the_server_are_replaced():
+    async with scripted_server() as (_, url):
+        run = await scripted_load(url, ["close", "ok", "drop", "ok", "chunked", "ok"])
+    assert [r.status for r in run.records] == ["200", "200", "connection_error", "200", "200", "200"]
+    assert run.records[4].embeddings == 1 and run.records[4].server_ms == 1.0
+
+
+async def test_every_request_carries_the_given_headers():
+    async with scripted_server() as (authorizations, url):
+        await scripted_load(url, ["ok", "close", "ok"], headers={"Authorization": "Bearer k"})
+    assert authorizations == ["Bearer k"] * 3
+
+
+def test_targets_from_urls():
+    target = Target.from_url("http://127.0.0.1:8686/prefix/")
+    assert (target.host, target.port, target.tls, target.base_path) == ("127.0.0.1", 8686, None, "/prefix")
+    assert target.post_head("/infer").startswith(b"POST /prefix/infer HTTP/1.1\r\nHost: 127.0.0.1:8686\r\n")
+    secure = Target.from_url("https://example.test")
+    assert (secure.port, secure.tls is not None, secure.base_path) == (443, True, "")
+    with pytest.raises(ValueError):
+        Target.from_url("ftp://example.test")
