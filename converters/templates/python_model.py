@@ -14,15 +14,17 @@ more onnxruntime run (``plan_sub_batches``), so a batch mixing short and long te
 computes little padding without paying for many small runs.
 Where the model also has a packed graph (``model.packed.onnx``, sentence-transformers with
 mean pooling), that graph is loaded instead of the plain one: a batch whose texts all fit
-in ``pack_width`` tokens has them laid end to end in rows of that width (``pack_rows``),
-each attending to itself only, and runs with almost no padding in as few runs as
-``PACKED_RUN_TOKENS`` allows; other batches run as above, one text per row.
+in ``pack_width`` tokens has them laid end to end in about equally full rows of at most
+that width (``pack_rows``), each text attending to itself only, and runs with little
+padding in as few runs as ``PACKED_RUN_TOKENS`` allows; other batches run as above, one
+text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
 
 Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils only.
 """
 
+import heapq
 import json
 import os
 
@@ -42,6 +44,8 @@ PACK_WIDTH_PARAMETER = "pack_width"
 # slower per text than sorted sub-batches of the plain graph (their activations outgrow
 # the caches); with this cap packing is never slower, and much faster for small batches.
 PACKED_RUN_TOKENS = 512
+# Row counts ``pack_rows`` tries for a batch, from the fewest that can hold its tokens.
+PACK_ROW_COUNTS = 3
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Config data types of the tensors we publish.
@@ -178,12 +182,14 @@ class TritonPythonModel:
         return self._run_sorted(feeds, lengths)
 
     def _run_packed(self, feeds, lengths):
-        """The batch's texts end to end in rows of ``pack_width`` (see ``pack_rows``), run
-        through the packed graph, which pools each text over its own tokens; at most
-        ``PACKED_RUN_TOKENS`` token slots per run. Results in the batch's row order."""
+        """The batch's texts end to end in rows of at most ``pack_width`` tokens (see
+        ``pack_rows``), run through the packed graph, which pools each text over its own
+        tokens; at most ``PACKED_RUN_TOKENS`` token slots per run. Results in the batch's
+        row order."""
         ids = feeds["input_ids"]
         rows = pack_rows(lengths, self.pack_width)
-        per_run = max(1, PACKED_RUN_TOKENS // self.pack_width)
+        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // _fullest(lengths, rows)))
+        per_run = -(-len(rows) // runs)  # runs of about the same size
         results = None
         for first in range(0, len(rows), per_run):
             run_rows = rows[first : first + per_run]
@@ -285,10 +291,34 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
 
 
 def pack_rows(lengths, width):
-    """Texts (row indices) laid into as few rows of ``width`` tokens as first-fit
-    decreasing finds: longest first, each into the first row with room, or a new one."""
+    """Texts (row indices) laid into rows of at most ``width`` tokens, so that the run
+    computes few token slots: its rows times its fullest row.
+
+    Two ways are tried and the one with fewer slots wins. First fit decreasing (longest
+    text first, into the first row with room) fills rows to the brim, which suits many
+    texts. Balancing (longest first, into the emptiest of a given number of rows) leaves
+    the rows about equally full, which suits a few texts, whose first-fit rows may end
+    ragged; ``PACK_ROW_COUNTS`` row counts are tried, from the fewest that fit.
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    best = _first_fit(lengths, order, width)
+    best_slots = _slots(lengths, best)
+    count, tried = max(1, -(-int(lengths.sum()) // width)), 0
+    while tried < PACK_ROW_COUNTS and count <= len(lengths) and count * int(lengths[order[0]]) < best_slots:
+        rows = _balanced(lengths, order, count)
+        count += 1
+        if _fullest(lengths, rows) > width:
+            continue
+        tried += 1
+        if _slots(lengths, rows) < best_slots:
+            best, best_slots = rows, _slots(lengths, rows)
+    return best
+
+
+def _first_fit(lengths, order, width):
     rows, room = [], []
-    for text in np.argsort(-np.asarray(lengths), kind="stable"):
+    for text in order:
         length = int(lengths[text])
         for row, free in enumerate(room):
             if length <= free:
@@ -299,6 +329,24 @@ def pack_rows(lengths, width):
             rows.append([int(text)])
             room.append(width - length)
     return rows
+
+
+def _balanced(lengths, order, count):
+    rows = [[] for _ in range(count)]
+    heap = [(0, row) for row in range(count)]
+    for text in order:
+        tokens, row = heapq.heappop(heap)
+        rows[row].append(int(text))
+        heapq.heappush(heap, (tokens + int(lengths[text]), row))
+    return [row for row in rows if row]
+
+
+def _fullest(lengths, rows):
+    return max(int(lengths[row].sum()) for row in rows)
+
+
+def _slots(lengths, rows):
+    return len(rows) * _fullest(lengths, rows)
 
 
 def _error_response(message):

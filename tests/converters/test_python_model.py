@@ -170,23 +170,49 @@ def test_equal_lengths_make_as_few_runs_as_allowed(load_python_model):
     assert plan(np.array([5, 6, 7]), 2, 0) == [(0, 2), (2, 3)]
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_packed_rows_hold_every_text_once_within_the_width(load_python_model, seed):
+def first_fit_slots(lengths, width):
+    """Token slots of first fit decreasing, the simplest packing: rows times the fullest."""
+    room = []
+    for length in sorted(lengths, reverse=True):
+        fits = [row for row, free in enumerate(room) if length <= free]
+        if fits:
+            room[fits[0]] -= length
+        else:
+            room.append(width - length)
+    return len(room) * (width - min(room))
+
+
+def slots(lengths, rows):
+    return len(rows) * max(int(lengths[row].sum()) for row in rows)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_packed_rows_hold_every_text_once_within_the_width_in_no_more_slots_than_first_fit(
+    load_python_model, seed
+):
     pack_rows = load_python_model().pack_rows
     rng = np.random.default_rng(seed)
     width = int(rng.integers(8, 64))
-    lengths = rng.integers(1, width + 1, size=int(rng.integers(1, 40)))
+    lengths = rng.integers(1, width + 1, size=int(rng.integers(1, 80)))
 
     rows = pack_rows(lengths, width)
 
     assert sorted(text for row in rows for text in row) == list(range(len(lengths)))
-    assert all(lengths[row].sum() <= width for row in rows)
-    # First fit: a row opened only for a text that fit in no earlier row, so no two rows
-    # could be merged.
-    fill = sorted(int(lengths[row].sum()) for row in rows)
-    assert len(rows) == 1 or fill[0] + fill[1] > width
+    assert all(row and lengths[row].sum() <= width for row in rows)
+    assert slots(lengths, rows) <= first_fit_slots(lengths.tolist(), width)
 
 
-def test_packing_puts_the_longest_first(load_python_model):
+def test_a_few_texts_are_balanced_across_rows(load_python_model):
     pack_rows = load_python_model().pack_rows
-    assert pack_rows(np.array([10, 30, 20, 18, 10]), 48) == [[1, 3], [2, 0, 4]]
+    # First fit fills one row to 48 and the other to 46: 96 slots. Balanced rows hold 47.
+    assert first_fit_slots([25, 24, 23, 22], 48) == 96
+    assert pack_rows(np.array([25, 24, 23, 22]), 48) == [[0, 3], [1, 2]]
+    # Three rows of 30 (90 slots) beat two full ones (96).
+    assert pack_rows(np.array([10, 30, 20, 18, 10]), 48) == [[1], [2, 4], [3, 0]]
+
+
+def test_many_texts_fill_rows_to_the_brim(load_python_model):
+    pack_rows = load_python_model().pack_rows
+    lengths = np.array([16] * 9 + [8] * 6)  # 192 tokens: four rows of 48 exactly
+    rows = pack_rows(lengths, 48)
+    assert slots(lengths, rows) == 192
