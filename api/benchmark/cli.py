@@ -31,8 +31,8 @@ except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
 from . import compare, inprocess, processes, server_stats
-from .endpoints import ENDPOINTS, build_endpoint
 from .connection import Target
+from .endpoints import ENDPOINTS, build_endpoint
 from .loadgen import LoadRun, run_load
 from .payloads import PAYLOAD_KINDS, Payload, build_payload
 from .report import format_summary, load_summary, machine, per_request, write_json

@@ -188,7 +188,7 @@ class TritonPythonModel:
         row order."""
         ids = feeds["input_ids"]
         rows = pack_rows(lengths, self.pack_width)
-        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // _fullest(lengths, rows)))
+        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, _fullest(lengths, rows))))
         per_run = -(-len(rows) // runs)  # runs of about the same size
         results = None
         for first in range(0, len(rows), per_run):

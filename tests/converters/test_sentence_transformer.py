@@ -179,13 +179,16 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     assert rows < len(texts) and width <= 48 and rows * width < len(texts) * lengths.max()
     assert cosine_rows(embeddings, minilm.encode(texts, convert_to_numpy=True)).min() >= 0.9999
 
-    # A large batch of short texts is cut into runs of at most 512 token slots, answered in order.
+    # A large batch of short texts is cut into runs of at most 512 token slots and about
+    # the same number of rows, answered in order.
     many = [f"{text} (number {i})" for i in range(6) for text in texts]
     ids, mask, _ = embed_like_the_gateway(published, many)
     recorder.runs.clear()
     responses = model.execute(ragged_requests(make_request, ids, mask))
     embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
     assert len(recorder.runs) >= 2 and all(rows * width <= 512 for rows, width in recorder.runs)
+    row_counts = [rows for rows, _ in recorder.runs]
+    assert max(row_counts) - min(row_counts) <= 1
     assert cosine_rows(embeddings, minilm.encode(many, convert_to_numpy=True)).min() >= 0.9999
 
 
