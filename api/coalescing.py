@@ -6,8 +6,12 @@ load, many one-sentence requests wait at the same time; sent as one call they pa
 costs once. Triton's dynamic batcher still merges the calls that reach it together.
 
 There is no timer. A merged call leaves as soon as one of ``max_in_flight`` slots is free,
-with every request that waited meanwhile (up to ``max_rows`` texts, first come first
-served): an idle server sends a lone request at once, a busy one sends fewer, larger calls.
+with the requests that waited meanwhile, first come first served, up to ``max_rows`` texts
+and up to an equal share of all the texts in the coalescer (waiting or in calls) per slot:
+an idle server sends a lone request at once, a busy one sends fewer, larger calls of about
+the same size. Without the share, the first call after a lull takes everyone, the next
+ones take the stragglers, and the calls stay lopsided: one model instance runs a large
+batch while the other runs small ones and waits between them.
 A request that is cancelled (its client went away, its deadline passed) before its call
 leaves is dropped from it; one cancelled after gets no answer, and the others still do.
 A failed call fails each of its requests with the same error.
@@ -55,6 +59,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         self.max_in_flight = max_in_flight
         self._waiting: deque[_Waiter[Item, Share]] = deque()
         self._in_flight = 0
+        self._in_flight_rows = 0
+        self._waiting_rows = 0
         self._calls: set[asyncio.Task[None]] = set()
 
     @property
@@ -65,6 +71,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
         self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future))
+        self._waiting_rows += len(items)
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
@@ -80,26 +87,30 @@ class Coalescer(Generic[Item, Merged, Share]):
             taken = self._take()
             if not taken:
                 return
+            rows = sum(len(waiter.items) for waiter in taken)
             self._in_flight += 1
-            call = asyncio.get_running_loop().create_task(self._call(taken))
+            self._in_flight_rows += rows
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows))
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
 
     def _take(self) -> list[_Waiter[Item, Share]]:
         taken: list[_Waiter[Item, Share]] = []
         rows = 0
+        limit = min(self.max_rows, -(-(self._waiting_rows + self._in_flight_rows) // self.max_in_flight))
         while self._waiting:
             waiter = self._waiting[0]
             if waiter.future.done():  # cancelled while it waited
-                self._waiting.popleft()
+                self._waiting_rows -= len(self._waiting.popleft().items)
                 continue
-            if taken and rows + len(waiter.items) > self.max_rows:
+            if taken and rows + len(waiter.items) > limit:
                 break
             taken.append(self._waiting.popleft())
             rows += len(waiter.items)
+            self._waiting_rows -= len(waiter.items)
         return taken
 
-    async def _call(self, taken: list[_Waiter[Item, Share]]) -> None:
+    async def _call(self, taken: list[_Waiter[Item, Share]], row_count: int) -> None:
         loop = asyncio.get_running_loop()
         try:
             items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
@@ -127,4 +138,5 @@ class Coalescer(Generic[Item, Merged, Share]):
                     waiter.future.set_exception(exc)
         finally:
             self._in_flight -= 1
+            self._in_flight_rows -= row_count
             self._send_waiting()

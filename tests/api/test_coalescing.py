@@ -90,6 +90,27 @@ async def test_a_call_carries_at_most_max_rows_and_the_rest_take_the_next_slot()
     assert [await task for task in tasks] == [["A"], ["B", "C"], ["D", "E"], ["F"]]
 
 
+async def test_a_call_takes_an_equal_share_per_slot_so_calls_stay_about_the_same_size():
+    calls = Calls()
+    merged = coalescer(calls, max_rows=100, max_in_flight=2)
+    busy = [asyncio.create_task(merged.submit([name], 5)) for name in ("a", "b")]
+    await calls.started(2)
+    waiting = [asyncio.create_task(merged.submit([name], 5)) for name in "cdefgh"]
+    await asyncio.sleep(0)
+    # Eight texts for two slots: the slot that frees first takes four, not all six
+    # waiting, and the other slot the remaining two.
+    calls.releases[0].set()
+    await calls.started(3)
+    assert calls.items[2] == ["c", "d", "e", "f"]
+    calls.releases[1].set()
+    await calls.started(4)
+    assert calls.items[3] == ["g", "h"]
+    for release in calls.releases:
+        release.set()
+    assert [await task for task in busy + waiting] == [[name.upper()] for name in "abcdefgh"]
+    assert merged.in_flight == 0
+
+
 async def test_a_request_larger_than_max_rows_still_leaves_alone():
     calls = Calls()
     merged = coalescer(calls, max_rows=2)
