@@ -111,7 +111,7 @@ class EmbeddingService:
         self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
     ) -> Embeddings:
         with self.registry.admit(model):
-            if len(texts) <= self.settings.coalesce_max_texts:
+            if len(texts) <= self._coalesced_texts(model):
                 result = await self._coalescer(model).submit(texts, timeout_s)
             else:
                 arrived = time.perf_counter()
@@ -120,6 +120,14 @@ class EmbeddingService:
         if normalize and not model.metadata.normalized:
             result = dataclasses.replace(result, vectors=_unit_rows(result.vectors))
         return result
+
+    def _coalesced_texts(self, model: ServedModel) -> int:
+        """Requests of at most this many texts go through the model's coalescer: all that
+        fit in one Triton call where Triton does not batch (the coalescer is the only
+        batcher), else the small ones (Triton merges the rest)."""
+        if model.metadata.dynamic_batching:
+            return self.settings.coalesce_max_texts
+        return model.metadata.max_batch_size
 
     def _coalescer(self, model: ServedModel) -> Coalescer[str, _Embedded, Embeddings]:
         """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
@@ -131,7 +139,13 @@ class EmbeddingService:
                 lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
                 _Embedded.share,
                 max_rows=model.metadata.max_batch_size,
-                max_in_flight=self.settings.coalesce_in_flight,
+                # Without Triton's batcher: one call running on each instance and one
+                # waiting for the first to free, so no instance waits for the gateway.
+                max_in_flight=(
+                    self.settings.coalesce_in_flight
+                    if model.metadata.dynamic_batching
+                    else model.metadata.instance_count + 1
+                ),
             )
             known = self._coalescers[key] = (model, coalescer)
         return known[1]

@@ -171,7 +171,7 @@ class ModelRegistry:
         return _Admission(model)
 
     # --- management
-    def _triton_options(self) -> TritonConfigOptions:
+    def _triton_options(self, kind: str) -> TritonConfigOptions:
         s = self.settings
         instances, threads = s.instance_count, s.ort_intra_op_threads
         if s.triton_form == "python":
@@ -183,6 +183,10 @@ class ModelRegistry:
         return TritonConfigOptions(
             form=s.triton_form,
             max_batch_size=s.max_batch_size,
+            # Measured on CPU: Triton's batcher hands one instance every queued call and
+            # leaves the other waiting; the coalescer deals calls out evenly (README).
+            # CLIP keeps it: its image requests are not merged in the gateway.
+            dynamic_batching=not (s.gateway_batching and s.triton_form == "python" and kind == "sentence_transformer"),
             sub_batch_size=s.sub_batch_size,
             run_overhead_tokens=s.run_overhead_tokens,
             pack_width=s.pack_width,
@@ -294,7 +298,7 @@ class ModelRegistry:
         return ConversionSpec(
             repository=self.repository.location,
             repository_cache_dir=str(cache_dir(self.settings)),
-            triton=self._triton_options(),
+            triton=self._triton_options(job.get("kind", "sentence_transformer")),
             allow_network=self.settings.allow_hub_download,
             **job,
         )

@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond)."
     )
+    gateway_batching: bool = Field(
+        True,
+        description="New sentence-transformers in the python form get no Triton dynamic batcher: the gateway "
+        "merges their requests, one call running per model instance and one waiting.",
+    )
     coalesce_max_texts: int = Field(
         8, ge=0, le=4096,
         description="Requests of at most this many texts are merged with others waiting for the same model "

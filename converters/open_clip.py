@@ -91,6 +91,8 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         normalized=False,
         form=spec.triton.form,
         max_batch_size=spec.triton.max_batch_size,
+        dynamic_batching=spec.triton.dynamic_batching,
+        instance_count=spec.triton.instance_count,
         parity=text_parity,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),

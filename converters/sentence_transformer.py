@@ -138,6 +138,8 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
         strip_whitespace=strip_whitespace,
         form=spec.triton.form,
         max_batch_size=spec.triton.max_batch_size,
+        dynamic_batching=spec.triton.dynamic_batching,
+        instance_count=spec.triton.instance_count,
         parity=result,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),

@@ -55,6 +55,9 @@ class TritonConfigOptions(BaseModel):
     # ONNX Runtime backend (NVIDIA's containers), GPU instances.
     form: TritonForm = "python"
     max_batch_size: int = Field(64, ge=1, le=4096)
+    # False: no dynamic batcher; Triton runs each request in the order it came, one per
+    # execution, and the gateway's coalescer (api/coalescing.py) is the model's batcher.
+    dynamic_batching: bool = True
     max_queue_delay_microseconds: int = Field(2000, ge=0)
     preferred_batch_sizes: list[int] = Field(default_factory=list)
     # Default queue policy: beyond max_queue_size queued requests Triton rejects;
@@ -201,6 +204,11 @@ class ModelMetadata(BaseModel):
     strip_whitespace: bool = False
     form: TritonForm
     max_batch_size: int
+    # How Triton serves the model (its config.pbtxt): whether it batches requests itself,
+    # and its instances. Where it does not, the gateway's coalescer keeps one call
+    # running per instance and one waiting.
+    dynamic_batching: bool = True
+    instance_count: int = 1
     parity: ParityResult
     created_at: str
     conversion_seconds: float

@@ -90,14 +90,15 @@ def _model_config(name: str, embedding_dim: int, options: TritonConfigOptions) -
         config.default_model_filename = ONNX_FILE
     config.output.add(name=EMBEDDING, data_type=pb.TYPE_FP32, dims=[embedding_dim])
 
-    batching = config.dynamic_batching
-    batching.max_queue_delay_microseconds = options.max_queue_delay_microseconds
-    batching.preferred_batch_size.extend(options.preferred_batch_sizes)
-    policy = batching.default_queue_policy
-    policy.timeout_action = pb.ModelQueuePolicy.REJECT
-    policy.default_timeout_microseconds = options.queue_timeout_microseconds
-    policy.allow_timeout_override = True
-    policy.max_queue_size = options.max_queue_size
+    if options.dynamic_batching:
+        batching = config.dynamic_batching
+        batching.max_queue_delay_microseconds = options.max_queue_delay_microseconds
+        batching.preferred_batch_size.extend(options.preferred_batch_sizes)
+        policy = batching.default_queue_policy
+        policy.timeout_action = pb.ModelQueuePolicy.REJECT
+        policy.default_timeout_microseconds = options.queue_timeout_microseconds
+        policy.allow_timeout_override = True
+        policy.max_queue_size = options.max_queue_size
 
     kind = pb.ModelInstanceGroup.KIND_GPU if options.instance_kind == "gpu" else pb.ModelInstanceGroup.KIND_CPU
     config.instance_group.add(count=options.instance_count, kind=kind)

@@ -33,6 +33,8 @@ class Meta:
     normalized: bool = False
     form: str = "python"
     clip: None = None  # a sentence-transformer
+    dynamic_batching: bool = True
+    instance_count: int = 1
 
 
 @pytest.fixture
@@ -193,3 +195,31 @@ async def test_small_requests_waiting_together_share_one_triton_call(minilm_path
         assert result.truncated == expected.truncated
     assert [r.truncated for r in results] == [0, 1, 0, 0]
     assert model.inflight == 0
+
+
+async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_per_instance_and_one_waiting(
+    minilm_path,
+):
+    # The settings for models Triton batches do not apply: every request that fits in one
+    # call is merged, and two instances get three calls in flight.
+    settings = Settings(coalesce_max_texts=1, coalesce_in_flight=24)
+    client = HeldClient()
+    service = EmbeddingService(settings, ModelRegistry(settings, client), client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
+    model = ServedModel("m", "m", Meta(max_batch_size=8, dynamic_batching=False, instance_count=2), tokenizer)
+    requests = [["a"], ["b"], ["c"], ["d", "e"], ["f"], ["g"], ["h"]]
+    try:
+        tasks = [
+            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5)) for texts in requests
+        ]
+        await asyncio.sleep(0.05)
+        assert len(client.shapes) == 3  # the others wait in the gateway
+        client.release.set()
+        results = [await task for task in tasks]
+    finally:
+        service.close()
+    # The two-text request, over coalesce_max_texts, was merged too: fewer calls than requests.
+    assert sum(rows for rows, _ in client.shapes) == 8 and len(client.shapes) < len(requests)
+    for texts, result in zip(requests, results):
+        expected = tokenizer.encode(texts)
+        np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])

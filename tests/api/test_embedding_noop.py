@@ -22,6 +22,7 @@ class Meta:
     max_batch_size: int = 4
     normalized: bool = False
     form: str = "python"
+    dynamic_batching: bool = True
 
 
 async def test_noop_inference_tokenizes_and_answers_zero_vectors_without_triton(minilm_path):

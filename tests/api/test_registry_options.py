@@ -6,8 +6,8 @@ from api.registry import ModelRegistry
 from api.settings import Settings
 
 
-def options(**settings):
-    return ModelRegistry(Settings(**settings), client=None)._triton_options()
+def options(kind="sentence_transformer", **settings):
+    return ModelRegistry(Settings(**settings), client=None)._triton_options(kind)
 
 
 def test_python_form_defaults_to_one_single_threaded_instance_per_core():
@@ -17,6 +17,14 @@ def test_python_form_defaults_to_one_single_threaded_instance_per_core():
     assert chosen.instance_kind == "cpu"
     assert (chosen.max_batch_size, chosen.sub_batch_size, chosen.run_overhead_tokens) == (256, 64, 32)
     assert chosen.pack_width == 48 and options(pack_width=0).pack_width == 0
+
+
+def test_the_gateway_batches_python_form_sentence_transformers_and_triton_the_rest():
+    assert options().dynamic_batching is False
+    assert options(gateway_batching=False).dynamic_batching is True
+    # CLIP image requests are not merged in the gateway; native (GPU) instances keep Triton's batcher.
+    assert options("clip").dynamic_batching is True
+    assert options(triton_form="onnxruntime").dynamic_batching is True
 
 
 def test_explicit_instances_share_the_cores():

@@ -72,6 +72,12 @@ def test_dynamic_batching_and_queue_policy(form):
     assert policy.max_queue_size == 256
 
 
+def test_without_dynamic_batching_the_config_has_no_batcher():
+    config = rendered_and_parsed(TritonConfigOptions(max_batch_size=64, dynamic_batching=False))
+    assert not config.HasField("dynamic_batching")
+    assert config.max_batch_size == 64  # requests still carry many rows
+
+
 def test_cpu_instances_and_thread_parameters():
     options = TritonConfigOptions(instance_count=3, intra_op_threads=2, inter_op_threads=1)
     config = rendered_and_parsed(options)

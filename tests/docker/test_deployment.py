@@ -69,7 +69,7 @@ def deployed_settings(monkeypatch, tmp_path) -> Settings:
 
 
 def test_the_container_writes_native_gpu_configs_that_parse(deployed_settings):
-    options = ModelRegistry(deployed_settings, client=None)._triton_options()
+    options = ModelRegistry(deployed_settings, client=None)._triton_options("sentence_transformer")
     config = parse(render(build_text_model_config("org--model", 384, options)))
 
     assert isinstance(config, pb.ModelConfig)
