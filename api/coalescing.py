@@ -1,9 +1,11 @@
-"""Concurrent small text requests for one model, merged into shared tokenizer and Triton calls.
+"""Concurrent text requests for one model, merged into shared tokenizer and Triton calls.
 
 Every call to Triton costs about the same up to a fair size, whatever it carries: a hop to
 a tokenizer thread, an HTTP round trip, Triton's bookkeeping and its Python stub's. Under
 load, many one-sentence requests wait at the same time; sent as one call they pay those
-costs once. Triton's dynamic batcher still merges the calls that reach it together.
+costs once. Where the model has Triton's dynamic batcher, it still merges the calls that
+reach it together; where it has none, the coalescer is the model's batcher, with one call
+in flight per model instance and one more (``api/embedding.py``).
 
 There is no timer. A merged call leaves as soon as one of ``max_in_flight`` slots is free,
 with the requests that waited meanwhile, first come first served, up to ``max_rows`` texts
