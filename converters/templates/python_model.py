@@ -188,7 +188,8 @@ class TritonPythonModel:
         row order."""
         ids = feeds["input_ids"]
         rows = pack_rows(lengths, self.pack_width)
-        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, _fullest(lengths, rows))))
+        fullest = max(int(lengths[row].sum()) for row in rows)
+        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, fullest)))
         per_run = -(-len(rows) // runs)  # runs of about the same size
         results = None
         for first in range(0, len(rows), per_run):
@@ -302,21 +303,22 @@ def pack_rows(lengths, width):
     """
     lengths = np.asarray(lengths)
     order = np.argsort(-lengths, kind="stable")
-    best = _first_fit(lengths, order, width)
-    best_slots = _slots(lengths, best)
+    best, fullest = _first_fit(lengths, order, width)
+    best_slots = len(best) * fullest
     count, tried = max(1, -(-int(lengths.sum()) // width)), 0
     while tried < PACK_ROW_COUNTS and count <= len(lengths) and count * int(lengths[order[0]]) < best_slots:
-        rows = _balanced(lengths, order, count)
+        rows, fullest = _balanced(lengths, order, count)
         count += 1
-        if _fullest(lengths, rows) > width:
+        if fullest > width:
             continue
         tried += 1
-        if _slots(lengths, rows) < best_slots:
-            best, best_slots = rows, _slots(lengths, rows)
+        if len(rows) * fullest < best_slots:
+            best, best_slots = rows, len(rows) * fullest
     return best
 
 
 def _first_fit(lengths, order, width):
+    """Rows by first fit decreasing, and the tokens of the fullest."""
     rows, room = [], []
     for text in order:
         length = int(lengths[text])
@@ -328,25 +330,19 @@ def _first_fit(lengths, order, width):
         else:
             rows.append([int(text)])
             room.append(width - length)
-    return rows
+    return rows, width - min(room)
 
 
 def _balanced(lengths, order, count):
+    """Rows by dealing texts longest first to the emptiest of ``count``, and the tokens of
+    the fullest."""
     rows = [[] for _ in range(count)]
     heap = [(0, row) for row in range(count)]
     for text in order:
         tokens, row = heapq.heappop(heap)
         rows[row].append(int(text))
         heapq.heappush(heap, (tokens + int(lengths[text]), row))
-    return [row for row in rows if row]
-
-
-def _fullest(lengths, rows):
-    return max(int(lengths[row].sum()) for row in rows)
-
-
-def _slots(lengths, rows):
-    return len(rows) * _fullest(lengths, rows)
+    return [row for row in rows if row], max(tokens for tokens, _ in heap)
 
 
 def _error_response(message):

@@ -55,15 +55,22 @@ async def stand_in():
     # A context manager rather than a fixture: async fixtures run on the session's loop,
     # and the server must run on the test's own.
     server = StandIn()
+    async with serving(server.infer) as url:
+        yield server, url
+
+
+@contextlib.asynccontextmanager
+async def serving(infer):
+    """``infer`` as ``POST /infer`` on a free port of 127.0.0.1; yields the base URL."""
     app = web.Application()
-    app.router.add_post("/infer", server.infer)
+    app.router.add_post("/infer", infer)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     try:
-        yield server, f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
 
@@ -154,17 +161,8 @@ async def scripted_server():
         headers = {"Connection": "close"} if text == "close" else {}
         return web.json_response(answer, headers=headers)
 
-    app = web.Application()
-    app.router.add_post("/infer", infer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        yield authorizations, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(infer) as url:
+        yield authorizations, url
 
 
 async def scripted_load(url: str, texts: list[str], timeout_s: float = 5.0, headers=None):
