@@ -1,6 +1,6 @@
 """Load a running embedgate server and report its speed; see ``--help`` and the README."""
 
-from api.benchmark.cli import main
+from embedgate.bench.cli import main
 
 if __name__ == "__main__":
     main()

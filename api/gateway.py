@@ -7,9 +7,9 @@ import logging
 import time
 from typing import Protocol
 
-from .embedding import EmbeddingService
-from .errors import ApiError
-from .registry import ModelRegistry, ModelControl
+from .compute.embedding import EmbeddingService
+from .errors import EmbedgateError
+from .models.registry import ModelControl, ModelRegistry
 from .settings import Settings
 from .triton.client import TritonClient
 from .triton.supervisor import ExternalTriton, TritonSupervisor
@@ -52,7 +52,7 @@ class Gateway:
             control_timeout_s=self.settings.load_timeout_s,
         )
         self.registry = ModelRegistry(self.settings, self.client, keep_manifest=self.cluster is None)
-        self.embeddings = EmbeddingService(self.settings, self.registry, self.client, self.triton)
+        self.embeddings = EmbeddingService(self.settings, self.client, self.triton)
         self.triton.on_restart(self.registry.reload_all)
         if not self.triton.embedded:
             self._external_watch = asyncio.create_task(self._watch_external(), name="external-triton-watch")
@@ -81,7 +81,7 @@ class Gateway:
         for name in names:
             try:
                 await self.registry.restore(name)
-            except ApiError as exc:
+            except EmbedgateError as exc:
                 log.error("could not restore model %s: %s", name, exc.message)
         self.restoring = False
 
@@ -94,7 +94,7 @@ class Gateway:
                 continue
             try:
                 await self.registry.reload_missing()
-            except ApiError:
+            except EmbedgateError:
                 pass  # unreachable right now: next time
 
     async def triton_ready(self) -> bool:

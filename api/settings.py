@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from converters.repository.location import normalize as _repository_location
+from embedgate.converters.repository.location import normalize as _repository_location
 
 
 def _default_work_dir() -> Path:
@@ -260,6 +260,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @property
+    def repository_cache(self) -> Path:
+        """Where the gateway keeps its copies from a remote repository (and stages conversions)."""
+        return self.repository_cache_dir or self.triton_work_dir / "repository-cache"
 
     @property
     def embedded(self) -> bool:

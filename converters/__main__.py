@@ -1,4 +1,4 @@
-"""``python -m converters``: run one conversion; a ``ConversionSpec`` JSON arrives on stdin.
+"""``python -m embedgate.converters``: run one conversion; a ``ConversionSpec`` JSON arrives on stdin.
 
 Protocol with the gateway:
 
@@ -18,20 +18,20 @@ import errno
 import importlib
 import json
 import os
-import shutil
 import signal
 import sys
 import time
 import traceback
+from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
 
-from converters.errors import ConversionError, DiskFullError, OutOfMemoryError
-from converters.repository import ModelRepository, open_repository
-from converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names, variant_model_name
-from converters.triton_config import (
+from embedgate.converters.errors import ConversionError, DiskFullError, OutOfMemoryError
+from embedgate.converters.repository import ModelRepository, open_repository
+from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names, variant_model_name
+from embedgate.converters.triton_config import (
     build_clip_image_config,
     build_clip_text_config,
     build_text_model_config,
@@ -40,11 +40,12 @@ from converters.triton_config import (
 )
 
 CONFIG_FILE = "config.pbtxt"
-PYTHON_MODEL_TEMPLATE = Path(__file__).parent / "templates" / "python_model.py"
-# kind -> module with convert(spec, out_dir, step) -> ModelMetadata (for "clip":
+# The Python-backend model Triton runs; every python-form model gets a copy as 1/model.py.
+PYTHON_BACKEND_MODEL = resources.files("embedgate.api.triton") / "python_backend_model.py"
+# kind -> module (in this package) with convert(spec, out_dir, step) -> ModelMetadata (for "clip":
 # convert(spec, text_dir, image_dir, step)); imported on demand because each pulls in
 # torch and its model library.
-CONVERTERS = {"sentence_transformer": "converters.sentence_transformer", "clip": "converters.open_clip"}
+CONVERTERS = {"sentence_transformer": ".sentence_transformer", "clip": ".open_clip"}
 MAX_ERROR_CHARS = 500
 
 
@@ -69,7 +70,7 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
     except ValueError as error:
         raise ConversionError(f"invalid Triton options: {error}") from error
     _configure_hub_access(spec.allow_network)
-    converter = importlib.import_module(CONVERTERS[spec.kind])
+    converter = importlib.import_module(CONVERTERS[spec.kind], __package__)
     repository = open_repository(spec.repository, spec.repository_cache_dir)
     if spec.kind == "clip":
         return _run_clip(spec, repository, converter, step)
@@ -120,7 +121,7 @@ def _run_clip(spec: ConversionSpec, repository: ModelRepository, converter, step
 def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
     (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
     if spec.triton.form == "python":
-        shutil.copyfile(PYTHON_MODEL_TEMPLATE, directory / "1" / "model.py")
+        (directory / "1" / "model.py").write_bytes(PYTHON_BACKEND_MODEL.read_bytes())
 
 
 def main() -> int:

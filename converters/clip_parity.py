@@ -17,9 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
-from converters.errors import ParityError
-from converters.parity import cosines, parity_sentences
-from converters.spec import EMBEDDING, INPUT_IDS, PIXELS, ClipText, ImageParityResult, ImagePreprocessing, ParityResult
+from embedgate.converters.errors import ParityError
+from embedgate.converters.parity import cosines, parity_sentences
+from embedgate.converters.spec import (
+    EMBEDDING,
+    INPUT_IDS,
+    PIXELS,
+    ClipText,
+    ImageParityResult,
+    ImagePreprocessing,
+    ParityResult,
+)
 
 _CLIP_SENTENCES = (
     "a photo of a cat",
@@ -73,7 +81,7 @@ def parity_images() -> list[tuple[str, bytes]]:
 
 def check_tokenization(tokenizer_file: Path, text: ClipText, sentences: Sequence[str], expected: np.ndarray) -> np.ndarray:
     """The gateway's token ids for ``sentences``, which must equal OpenCLIP's ``expected``."""
-    from api.preprocess.clip_text import ClipTokenizer
+    from embedgate.api.compute.preprocess.clip_text import ClipTokenizer
 
     ids = ClipTokenizer(tokenizer_file, text).encode(list(sentences)).input_ids
     for row, sentence in enumerate(sentences):
@@ -94,7 +102,7 @@ def check_text(
 
 
 def gateway_pixels(images: Sequence[bytes], preprocessing: ImagePreprocessing) -> np.ndarray:
-    from api.preprocess.images import prepare_image
+    from embedgate.api.compute.preprocess.images import prepare_image
 
     return np.stack([prepare_image(data, preprocessing, max_pixels=_UNLIMITED_PIXELS) for data in images])
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from converters.errors import ConversionError
-from converters.spec import ClipText
+from embedgate.converters.errors import ConversionError
+from embedgate.converters.spec import ClipText
 
 TOKENIZER_FILE = "tokenizer.json"
 

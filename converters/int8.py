@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from converters import parity
-from converters.spec import EMBEDDING
+from embedgate.converters import parity
+from embedgate.converters.spec import EMBEDDING
 
 Step = Callable[[str], None]
 

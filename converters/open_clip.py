@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from converters import clip_parity
-from converters.clip_export import export_image_tower, export_text_tower
-from converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
-from converters.errors import ConversionError, ModelNotFoundError
-from converters.spec import (
+from embedgate.converters import clip_parity
+from embedgate.converters.clip_export import export_image_tower, export_text_tower
+from embedgate.converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
+from embedgate.converters.errors import ConversionError, ModelNotFoundError
+from embedgate.converters.spec import (
     ONNX_FILE,
     TOKENIZER_DIR,
     ClipMetadata,
@@ -29,7 +29,7 @@ from converters.spec import (
     ImagePreprocessing,
     ModelMetadata,
 )
-from converters.torch_compat import ensure_torchvision_importable
+from embedgate.converters.torch_compat import ensure_torchvision_importable
 
 Step = Callable[[str], None]
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from converters import parity
-from converters.spec import EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
+from embedgate.converters import parity
+from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
 
 POSITION_IDS = "position_ids"
 SEGMENT_IDS = "segment_ids"
@@ -156,7 +156,7 @@ def _export(graph, inputs: dict[str, np.ndarray], onnx_file: Path) -> None:
     import onnx
     import torch
 
-    from converters.sentence_transformer import OPSET
+    from embedgate.converters.sentence_transformer import OPSET
 
     dynamic = {0: "rows", 1: "width"}
     with torch.no_grad(), warnings.catch_warnings():

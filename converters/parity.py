@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from converters.errors import ParityError
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ParityResult
+from embedgate.converters.errors import ParityError
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ParityResult
 
 _FIXED_SENTENCES = (
     "Hello world.",

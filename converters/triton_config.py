@@ -2,7 +2,7 @@
 
 Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.form``):
 
-- ``python``: Triton's Python backend runs ``templates/python_model.py``, which pads the
+- ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
   requests of a dynamic batch itself. Inputs are ragged so that Triton batches requests of
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
@@ -17,7 +17,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, PIXELS, TritonConfigOptions
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, PIXELS, TritonConfigOptions
 
 # Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
 INTRA_OP_PARAMETER = "intra_op_thread_count"

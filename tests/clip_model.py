@@ -26,7 +26,7 @@ class TinyClip:
 
 
 def build_tiny_clip(directory: Path, seed: int = 0) -> TinyClip:
-    from converters.torch_compat import ensure_torchvision_importable
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
 
     ensure_torchvision_importable()
     import open_clip
@@ -45,7 +45,7 @@ def build_tiny_clip(directory: Path, seed: int = 0) -> TinyClip:
 
 def reference_model(tiny: TinyClip):
     """The PyTorch model, its eval transform and its tokenizer, as a user of open_clip gets them."""
-    from converters.torch_compat import ensure_torchvision_importable
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
 
     ensure_torchvision_importable()
     import open_clip

@@ -6,6 +6,14 @@ import os
 
 import pytest
 
+# The Python-backend model in-process, for the converter and Triton tests.
+from tests.python_backend import (  # noqa: F401
+    fake_pb_utils,
+    load_python_model,
+    make_request,
+    mean_pool_onnx,
+)
+
 # Nothing in the tests may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -21,7 +29,7 @@ def minilm_path() -> str:
 @pytest.fixture(scope="session")
 def minilm(minilm_path):
     """The PyTorch reference model that served embeddings are compared with."""
-    from converters.torch_compat import ensure_torchvision_importable
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
 
     ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer

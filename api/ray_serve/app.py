@@ -1,4 +1,4 @@
-"""The Ray Serve application: ``import_path: api.ray_serve.app:build``.
+"""The Ray Serve application: ``import_path: embedgate.api.ray_serve.app:build``.
 
 ``args`` may hold ``settings``: embedgate settings (lowercase field names) for every
 replica, on top of the ``EMBEDGATE_*`` environment of the Ray nodes.

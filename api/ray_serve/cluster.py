@@ -8,10 +8,10 @@ import asyncio
 import logging
 from typing import Any
 
-from ..errors import ApiError, DeadlineExceeded
-from ..names import clip_key, split_clip_key
-from ..progress import Progress
-from ..registry import LoadOutcome, ModelRegistry
+from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed
+from ..models.names import clip_key, split_clip_key
+from ..models.progress import Progress
+from ..models.registry import LoadOutcome, ModelRegistry
 from .board import board_for
 from .config_api import ServeConfigApi
 from .desired import DesiredModels, adding, removing
@@ -21,10 +21,6 @@ POLL_S = 0.2
 # Replicas that serve, or are being updated to the new config. One still starting gets
 # the new config before its first request, and is not waited for.
 SERVING_STATES = frozenset({"RUNNING", "UPDATING", "RECOVERING", "PENDING_MIGRATION"})
-
-
-class ReplicaLoadFailed(ApiError):
-    status, code = 502, "replica_load_failed"
 
 
 class ServeCluster:
@@ -52,14 +48,14 @@ class ServeCluster:
                     continue
                 try:
                     await registry.restore(key)
-                except ApiError as exc:
+                except EmbedgateError as exc:
                     log.error("replica %s could not load %s: %s", self.replica_id, key, exc.message)
                     failed[key] = exc.message
             for key in loaded - set(desired.models):
                 clip = split_clip_key(key)
                 try:
                     await (registry.unload(*clip) if clip else registry.unload(key))
-                except ApiError as exc:
+                except EmbedgateError as exc:
                     log.warning("replica %s could not unload %s: %s", self.replica_id, key, exc.message)
             await self._report(registry, desired.revision, failed)
 

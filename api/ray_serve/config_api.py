@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ApiError
+from ..errors import ClusterConfigError
 from .desired import DesiredModels
 
 log = logging.getLogger("embedgate.ray")
@@ -34,10 +34,6 @@ def _ray_auth_headers() -> dict[str, str]:
     except ImportError:
         return {}
     return get_auth_headers_if_auth_enabled({})
-
-
-class ClusterConfigError(ApiError):
-    status, code = 502, "cluster_config_error"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..names import split_clip_key, validate_model_name
+from ..models.names import split_clip_key, validate_model_name
 
 
 @dataclass(frozen=True)

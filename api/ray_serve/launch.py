@@ -22,7 +22,7 @@ from .config_api import ServeConfigApi
 from .desired import DesiredModels
 from .replica import DEPLOYMENT
 
-IMPORT_PATH = "api.ray_serve.app:build"
+IMPORT_PATH = "embedgate.api.ray_serve.app:build"
 # Settings that concern the launcher, not the replicas; keys travel in the environment,
 # never in the Serve config (which the dashboard shows).
 _LAUNCHER_ONLY = {"host", "port"} | {

@@ -11,7 +11,7 @@ import ray
 from ray import serve
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..app import create_app
+from ..http.app import create_app
 from ..settings import Settings
 from .cluster import ServeCluster
 from .config_api import ServeConfigApi

@@ -14,8 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
-from prometheus_client import disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
 
 # ``*_created`` series double every counter and histogram and nobody graphs them.
 disable_created_metrics()
@@ -87,7 +86,7 @@ def observe_conversion(run: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[
             outcome = "cancelled"
             raise
         except Exception as exc:
-            code = getattr(exc, "code", None)  # an ApiError's code: a fixed set
+            code = getattr(exc, "code", None)  # an EmbedgateError's code: a fixed set
             outcome = code if isinstance(code, str) else "internal_error"
             raise
         finally:

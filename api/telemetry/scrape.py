@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import httpx
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .metrics import REGISTRY
-
-if TYPE_CHECKING:
-    from ..gateway import Gateway
 
 log = logging.getLogger("embedgate.telemetry")
 
@@ -27,31 +24,40 @@ TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 TRITON_SCRAPE_TIMEOUT_S = 2.0
 
 
-class GatewayState:
-    """A collector over the live gateway's in-memory state."""
+@dataclass(frozen=True)
+class ModelState:
+    name: str
+    inflight: int
+    kind: str
+    form: str
 
-    def __init__(self, gateway: Gateway, *, triton_ready: bool, triton_scraped: bool):
-        self.gateway = gateway
-        self.triton_ready = triton_ready
-        self.triton_scraped = triton_scraped
+
+@dataclass(frozen=True)
+class GatewayState:
+    """A collector over the live gateway's in-memory state, as read for one scrape."""
+
+    models: list[ModelState]
+    inflight_limit: int
+    triton_restarts: int
+    triton_ready: bool
+    triton_scraped: bool
 
     def collect(self) -> Iterator[Metric]:
-        models = self.gateway.registry.loaded()
         inflight = GaugeMetricFamily(
             "embedgate_inflight_requests", "Embedding requests in flight, per model.", labels=["model"]
         )
         loaded = GaugeMetricFamily(
             "embedgate_model_loaded", "1 for each model loaded in Triton.", labels=["model", "kind", "form"]
         )
-        for model in models:
+        for model in self.models:
             inflight.add_metric([model.name], model.inflight)
-            loaded.add_metric([model.name, model.metadata.kind, model.metadata.form], 1)
+            loaded.add_metric([model.name, model.kind, model.form], 1)
         yield inflight
         yield loaded
         yield GaugeMetricFamily(
             "embedgate_inflight_limit",
             "Requests in flight per model beyond which requests are rejected (503).",
-            value=self.gateway.settings.max_inflight_requests,
+            value=self.inflight_limit,
         )
         yield GaugeMetricFamily(
             "embedgate_triton_ready", "1 when Triton is ready to serve.", value=int(self.triton_ready)
@@ -64,7 +70,7 @@ class GatewayState:
         yield CounterMetricFamily(
             "embedgate_triton_restarts",
             "Times the gateway restarted an embedded Triton that died.",
-            value=self.gateway.triton.restarts,
+            value=self.triton_restarts,
         )
 
 
@@ -84,9 +90,6 @@ async def fetch_triton_metrics(url: str) -> bytes | None:
     return text if text.endswith(b"\n") else text + b"\n"
 
 
-async def render(gateway: Gateway) -> bytes:
-    triton_text = await fetch_triton_metrics(gateway.triton.metrics_url)
-    state = GatewayState(
-        gateway, triton_ready=await gateway.triton_ready(), triton_scraped=triton_text is not None
-    )
+def render(state: GatewayState, triton_text: bytes | None) -> bytes:
+    """The gateway's metrics, its state and Triton's metrics (if fetched) in one text."""
     return generate_latest(REGISTRY) + generate_latest(state) + (triton_text or b"")

@@ -16,9 +16,9 @@ import numpy as np
 import tritonclient.http.aio as triton_http
 from tritonclient.utils import InferenceServerException
 
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS
 
-from ..errors import ApiError, DeadlineExceeded, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
+from ..errors import DeadlineExceeded, EmbedgateError, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
 
 log = logging.getLogger("embedgate.triton")
 
@@ -28,9 +28,9 @@ _CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError, OSError)
 _INFER_HEADERS = {"Accept-Encoding": "identity"}
 
 
-def map_triton_error(exc: BaseException, model: str | None = None) -> ApiError:
+def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateError:
     """Turn a Triton or transport failure into the error a client should see."""
-    if isinstance(exc, ApiError):
+    if isinstance(exc, EmbedgateError):
         return exc
     if isinstance(exc, asyncio.TimeoutError):
         return DeadlineExceeded("the request did not finish before its deadline")

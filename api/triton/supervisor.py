@@ -29,9 +29,8 @@ from pathlib import Path
 
 import httpx
 
-from converters.repository import is_s3, open_repository, parse_s3, triton_location
+from embedgate.converters.repository import is_s3, open_repository, parse_s3, triton_location
 
-from ..repository import cache_dir
 from ..settings import Settings
 from . import bundle
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
@@ -167,7 +166,7 @@ class TritonSupervisor:
     async def start(self) -> None:
         self._prepared = await asyncio.to_thread(bundle.prepare, self.settings.triton_work_dir)
         await asyncio.to_thread(reap_orphaned_stubs)
-        repository = open_repository(self.repository, cache_dir(self.settings))
+        repository = open_repository(self.repository, self.settings.repository_cache)
         await asyncio.to_thread(repository.create)
         if self._remote:
             await asyncio.to_thread(remove_orphaned_downloads)
@@ -217,7 +216,7 @@ class TritonSupervisor:
         assert self._prepared is not None
         if not self._remote:
             return self._prepared.env
-        from converters.repository.s3_client import triton_environment
+        from embedgate.converters.repository.s3_client import triton_environment
 
         self._mount = tempfile.mkdtemp(prefix=f"{self._shm_prefix}s3-")
         return {

@@ -12,11 +12,17 @@ import os
 import tempfile
 from pathlib import Path
 
-from converters.errors import RepositoryError
-
-from .base import CONFIG_FILE, MANIFEST_FILE, ModelRepository, Stage
-from .local import LocalRepository
-from .location import InvalidLocation, S3Location, is_s3, normalize, parse_s3, triton_location
+from embedgate.converters.errors import RepositoryError
+from embedgate.converters.repository.base import CONFIG_FILE, MANIFEST_FILE, ModelRepository, Stage
+from embedgate.converters.repository.local import LocalRepository
+from embedgate.converters.repository.location import (
+    InvalidLocation,
+    S3Location,
+    is_s3,
+    normalize,
+    parse_s3,
+    triton_location,
+)
 
 __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "InvalidLocation", "LocalRepository", "ModelRepository",
@@ -32,7 +38,7 @@ def open_repository(
     local copies (metadata, tokenizers, conversions' staging); default: the temp dir."""
     location = normalize(location)
     if is_s3(location):
-        from .s3 import S3Repository
+        from embedgate.converters.repository.s3 import S3Repository
 
         root = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / "embedgate-repository"
         return S3Repository(parse_s3(location), root)

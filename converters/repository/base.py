@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
-from converters.spec import ModelMetadata
+from embedgate.converters.spec import ModelMetadata
 
 CONFIG_FILE = "config.pbtxt"
 MANIFEST_FILE = ".embedgate-loaded.json"

@@ -10,10 +10,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-from converters.publish import STAGING_DIR, Staging
-from converters.spec import METADATA_FILE, ModelMetadata
-
-from .base import MANIFEST_FILE, ModelRepository
+from embedgate.converters.publish import STAGING_DIR, Staging
+from embedgate.converters.repository.base import MANIFEST_FILE, ModelRepository
+from embedgate.converters.spec import METADATA_FILE, ModelMetadata
 
 
 class LocalRepository(ModelRepository):

@@ -27,14 +27,13 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from converters.errors import RepositoryError, TargetExistsError
-from converters.publish import STAGING_DIR
-from converters.spec import METADATA_FILE, TOKENIZER_DIR, ModelMetadata
-
-from .base import CONFIG_FILE, MANIFEST_FILE, ModelRepository
-from .location import S3Location
-from .s3_client import make_client
-from .s3_staging import S3Staging, exists_message, upload_order
+from embedgate.converters.errors import RepositoryError, TargetExistsError
+from embedgate.converters.publish import STAGING_DIR
+from embedgate.converters.repository.base import CONFIG_FILE, MANIFEST_FILE, ModelRepository
+from embedgate.converters.repository.location import S3Location
+from embedgate.converters.repository.s3_client import make_client
+from embedgate.converters.repository.s3_staging import S3Staging, exists_message, upload_order
+from embedgate.converters.spec import METADATA_FILE, TOKENIZER_DIR, ModelMetadata
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects' limit

@@ -11,7 +11,7 @@ import os
 import boto3
 from botocore.config import Config
 
-from .location import S3Location
+from embedgate.converters.repository.location import S3Location
 
 # What S3-compatible services other than AWS expect when nobody says (Triton's default too).
 DEFAULT_REGION = "us-east-1"

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from converters.errors import TargetExistsError
-from converters.publish import STAGING_DIR, StagedModel
-from converters.spec import METADATA_FILE
-
-from .base import CONFIG_FILE
+from embedgate.converters.errors import TargetExistsError
+from embedgate.converters.publish import STAGING_DIR, StagedModel
+from embedgate.converters.repository.base import CONFIG_FILE
+from embedgate.converters.spec import METADATA_FILE
 
 if TYPE_CHECKING:
-    from .s3 import S3Repository
+    from embedgate.converters.repository.s3 import S3Repository
 
 
 class S3Staging(StagedModel):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.embedding import Embeddings
-from api.errors import ModelNotFound, ModelNotLoaded
-from api.settings import Settings
-from converters.spec import ModelMetadata, ParityResult
+from embedgate.api.compute.embedding import Embeddings
+from embedgate.api.errors import ModelNotFound, ModelNotLoaded
+from embedgate.api.http.app import create_app
+from embedgate.api.settings import Settings
+from embedgate.converters.spec import ModelMetadata, ParityResult
 
 
 def fake_metadata(name: str) -> ModelMetadata:
@@ -42,7 +42,7 @@ class FakeRegistry:
     on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
 
     def served(self, name, pretrained=None):
-        from api.names import to_triton_name
+        from embedgate.api.models.names import to_triton_name
 
         to_triton_name(name)
         if name in self.loaded_names:
@@ -54,9 +54,6 @@ class FakeRegistry:
     def loaded(self):
         return [FakeModel(n) for n in self.loaded_names]
 
-    def admit(self, model):
-        return contextlib.nullcontext()
-
     unloaded: list = field(default_factory=list)
 
     async def unload(self, name, pretrained=None):
@@ -67,6 +64,9 @@ class FakeRegistry:
 class FakeEmbeddings:
     def __init__(self):
         self.calls = []
+
+    def admit(self, model):
+        return contextlib.nullcontext()
 
     async def embed_texts(self, model, texts, *, normalize, timeout_s):
         self.calls.append((model.name, list(texts), normalize))

@@ -1,160 +1,21 @@
-"""Fixtures for the converter tests: a fake Triton Python-backend module and one real conversion."""
+"""Fixtures for the converter tests: real conversions through ``python -m embedgate.converters``."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = REPO_ROOT / "converters" / "templates" / "python_model.py"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-# --- a stand-in for triton_python_backend_utils, enough for templates/python_model.py ---
-
-
-class FakeTensor:
-    def __init__(self, name: str, array: np.ndarray):
-        self._name = name
-        self._array = np.asarray(array)
-
-    def name(self) -> str:
-        return self._name
-
-    def as_numpy(self) -> np.ndarray:
-        return self._array
-
-
-class FakeTritonError:
-    def __init__(self, message: str):
-        self._message = message
-
-    def message(self) -> str:
-        return self._message
-
-
-class FakeInferenceResponse:
-    def __init__(self, output_tensors, error=None):
-        self.output_tensors = list(output_tensors)
-        self.error = error
-
-    def has_error(self) -> bool:
-        return self.error is not None
-
-    def output(self, name: str) -> np.ndarray:
-        return next(t.as_numpy() for t in self.output_tensors if t.name() == name)
-
-
-class FakeInferenceRequest:
-    def __init__(self, **inputs: np.ndarray):
-        self.inputs = [FakeTensor(name, array) for name, array in inputs.items()]
-
-
-def _get_input_tensor_by_name(request: FakeInferenceRequest, name: str):
-    return next((t for t in request.inputs if t.name() == name), None)
-
-
-@pytest.fixture
-def fake_pb_utils(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    module = types.ModuleType("triton_python_backend_utils")
-    module.Tensor = FakeTensor
-    module.TritonError = FakeTritonError
-    module.InferenceResponse = FakeInferenceResponse
-    module.get_input_tensor_by_name = _get_input_tensor_by_name
-    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", module)
-    return module
-
-
-@pytest.fixture
-def make_request():
-    """``make_request(input_ids=..., attention_mask=...)``: a request as model.py receives it."""
-    return FakeInferenceRequest
-
-
-@pytest.fixture
-def template_path() -> Path:
-    return TEMPLATE
-
-
-@pytest.fixture
-def load_python_model(fake_pb_utils):
-    """Import a model.py (the template by default) as Triton's Python stub would."""
-
-    def load(path: Path = TEMPLATE) -> types.ModuleType:
-        spec = importlib.util.spec_from_file_location(f"triton_model_{abs(hash(path))}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load
-
-
-# --- a tiny ONNX graph with the published signature ---
-
-
-@dataclass
-class TinyOnnx:
-    path: Path  # <model dir>/1/model.onnx
-    table: np.ndarray  # [vocab, dim] embedding table
-
-
-def mean_pool_graph(table: np.ndarray):
-    """embedding = sum(table[ids] * mask) / sum(mask): pooling under the mask, like the real graphs."""
-    from onnx import TensorProto, checker, helper, numpy_helper
-
-    nodes = [
-        helper.make_node("Gather", ["table", "input_ids"], ["tokens"]),
-        helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
-        helper.make_node("Unsqueeze", ["mask_f", "last_axis"], ["mask_3d"]),
-        helper.make_node("Mul", ["tokens", "mask_3d"], ["masked"]),
-        helper.make_node("ReduceSum", ["masked", "seq_axis"], ["summed"], keepdims=0),
-        helper.make_node("ReduceSum", ["mask_3d", "seq_axis"], ["count"], keepdims=0),
-        helper.make_node("Max", ["count", "epsilon"], ["safe_count"]),
-        helper.make_node("Div", ["summed", "safe_count"], ["embedding"]),
-    ]
-    initializers = [
-        numpy_helper.from_array(table, "table"),
-        numpy_helper.from_array(np.array([2], dtype=np.int64), "last_axis"),
-        numpy_helper.from_array(np.array([1], dtype=np.int64), "seq_axis"),
-        numpy_helper.from_array(np.array([1e-9], dtype=np.float32), "epsilon"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "mean_pool",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-        ],
-        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", table.shape[1]])],
-        initializers,
-    )
-    # IR 8 is opset 17's; newer onnx writes an IR version onnxruntime may not read yet.
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    checker.check_model(model)
-    return model
-
-
-@pytest.fixture
-def mean_pool_onnx(tmp_path: Path) -> TinyOnnx:
-    import onnx
-
-    table = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)
-    path = tmp_path / "tiny" / "1" / "model.onnx"
-    path.parent.mkdir(parents=True)
-    onnx.save(mean_pool_graph(table), str(path))
-    return TinyOnnx(path, table)
-
-
-# --- running `python -m converters` ---
+# --- running `python -m embedgate.converters` ---
 
 
 @dataclass
@@ -172,7 +33,7 @@ class ConversionRun:
 def run_converter(spec: dict, timeout: float = 600) -> ConversionRun:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     completed = subprocess.run(
-        [sys.executable, "-m", "converters"],
+        [sys.executable, "-m", "embedgate.converters"],
         input=json.dumps(spec),
         capture_output=True,
         text=True,
@@ -185,7 +46,7 @@ def run_converter(spec: dict, timeout: float = 600) -> ConversionRun:
 
 @pytest.fixture(scope="session")
 def run_conversion():
-    """``run_conversion(spec_dict)``: run ``python -m converters`` in a subprocess."""
+    """``run_conversion(spec_dict)``: run ``python -m embedgate.converters`` in a subprocess."""
     return run_converter
 
 

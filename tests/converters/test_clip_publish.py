@@ -16,7 +16,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CLIP_CONVERTER = textwrap.dedent(
     """
-    from converters.spec import (
+    from embedgate.converters.spec import (
         ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata, ParityResult,
     )
 
@@ -49,7 +49,7 @@ FAKE_CLIP_CONVERTER = textwrap.dedent(
 RUNNER = textwrap.dedent(
     """
     import sys
-    import converters.__main__ as entry
+    import embedgate.converters.__main__ as entry
     entry.CONVERTERS["clip"] = "fake_clip_converter"
     sys.exit(entry.main())
     """

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CONVERTER = textwrap.dedent(
     """
     import os, sys, time
-    from converters.spec import ModelMetadata, ParityResult
+    from embedgate.converters.spec import ModelMetadata, ParityResult
 
     def convert(spec, out_dir, step):
         step("fake conversion")
@@ -42,7 +42,7 @@ FAKE_CONVERTER = textwrap.dedent(
 RUNNER = textwrap.dedent(
     """
     import sys
-    import converters.__main__ as entry
+    import embedgate.converters.__main__ as entry
     entry.CONVERTERS["sentence_transformer"] = "fake_converter"
     sys.exit(entry.main())
     """

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from converters.__main__ import _out_of_memory
-from converters.spec import ConversionSpec
+from embedgate.converters.__main__ import _out_of_memory
+from embedgate.converters.spec import ConversionSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ FAILING_CONVERTER = textwrap.dedent(
 RUNNER = textwrap.dedent(
     """
     import sys
-    import converters.__main__ as entry
+    import embedgate.converters.__main__ as entry
     entry.CONVERTERS["sentence_transformer"] = "failing_converter"
     sys.exit(entry.main())
     """

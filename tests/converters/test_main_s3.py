@@ -22,8 +22,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CONVERTER = textwrap.dedent(
     """
     import time
-    from converters.errors import ParityError
-    from converters.spec import ModelMetadata, ParityResult
+    from embedgate.converters.errors import ParityError
+    from embedgate.converters.spec import ModelMetadata, ParityResult
 
     def convert(spec, out_dir, step):
         step("fake conversion")
@@ -50,7 +50,7 @@ RACING_CLIP_CONVERTER = textwrap.dedent(
     """
     import boto3
     from botocore.config import Config
-    from converters.repository import parse_s3
+    from embedgate.converters.repository import parse_s3
     import fake_clip_converter
 
     def convert(spec, text_dir, image_dir, step):
@@ -69,7 +69,7 @@ RACING_CLIP_CONVERTER = textwrap.dedent(
 RUNNER = textwrap.dedent(
     """
     import sys, time
-    import converters.__main__ as entry
+    import embedgate.converters.__main__ as entry
     entry.CONVERTERS["sentence_transformer"] = "fake_converter"
     entry.CONVERTERS["clip"] = "racing_clip_converter"
     if "--slow-upload" in sys.argv:

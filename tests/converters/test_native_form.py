@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from tritonclient.grpc import model_config_pb2 as pb
 
-from api.preprocess.text import TextTokenizer, bucket_length
-from converters.spec import METADATA_FILE, ONNX_FILE, TOKENIZER_DIR, ModelMetadata
-from converters.triton_config import parse
+from embedgate.api.compute.preprocess.text import TextTokenizer, bucket_length
+from embedgate.converters.spec import METADATA_FILE, ONNX_FILE, TOKENIZER_DIR, ModelMetadata
+from embedgate.converters.triton_config import parse
 from tests.helpers import cosine_rows
 
 from .conftest import MINILM

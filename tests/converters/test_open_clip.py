@@ -10,10 +10,10 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from api.preprocess.clip_text import ClipTokenizer
-from api.preprocess.images import prepare_image
-from converters.clip_parity import parity_images
-from converters.spec import EMBEDDING, INPUT_IDS, PIXELS, ModelMetadata, clip_part_names
+from embedgate.api.compute.preprocess.clip_text import ClipTokenizer
+from embedgate.api.compute.preprocess.images import prepare_image
+from embedgate.converters.clip_parity import parity_images
+from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PIXELS, ModelMetadata, clip_part_names
 from tests.clip_model import TINY_CLIP_CONFIG, build_tiny_clip, reference_model
 from tests.helpers import cosine_rows
 

@@ -3,8 +3,8 @@ the real MiniLM in test_sentence_transformer.py)."""
 
 import numpy as np
 
-from converters.packed import pack_in_order, packed_inputs, unsupported_reason
-from converters.spec import INPUT_IDS
+from embedgate.converters.packed import pack_in_order, packed_inputs, unsupported_reason
+from embedgate.converters.spec import INPUT_IDS
 
 
 class Pooling:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from converters import parity
-from converters.errors import ParityError
+from embedgate.converters import parity
+from embedgate.converters.errors import ParityError
 
 
 @pytest.fixture

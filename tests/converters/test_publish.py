@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from converters.errors import TargetExistsError
-from converters.publish import STAGING_DIR, Staging
+from embedgate.converters.errors import TargetExistsError
+from embedgate.converters.publish import STAGING_DIR, Staging
 
 
 def write_model(directory: Path, marker: str) -> None:

@@ -12,9 +12,9 @@ import pytest
 from google.protobuf import json_format
 from tokenizers import Tokenizer
 
-from converters.publish import STAGING_DIR
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
-from converters.triton_config import parse
+from embedgate.converters.publish import STAGING_DIR
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
+from embedgate.converters.triton_config import parse
 from tests.helpers import cosine_rows
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

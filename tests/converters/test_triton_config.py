@@ -4,8 +4,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
-from converters.triton_config import (
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
+from embedgate.converters.triton_config import (
     INTER_OP_PARAMETER,
     INTRA_OP_PARAMETER,
     ONNX_FILE_PARAMETER,

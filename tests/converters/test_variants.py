@@ -17,12 +17,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import ValidationError
 
-from api.preprocess.text import TextTokenizer
-from converters import int8, parity, variants
-from converters.errors import ParityError
-from converters.publish import STAGING_DIR
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ConversionSpec, ModelMetadata
-from converters.triton_config import parse
+from embedgate.api.compute.preprocess.text import TextTokenizer
+from embedgate.converters import int8, parity, variants
+from embedgate.converters.errors import ParityError
+from embedgate.converters.publish import STAGING_DIR
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ConversionSpec, ModelMetadata
+from embedgate.converters.triton_config import parse
 from tests.helpers import cosine_rows
 
 from .conftest import MINILM, run_converter

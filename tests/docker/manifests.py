@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ray.serve.config import AutoscalingConfig
 from ray.serve.schema import ServeDeploySchema
 
-from api.settings import Settings
+from embedgate.api.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2 as pb
 
-from api.registry import ModelRegistry
-from api.settings import Settings
-from converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
-from converters.triton_config import build_text_model_config, parse, render
+from embedgate.api.compute.batching import BatchingPolicy
+from embedgate.api.settings import Settings
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
+from embedgate.converters.triton_config import build_text_model_config, parse, render
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 
@@ -69,7 +69,7 @@ def deployed_settings(monkeypatch, tmp_path) -> Settings:
 
 
 def test_the_container_writes_native_gpu_configs_that_parse(deployed_settings):
-    options = ModelRegistry(deployed_settings, client=None)._triton_options("sentence_transformer")
+    options = BatchingPolicy(deployed_settings).triton_options("sentence_transformer")
     config = parse(render(build_text_model_config("org--model", 384, options)))
 
     assert isinstance(config, pb.ModelConfig)

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
+from embedgate.api.http.app import create_app
+from embedgate.api.settings import Settings
 
 from .manifests import (
     DOCKER,

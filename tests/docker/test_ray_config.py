@@ -15,8 +15,8 @@ import ray
 import yaml
 from ray.serve import Application
 
-from api.ray_serve.app import build
-from api.ray_serve.desired import DesiredModels
+from embedgate.api.ray_serve.app import build
+from embedgate.api.ray_serve.desired import DesiredModels
 
 from .manifests import (
     DOCKER,
@@ -85,7 +85,7 @@ def test_a_misspelt_option_is_caught(config):
 
 def test_the_import_path_builds_the_application(config, monkeypatch):
     app = application(config)
-    assert app["import_path"] == "api.ray_serve.app:build"
+    assert app["import_path"] == "embedgate.api.ray_serve.app:build"
     assert (app["name"], app["route_prefix"]) == ("embedgate", "/")
     # The settings the replicas will read, in the environment the builder reads them from.
     for name, value in app["runtime_env"]["env_vars"].items():

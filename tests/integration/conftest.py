@@ -85,7 +85,11 @@ def processes_mentioning(text: str) -> list[int]:
     return pids
 
 
-def start_gateway(repository: Path, log_path: Path, **settings: str) -> Gateway:
+def start_gateway(
+    repository: Path, log_path: Path, *, command: list[str] | None = None, cwd: Path | None = None, **settings: str
+) -> Gateway:
+    """A gateway on a free port: ``python -m embedgate.api serve`` of this environment, or
+    ``command`` (another installation's ``embedgate serve``)."""
     port = free_port()
     env = dict(os.environ)
     env.update(
@@ -99,7 +103,7 @@ def start_gateway(repository: Path, log_path: Path, **settings: str) -> Gateway:
     env.update({f"EMBEDGATE_{k.upper()}": v for k, v in settings.items()})
     log = open(log_path, "wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "api", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+        command or [sys.executable, "-m", "embedgate.api", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
     )
     gateway = Gateway(f"http://127.0.0.1:{port}", process, repository, log_path)
     deadline = time.monotonic() + 90

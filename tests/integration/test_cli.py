@@ -21,7 +21,7 @@ STEP = re.compile(r"^\[\s*\d+\.\ds\] (?P<message>.+)$")
 def embedgate(gateway, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, EMBEDGATE_URL=gateway.url)
     return subprocess.run(
-        [sys.executable, "-m", "api", *argv], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "embedgate.api", *argv], env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -13,8 +13,8 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.settings import Settings
-from api.triton.supervisor import TritonSupervisor
+from embedgate.api.settings import Settings
+from embedgate.api.triton.supervisor import TritonSupervisor
 from tests.helpers import cosine_rows
 
 from .conftest import MINILM, start_gateway, wait_ready

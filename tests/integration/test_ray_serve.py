@@ -27,7 +27,6 @@ from tests.s3 import S3Bucket
 
 from .conftest import MINILM, free_port, processes
 
-
 REPLICA = "x-embedgate-replica"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
@@ -42,7 +41,7 @@ class Deployment:
     def deploy(self, replicas: int) -> None:
         """``embedgate serve --ray`` against the running cluster (deploys, then returns)."""
         command = [
-            sys.executable, "-m", "api", "serve", "--ray",
+            sys.executable, "-m", "embedgate.api", "serve", "--ray",
             "--ray-address", self.cluster.address,
             "--ray-dashboard-url", self.dashboard_url,
             "--ray-replicas", str(replicas),

@@ -6,7 +6,6 @@ import asyncio
 
 import httpx
 import numpy as np
-import pytest
 
 from tests.helpers import cosine_rows
 

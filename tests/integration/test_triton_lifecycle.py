@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 
 from tests.helpers import cosine_rows
 

@@ -92,7 +92,7 @@ def test_listings_and_metrics_name_the_variants(http, variants):
 
 def test_the_cli_loads_a_variant_by_option(gateway, variants):
     result = subprocess.run(
-        [sys.executable, "-m", "api", "load", MINILM, "--quantize", "int8", "--quiet", "--url", gateway.url],
+        [sys.executable, "-m", "embedgate.api", "load", MINILM, "--quantize", "int8", "--quiet", "--url", gateway.url],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr

@@ -5,15 +5,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from api.errors import DeadlineExceeded, ModelNotLoaded
-from api.ray_serve import cluster as cluster_module
-from api.ray_serve.cluster import ClusterModels, ReplicaLoadFailed, ServeCluster
-from api.ray_serve.config_api import ServeConfigApi
-from api.ray_serve.desired import DesiredModels
+from embedgate.api.errors import DeadlineExceeded, ModelNotLoaded
+from embedgate.api.ray_serve import cluster as cluster_module
+from embedgate.api.ray_serve.cluster import ClusterModels, ReplicaLoadFailed, ServeCluster
+from embedgate.api.ray_serve.config_api import ServeConfigApi
+from embedgate.api.ray_serve.desired import DesiredModels
 
 from .fakes import FakeBoard, FakeServeApi
 
-APP = {"name": "embedgate", "import_path": "api.ray_serve.app:build",
+APP = {"name": "embedgate", "import_path": "embedgate.api.ray_serve.app:build",
        "deployments": [{"name": "EmbedGate", "user_config": {"models": [], "revision": 0}}]}
 
 

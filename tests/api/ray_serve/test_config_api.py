@@ -2,11 +2,11 @@
 
 import pytest
 
-from api.ray_serve.config_api import ClusterConfigError, ServeConfigApi
+from embedgate.api.ray_serve.config_api import ClusterConfigError, ServeConfigApi
 
 from .fakes import FakeServeApi
 
-APP = {"name": "embedgate", "route_prefix": "/", "import_path": "api.ray_serve.app:build",
+APP = {"name": "embedgate", "route_prefix": "/", "import_path": "embedgate.api.ray_serve.app:build",
        "deployments": [{"name": "EmbedGate", "num_replicas": 2, "user_config": {"models": ["a"], "revision": 1}}]}
 OTHER = {"name": "other", "route_prefix": "/other", "import_path": "other:app"}
 

@@ -1,7 +1,7 @@
 import pytest
 
-from api.errors import InvalidModelName
-from api.ray_serve.desired import DesiredModels, adding, removing
+from embedgate.api.errors import InvalidModelName
+from embedgate.api.ray_serve.desired import DesiredModels, adding, removing
 
 
 def test_user_config_round_trips_and_drops_duplicates():

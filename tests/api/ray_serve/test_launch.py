@@ -5,10 +5,10 @@ from pathlib import Path
 
 from ray.serve.schema import ServeDeploySchema
 
-from api.ray_serve.config_api import ServeConfigApi
-from api.ray_serve.desired import DesiredModels
-from api.ray_serve.launch import application_config, deploy, replica_settings
-from api.settings import Settings
+from embedgate.api.ray_serve.config_api import ServeConfigApi
+from embedgate.api.ray_serve.desired import DesiredModels
+from embedgate.api.ray_serve.launch import application_config, deploy, replica_settings
+from embedgate.api.settings import Settings
 
 from .fakes import FakeServeApi
 

@@ -11,8 +11,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from api.errors import DeadlineExceeded
-from api.triton.client import TritonClient
+from embedgate.api.errors import DeadlineExceeded
+from embedgate.api.triton.client import TritonClient
 
 EMBEDDINGS = np.arange(6, dtype=np.float32).reshape(2, 3)
 

@@ -6,8 +6,9 @@ import aiohttp
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from api.errors import DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
-from api.triton.client import map_triton_error
+from embedgate.api.errors import DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
+from embedgate.api.http.errors import headers_of, status_of
+from embedgate.api.triton.client import map_triton_error
 
 
 @pytest.mark.parametrize(
@@ -29,7 +30,7 @@ def test_triton_messages_map_to_statuses(message, status, expected):
 
 def test_overload_answers_carry_retry_after():
     error = map_triton_error(InferenceServerException(msg="Exceeds maximum queue size", status="503"), "m")
-    assert error.status == 503 and error.headers["Retry-After"]
+    assert status_of(error) == 503 and headers_of(error)["Retry-After"]
 
 
 @pytest.mark.parametrize(

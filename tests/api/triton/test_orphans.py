@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from api.triton.orphans import STUB, reap_orphaned_stubs
+from embedgate.api.triton.orphans import STUB, reap_orphaned_stubs
 
 
 def dead_pid() -> int:

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from api.settings import Settings
-from api.triton.bundle import PreparedTriton
-from api.triton.supervisor import Ports, build_command
+from embedgate.api.settings import Settings
+from embedgate.api.triton.bundle import PreparedTriton
+from embedgate.api.triton.supervisor import Ports, build_command
 
 
 def command(**overrides):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import Settings
-from api.triton.bundle import PreparedTriton
-from api.triton.orphans import remove_orphaned_downloads
-from api.triton.supervisor import Ports, TritonSupervisor, build_command
+from embedgate.api.settings import Settings
+from embedgate.api.triton.bundle import PreparedTriton
+from embedgate.api.triton.orphans import remove_orphaned_downloads
+from embedgate.api.triton.supervisor import Ports, TritonSupervisor, build_command
 
 URL = "s3://127.0.0.1:9000/bucket/models"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from converters.spec import ModelMetadata, ParityResult
+from embedgate.converters.spec import ModelMetadata, ParityResult
 
 
 def metadata(name: str, dim: int = 8) -> ModelMetadata:

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from converters.errors import TargetExistsError
-from converters.publish import STAGING_DIR
-from converters.repository import LocalRepository, open_repository
+from embedgate.converters.errors import TargetExistsError
+from embedgate.converters.publish import STAGING_DIR
+from embedgate.converters.repository import LocalRepository, open_repository
 
 from .staged import metadata, write_model
 

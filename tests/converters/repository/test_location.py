@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from converters.repository import InvalidLocation, is_s3, normalize, parse_s3, triton_location
+from embedgate.converters.repository import InvalidLocation, is_s3, normalize, parse_s3, triton_location
 
 
 def test_an_s3_compatible_service_is_host_port_then_bucket_and_path():

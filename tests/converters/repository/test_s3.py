@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from converters.errors import RepositoryError, TargetExistsError
-from converters.publish import STAGING_DIR
-from converters.repository import open_repository
+from embedgate.converters.errors import RepositoryError, TargetExistsError
+from embedgate.converters.publish import STAGING_DIR
+from embedgate.converters.repository import open_repository
 from tests.s3 import SECRET_ACCESS_KEY
 
 from .staged import metadata, write_model

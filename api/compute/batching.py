@@ -1,0 +1,80 @@
+"""Batching policy, in one place: who batches a model's requests, and how.
+
+Two batchers can merge requests into one model run:
+- Triton's dynamic batcher (``dynamic_batching`` in the model's config), which collects
+  the calls queued for a model and hands them to a free instance;
+- the gateway's coalescer (``coalescing.py``), which merges small requests into shared
+  tokenizer and Triton calls before they leave the gateway.
+
+Measured on CPU, Triton's batcher hands one freed instance every queued call and leaves
+the others waiting, so python-form sentence-transformers are published without it and the
+coalescer is their only batcher: every request that fits one Triton call is merged, with
+one call running per instance and one waiting. CLIP models keep Triton's batcher (their
+image requests are not merged in the gateway), and so do the native form and any model
+published with ``gateway_batching`` off; for them the coalescer merges only small requests.
+
+Inside a Triton call the Python-backend model (``triton/python_backend_model.py``) sorts
+texts by length and cuts sub-batches, or packs short texts into shared rows; the
+parameters it uses (``sub_batch_size``, ``run_overhead_tokens``, ``pack_width``) are set
+here, in the model's config, when it is converted.
+"""
+
+from __future__ import annotations
+
+import os
+
+from embedgate.converters.spec import ModelMetadata, TritonConfigOptions
+
+from ..settings import Settings
+
+
+class BatchingPolicy:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def triton_options(self, kind: str) -> TritonConfigOptions:
+        """The Triton config of a new model of ``kind`` (``sentence_transformer``, ``clip``)."""
+        s = self.settings
+        instances, threads = s.instance_count, s.ort_intra_op_threads
+        if s.triton_form == "python":
+            # Measured on CPU: one single-threaded onnxruntime per core keeps every core
+            # busy, where one instance with a thread per core leaves them idle between ops.
+            cores = os.cpu_count() or 1
+            instances = instances or cores
+            threads = threads or max(1, cores // instances)
+        return TritonConfigOptions(
+            form=s.triton_form,
+            max_batch_size=s.max_batch_size,
+            dynamic_batching=not self.gateway_batches(kind),
+            sub_batch_size=s.sub_batch_size,
+            run_overhead_tokens=s.run_overhead_tokens,
+            pack_width=s.pack_width,
+            max_queue_delay_microseconds=s.max_queue_delay_us,
+            max_queue_size=s.triton_max_queue_size,
+            instance_count=instances or 1,
+            instance_kind=(
+                s.instance_kind if s.instance_kind != "auto" else ("gpu" if s.triton_form == "onnxruntime" else "cpu")
+            ),
+            intra_op_threads=threads,
+        )
+
+    def gateway_batches(self, kind: str) -> bool:
+        """Whether a new model of ``kind`` is published without Triton's dynamic batcher."""
+        s = self.settings
+        return s.gateway_batching and s.triton_form == "python" and kind == "sentence_transformer"
+
+    def coalesced_texts(self, metadata: ModelMetadata) -> int:
+        """Requests of at most this many texts go through the model's coalescer: all that
+        fit in one Triton call where Triton does not batch (the coalescer is the only
+        batcher), else the small ones (Triton merges the rest)."""
+        if metadata.dynamic_batching:
+            return self.settings.coalesce_max_texts
+        return metadata.max_batch_size
+
+    def calls_in_flight(self, metadata: ModelMetadata) -> int:
+        """Merged calls the coalescer keeps in flight for the model. Without Triton's
+        batcher: one running on each instance and one waiting for the first to free, so
+        no instance waits for the gateway."""
+        if metadata.dynamic_batching:
+            return self.settings.coalesce_in_flight
+        return metadata.instance_count + 1

@@ -1,0 +1,264 @@
+"""Text or images in, embeddings out: tokenize or decode off the loop, call Triton, normalize.
+
+This is the narrow interface between the HTTP side and the compute side: routes call
+:meth:`EmbeddingService.embed_texts` (any model, a CLIP model's text tower included) and
+:meth:`EmbeddingService.embed_images` (CLIP models) and never see tensors or Triton.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from ..errors import DeadlineExceeded, InvalidInput, TritonConnectionLost
+from ..settings import Settings
+from ..triton.client import TritonClient
+from .admission import admit
+from .batching import BatchingPolicy
+from .coalescing import Coalescer
+from .concurrency import run_all
+from .images import ImageLoader
+from .preprocess.text import TokenBatch, bucket_length
+from .served import ServedModel
+
+log = logging.getLogger("embedgate.embedding")
+T = TypeVar("T")
+
+
+class Restartable(Protocol):
+    """A Triton the gateway restarts when it dies (the embedded supervisor)."""
+
+    restarts: int
+
+    async def wait_restarted(self, since: int) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: np.ndarray  # float32 [n, dim]
+    token_counts: list[int]
+    truncated: int
+    tokenize_ms: float
+    inference_ms: float
+    # Waiting for a tokenizer thread: the request's queue time before any work on it.
+    queue_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Embedded:
+    """One tokenizer and Triton pass over the texts of one request or of several merged."""
+
+    batch: TokenBatch
+    vectors: np.ndarray
+    tokenize_began: float  # perf_counter times
+    tokenized: float
+    finished: float
+
+    def share(self, rows: slice, arrived: float) -> Embeddings:
+        return Embeddings(
+            vectors=self.vectors[rows],
+            token_counts=self.batch.token_counts[rows],
+            truncated=sum(self.batch.truncated_rows[rows]),
+            tokenize_ms=(self.tokenized - self.tokenize_began) * 1000,
+            inference_ms=(self.finished - self.tokenized) * 1000,
+            queue_ms=max(0.0, self.tokenize_began - arrived) * 1000,
+        )
+
+
+@dataclass(frozen=True)
+class ImageEmbeddings:
+    vectors: np.ndarray  # float32 [n, dim]
+    load_ms: float  # fetching, decoding and resizing
+    inference_ms: float
+
+
+def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
+    """Runs ``work`` and says when it began (in a pool: the wait before it is queue time)."""
+    return time.perf_counter(), work(*args)
+
+
+class EmbeddingService:
+    def __init__(
+        self, settings: Settings, client: TritonClient, triton: Restartable | None = None
+    ):
+        self.settings = settings
+        self.batching = BatchingPolicy(settings)
+        self.client = client
+        self.triton = triton
+        self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
+        self.images = ImageLoader(settings)
+        self._coalescers: dict[str, tuple[ServedModel, Coalescer[str, _Embedded, Embeddings]]] = {}
+        if settings.noop_inference:
+            log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
+
+    def close(self) -> None:
+        for _, coalescer in self._coalescers.values():
+            coalescer.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def admit(self, model: ServedModel):
+        """One slot of ``model``'s in-flight limit for the request in progress (503 if none)."""
+        return admit(model, self.settings.max_inflight_requests)
+
+    async def embed_texts(
+        self, model: ServedModel, texts: list[str], *, normalize: bool, timeout_s: float
+    ) -> Embeddings:
+        return await _within(timeout_s, self._embed(model, texts, normalize, timeout_s))
+
+    async def _embed(
+        self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
+    ) -> Embeddings:
+        with self.admit(model):
+            if len(texts) <= self.batching.coalesced_texts(model.metadata):
+                result = await self._coalescer(model).submit(texts, timeout_s)
+            else:
+                arrived = time.perf_counter()
+                embedded = await self._tokenize_and_embed(model, texts, timeout_s)
+                result = embedded.share(slice(None), arrived)
+        if normalize and not model.metadata.normalized:
+            result = dataclasses.replace(result, vectors=_unit_rows(result.vectors))
+        return result
+
+    def _coalescer(self, model: ServedModel) -> Coalescer[str, _Embedded, Embeddings]:
+        """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
+        the old one finishes the calls it has."""
+        key = model.triton_names[0]
+        known = self._coalescers.get(key)
+        if known is None or known[0] is not model:
+            coalescer = Coalescer(
+                lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
+                _Embedded.share,
+                max_rows=model.metadata.max_batch_size,
+                max_in_flight=self.batching.calls_in_flight(model.metadata),
+            )
+            known = self._coalescers[key] = (model, coalescer)
+        return known[1]
+
+    async def _tokenize_and_embed(self, model: ServedModel, texts: list[str], timeout_s: float) -> _Embedded:
+        loop = asyncio.get_running_loop()
+        tokenize_began, batch = await loop.run_in_executor(
+            self._pool, _began_then, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
+        )
+        tokenized = time.perf_counter()
+        limit = model.metadata.max_batch_size
+        if self.settings.noop_inference:
+            # Everything a request costs the gateway, minus the model.
+            vectors = np.zeros((len(texts), model.metadata.embedding_dim), dtype=np.float32)
+        elif len(texts) <= limit:
+            vectors = await self._send_texts(model, batch.input_ids, batch.attention_mask, timeout_s)
+        else:
+            vectors = await self._embed_chunked(model, batch, limit, timeout_s)
+        return _Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
+
+    async def _embed_chunked(self, model: ServedModel, batch, limit: int, timeout_s: float) -> np.ndarray:
+        # Sort by length so each chunk pads little, send chunks concurrently (Triton
+        # batches them), then put rows back in request order.
+        counts = np.asarray(batch.token_counts)
+        order = np.argsort(counts, kind="stable")
+        # A bounded number of chunks in flight: a huge request does not crowd everyone
+        # else out of Triton's queue, and a cancelled request stops sending chunks.
+        gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+
+        async def send(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            async with gate:
+                return await self._send_texts(model, ids, mask, timeout_s)
+
+        calls = []
+        for start in range(0, len(order), limit):
+            rows = order[start : start + limit]
+            width = int(counts[rows].max())
+            if model.metadata.clip is not None:
+                width = batch.input_ids.shape[1]  # a CLIP text tower takes the full context
+            elif model.metadata.form == "onnxruntime":
+                width = bucket_length(width, model.tokenizer.max_length)
+            calls.append(
+                send(
+                    np.ascontiguousarray(batch.input_ids[rows, :width]),
+                    np.ascontiguousarray(batch.attention_mask[rows, :width]),
+                )
+            )
+        parts = await run_all(calls)
+        sorted_vectors = np.concatenate(parts)
+        vectors = np.empty_like(sorted_vectors)
+        vectors[order] = sorted_vectors
+        return vectors
+
+    def _send_texts(self, model: ServedModel, ids: np.ndarray, mask: np.ndarray, timeout_s: float):
+        # A CLIP text tower takes token ids only: it pools at the end-of-text token.
+        return self._surviving_restarts(
+            lambda: self.client.embed(
+                model.triton_names[0], ids, None if model.metadata.clip else mask, timeout_s=timeout_s
+            )
+        )
+
+    async def _surviving_restarts(self, call: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
+        """``call``, sent once more if Triton died under it and its supervisor brought it
+        back with the models reloaded (within the request's deadline). Embedding is
+        idempotent, so the client sees a slower answer instead of a 503."""
+        restarts = self.triton.restarts if self.triton is not None else 0
+        try:
+            return await call()
+        except TritonConnectionLost:
+            if self.triton is None or not await self.triton.wait_restarted(restarts):
+                raise
+        log.info("triton restarted under a request; sending it again")
+        return await call()
+
+    async def embed_images(
+        self, model: ServedModel, images: Sequence[str | bytes], *, normalize: bool, timeout_s: float
+    ) -> ImageEmbeddings:
+        """Images as URLs, data URIs or bytes, through a CLIP model's image tower."""
+        if model.metadata.clip is None:
+            raise InvalidInput(f"model '{model.name}' has no image tower; load a CLIP model for images")
+        return await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
+
+    async def _embed_images(
+        self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
+    ) -> ImageEmbeddings:
+        assert model.metadata.clip is not None
+        with self.admit(model):
+            started = time.perf_counter()
+            pixels = await self.images.load(images, model.metadata.clip.image)
+            loaded = time.perf_counter()
+            if self.settings.noop_inference:
+                vectors = np.zeros((len(pixels), model.metadata.embedding_dim), dtype=np.float32)
+            else:
+                gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+                image_tower = model.triton_names[1]
+
+                async def send(chunk: np.ndarray) -> np.ndarray:
+                    async with gate:
+                        return await self._surviving_restarts(
+                            lambda: self.client.embed_images(image_tower, chunk, timeout_s=timeout_s)
+                        )
+
+                limit = model.metadata.max_batch_size
+                chunks = [pixels[start : start + limit] for start in range(0, len(pixels), limit)]
+                vectors = np.concatenate(await run_all([send(chunk) for chunk in chunks]))
+            finished = time.perf_counter()
+        return ImageEmbeddings(
+            vectors=_unit_rows(vectors) if normalize else vectors,
+            load_ms=(loaded - started) * 1000,
+            inference_ms=(finished - loaded) * 1000,
+        )
+
+
+async def _within(timeout_s: float, work: Awaitable[T]) -> T:
+    """``work`` under the request's deadline; past it, a 504 for the client."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await work
+    except TimeoutError:
+        raise DeadlineExceeded(f"the request did not finish within its {timeout_s:g}s deadline") from None
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

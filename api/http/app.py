@@ -1,0 +1,65 @@
+"""The FastAPI application factory. Thin on purpose: wiring lives in Gateway, behaviour
+in the routes and services."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from .. import __version__
+from ..gateway import Cluster, Gateway
+from ..settings import Settings
+from ..telemetry import MetricsMiddleware
+from .auth import KeyRing, require_admin_key, require_api_key
+from .errors import install_error_handlers
+from .middleware import CancelOnDisconnect, RequestLimits
+from .responses import JSONResponse
+from .routes import health, inference, metrics, models, openai, prometheus
+
+# Requests on these paths are cancelled when their client disconnects.
+INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings")
+
+
+def create_app(settings: Settings | None = None, *, cluster: Cluster | None = None) -> FastAPI:
+    """The gateway's app; ``cluster`` when it runs as one replica of many (Ray Serve)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        gateway = Gateway(settings, cluster)
+        await gateway.start()
+        app.state.gateway = gateway
+        try:
+            yield
+        finally:
+            app.state.gateway = None
+            await gateway.stop()
+
+    app = FastAPI(
+        title="embedgate",
+        version=__version__,
+        description="Text embeddings from sentence-transformer models served by NVIDIA Triton.",
+        lifespan=lifespan,
+        default_response_class=JSONResponse,
+        telemetry={
+            "tracing": settings.opentelemetry,
+            "metrics": settings.opentelemetry,
+            "logs": settings.opentelemetry,
+        },
+    )
+    install_error_handlers(app)
+    app.state.keyring = KeyRing(settings.api_keys, settings.admin_keys)
+    app.state.gateway = None
+    # Health stays open (probes carry no keys); management needs an admin key when set.
+    app.include_router(health.router)
+    for router in (inference.router, openai.router, metrics.router, prometheus.router, models.listing):
+        app.include_router(router, dependencies=[Depends(require_api_key)])
+    app.include_router(models.router, dependencies=[Depends(require_admin_key)])
+    app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
+    # Outermost, so that it counts and times every answer, the middlewares' own included.
+    app.add_middleware(MetricsMiddleware)
+    logging.getLogger("embedgate").setLevel(settings.log_level.upper())
+    return app

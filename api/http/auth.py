@@ -1,0 +1,62 @@
+"""Who may do what: optional bearer API keys, and admin keys for model management.
+
+- No keys configured: everything is open (a local, single-user server).
+- API keys configured: every endpoint but health and docs needs one of them (or an admin key).
+- Admin keys configured: load, unload and delete need one of them; an API key gets 403.
+
+Keys are compared in constant time (digests of equal length through
+``hmac.compare_digest``), and every configured key is compared, so timing reveals neither
+which key matched nor how much of one did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from fastapi import Request
+
+from ..errors import Forbidden, Unauthorized
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class KeyRing:
+    def __init__(self, api_keys: list[str], admin_keys: list[str]):
+        self._api = [_digest(k) for k in api_keys]
+        self._admin = [_digest(k) for k in admin_keys]
+
+    @staticmethod
+    def _matches(candidate: bytes, keys: list[bytes]) -> bool:
+        found = False
+        for key in keys:
+            found |= hmac.compare_digest(candidate, key)
+        return found
+
+    def check(self, authorization: str | None, *, admin: bool) -> None:
+        needed = self._admin if admin and self._admin else self._api + self._admin
+        if not needed:
+            return
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        candidate = _digest(token.strip())
+        if self._matches(candidate, needed):
+            return
+        if admin and self._matches(candidate, self._api):
+            raise Forbidden("this key may not load, unload or delete models")
+        raise Unauthorized("invalid API key")
+
+
+def _keyring(request: Request) -> KeyRing:
+    return request.app.state.keyring
+
+
+async def require_api_key(request: Request) -> None:
+    _keyring(request).check(request.headers.get("authorization"), admin=False)
+
+
+async def require_admin_key(request: Request) -> None:
+    _keyring(request).check(request.headers.get("authorization"), admin=True)

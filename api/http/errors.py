@@ -1,0 +1,148 @@
+"""One error shape for every endpoint, and the one place domain errors become statuses.
+
+Every error a client sees is ``{"error": {"status": int, "code": str, "message": str}}``,
+except on the OpenAI-compatible routes (``/v1/*``), which answer in OpenAI's error shape
+(``api/openai/errors.py``) with the same codes.
+Internal exceptions are logged with their traceback and answered with a generic 500 that
+carries a request id, never the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import errors
+from ..errors import EmbedgateError
+from ..telemetry import note_error
+from .openai.errors import is_openai_path, openai_error
+from .responses import JSONResponse
+
+log = logging.getLogger("embedgate.errors")
+
+
+# The one table from domain errors to HTTP statuses; a subclass not listed takes its
+# nearest listed ancestor's status.
+STATUS: dict[type[EmbedgateError], int] = {
+    EmbedgateError: 500,
+    errors.InvalidInput: 400,
+    errors.InvalidImage: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.ModelNotFound: 404,
+    errors.ModelNotLoaded: 409,
+    errors.ModelConflict: 409,
+    errors.TooManyInputs: 413,
+    errors.BodyTooLarge: 413,
+    errors.InvalidModelName: 422,
+    errors.ConversionFailed: 422,
+    errors.TritonError: 502,
+    errors.ReplicaLoadFailed: 502,
+    errors.ClusterConfigError: 502,
+    errors.Overloaded: 503,
+    errors.NotReady: 503,
+    errors.TritonUnavailable: 503,
+    errors.RepositoryUnavailable: 503,
+    errors.DeadlineExceeded: 504,
+    errors.InsufficientStorage: 507,
+}
+
+
+def status_of(error: EmbedgateError) -> int:
+    for cls in type(error).__mro__:
+        status = STATUS.get(cls)
+        if status is not None:
+            return status
+    return 500
+
+
+def headers_of(error: EmbedgateError) -> dict[str, str]:
+    headers = {}
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(error.retry_after_s)
+    if isinstance(error, errors.Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    return headers
+
+
+def error_body(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"error": {"status": status, "code": code, "message": message}}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(status, code, message), status_code=status, headers=headers)
+
+
+def _describe_validation(exc: RequestValidationError) -> tuple[int, str, str]:
+    errors = exc.errors()
+    if any(err.get("type") == "json_invalid" for err in errors):
+        return 400, "malformed_json", "request body is not valid JSON"
+    parts = []
+    for err in errors[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return 422, "invalid_request", "; ".join(parts) + more
+
+
+def _first_field(exc: RequestValidationError) -> str | None:
+    """The parameter the first validation error is about (OpenAI's ``param``)."""
+    for err in exc.errors()[:1]:
+        if err.get("type") == "json_invalid":  # its location is a character offset
+            return None
+        return ".".join(str(p) for p in err.get("loc", ()) if p != "body") or None
+    return None
+
+
+def error_response_for(
+    path: str,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+) -> JSONResponse:
+    """Every error leaves through here: OpenAI's shape on the OpenAI-compatible routes,
+    the project's everywhere else (middleware that answers before the routes uses it too)."""
+    note_error(code)
+    if is_openai_path(path):
+        status, body = openai_error(status, code, message, param)
+        return JSONResponse(body, status_code=status, headers=headers)
+    return error_response(status, code, message, headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(EmbedgateError)
+    async def _domain_error(request: Request, exc: EmbedgateError) -> JSONResponse:
+        param = getattr(exc, "param", None)
+        return error_response_for(
+            request.scope["path"], status_of(exc), exc.code, exc.message, headers_of(exc), param
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, code, message = _describe_validation(exc)
+        return error_response_for(request.scope["path"], status, code, message, param=_first_field(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        path = request.scope["path"]
+        if exc.status_code == 400:
+            # FastAPI's own parse failure (e.g. bytes that are not UTF-8).
+            return error_response_for(path, 400, "malformed_body", "request body could not be parsed as UTF-8 JSON")
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response_for(path, exc.status_code, code, str(exc.detail), exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        request_id = uuid.uuid4().hex[:12]
+        log.exception("unhandled error on %s %s [%s]", request.method, request.url.path, request_id)
+        message = f"internal error (request id {request_id})"
+        return error_response_for(request.scope["path"], 500, "internal_error", message)

@@ -1,0 +1,140 @@
+"""Pure ASGI middleware (no per-request BaseHTTPMiddleware overhead).
+
+- ``RequestLimits``: a body-size cap enforced while the body streams in (not after),
+  and a content-type check for request bodies.
+- ``CancelOnDisconnect``: on inference paths, a client that goes away cancels its
+  request, so it stops costing tokenization, admission slots and Triton calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from ..errors import BodyTooLarge
+from .errors import error_response_for
+
+log = logging.getLogger("embedgate.http")
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_BODY_METHODS = {"POST", "PUT", "PATCH"}
+_ACCEPTED_TYPES = {"application/json", "multipart/form-data"}
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class RequestLimits:
+    def __init__(self, app: ASGIApp, max_body_bytes: int):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            return await self.app(scope, receive, send)
+        limit = self.max_body_bytes
+        content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        if content_type not in _ACCEPTED_TYPES and not content_type.endswith("+json"):
+            shown = content_type or "none"
+            response = error_response_for(
+                scope["path"], 415, "unsupported_media_type",
+                f"content type '{shown[:100]}' is not supported; send application/json",
+            )
+            return await response(scope, receive, send)
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            response = error_response_for(
+                scope["path"], 413, "body_too_large",
+                f"request body of {declared} bytes exceeds the limit of {limit}",
+            )
+            return await response(scope, receive, send)
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class _Inbox:
+    """The messages the reader task passed on, for the app's ``receive`` (an
+    ``asyncio.Queue`` without the parts one reader and one writer never use)."""
+
+    __slots__ = ("_messages", "_waiter")
+
+    def __init__(self) -> None:
+        self._messages: deque[Message] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, message: Message) -> None:
+        self._messages.append(message)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def get(self) -> Message:
+        while not self._messages:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self._messages.popleft()
+
+
+class CancelOnDisconnect:
+    """The app runs in the request's own task; a small reader task feeds it the body and
+    cancels that task if the client disconnects first (one extra task per request)."""
+
+    def __init__(self, app: ASGIApp, paths: Iterable[str]):
+        self.app = app
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            return await self.app(scope, receive, send)
+        inbox = _Inbox()
+        request_task = asyncio.current_task()
+        assert request_task is not None
+        disconnected = False
+
+        async def pump() -> None:
+            # Reads the body for the app, then waits for the server to report a disconnect.
+            nonlocal disconnected
+            while True:
+                message = await receive()
+                inbox.put(message)
+                if message["type"] == "http.disconnect":
+                    disconnected = True
+                    request_task.cancel()
+                    return
+
+        pump_task = asyncio.create_task(pump())
+        try:
+            await self.app(scope, inbox.get, send)
+        except asyncio.CancelledError:
+            if not disconnected:
+                raise  # cancelled from outside (the server shutting down)
+            # Ours: the request ends here, quietly, and the task is no longer cancelling.
+            request_task.uncancel()
+            log.info("client disconnected from %s; cancelled its request", scope["path"])
+        else:
+            if disconnected:  # the app swallowed our cancellation: take the request back
+                request_task.uncancel()
+        finally:
+            pump_task.cancel()

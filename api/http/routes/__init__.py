@@ -1,0 +1,54 @@
+"""HTTP routes, one module per concern."""
+
+import math
+
+from fastapi import Request
+
+from ...compute.served import ServedModel
+from ...errors import InvalidInput, NotReady
+from ...gateway import Gateway
+from ...telemetry import tag_model
+from ..schemas import ErrorResponse
+
+# Documented error responses shared by the routes (the body is always ErrorResponse).
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 404, 409, 413, 422, 502, 503, 504)}
+
+
+# Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
+# a thread hop on every request for a few attribute reads.
+
+
+async def get_gateway(request: Request) -> Gateway:
+    gateway = getattr(request.app.state, "gateway", None)
+    if gateway is None:
+        raise NotReady("the gateway is starting")
+    return gateway
+
+
+def serving(gateway: Gateway, name: str, pretrained: str | None = None) -> ServedModel:
+    """The loaded model a request names (404 or 409 otherwise), tagged on the request's
+    metrics: a loaded model's name is safe as a label, anything a client sent is not."""
+    model = gateway.registry.served(name, pretrained)
+    tag_model(model.name)
+    return model
+
+
+TIMEOUT_HEADER = "x-request-timeout"
+
+
+async def request_timeout(request: Request) -> float:
+    """The request's deadline in seconds: the setting, or the client's own
+    ``X-Request-Timeout`` within ``max_request_timeout_s``."""
+    settings = (await get_gateway(request)).settings
+    raw = request.headers.get(TIMEOUT_HEADER)
+    if raw is None:
+        return settings.request_timeout_s
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInput(f"X-Request-Timeout must be a number of seconds, got '{raw[:40]}'") from None
+    if not math.isfinite(value) or value <= 0 or value > settings.max_request_timeout_s:
+        raise InvalidInput(
+            f"X-Request-Timeout must be between 0 and {settings.max_request_timeout_s:g} seconds"
+        )
+    return value

@@ -1,0 +1,84 @@
+"""POST /infer (text, and images for CLIP models) and POST /infer_image (uploaded images),
+in the seed's shape."""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, UploadFile
+
+from ...compute.concurrency import run_all
+from ...compute.embedding import Embeddings, ImageEmbeddings
+from ...errors import InvalidInput, TooManyInputs
+from ...gateway import Gateway
+from ..responses import JSONResponse
+from ..schemas import InferRequest, InferResponse
+from ..timing import TOTAL_HEADER, inference_headers
+from . import ERRORS, get_gateway, request_timeout, serving
+
+router = APIRouter(tags=["inference"])
+
+
+@router.post("/infer", response_model=InferResponse, responses=ERRORS)
+async def infer(
+    body: InferRequest,
+    gateway: Gateway = Depends(get_gateway),
+    timeout_s: float = Depends(request_timeout),
+) -> JSONResponse:
+    started = time.perf_counter()
+    if not body.text and not body.image:
+        raise InvalidInput("text must be a string or a non-empty list of strings (or, for a CLIP model, give image)")
+    settings = gateway.settings
+    _check_count(body.text, settings.max_texts_per_request, "texts")
+    _check_count(body.image, settings.max_images_per_request, "images")
+    model = serving(gateway, body.model_name, body.pretrained)
+    # One slot of the model's in-flight limit for the whole request, both parts included.
+    with gateway.embeddings.admit(model):
+        # A CLIP model's text and image parts run at the same time.
+        calls = {}
+        if body.text:
+            calls["text"] = gateway.embeddings.embed_texts(
+                model, body.text, normalize=body.normalize, timeout_s=timeout_s
+            )
+        if body.image:
+            calls["image"] = gateway.embeddings.embed_images(
+                model, body.image, normalize=body.normalize, timeout_s=timeout_s
+            )
+        results = dict(zip(calls, await run_all(list(calls.values()))))
+    return _answer(model.name, started, results.get("text"), results.get("image"))
+
+
+@router.post("/infer_image", response_model=InferResponse, responses=ERRORS)
+async def infer_image(
+    model_name: Annotated[str, Form(min_length=1, max_length=200, examples=["ViT-B-32"])],
+    pretrained: Annotated[str, Form(min_length=1, max_length=4096, examples=["laion2b_s34b_b79k"])],
+    image: Annotated[list[UploadFile], File(description="One or more image files.")],
+    normalize: Annotated[bool, Form()] = True,
+    gateway: Gateway = Depends(get_gateway),
+    timeout_s: float = Depends(request_timeout),
+) -> JSONResponse:
+    """Images uploaded as multipart/form-data files, through a CLIP model's image tower."""
+    started = time.perf_counter()
+    _check_count(image, gateway.settings.max_images_per_request, "images")
+    model = serving(gateway, model_name, pretrained)
+    files = [await upload.read() for upload in image]
+    result = await gateway.embeddings.embed_images(model, files, normalize=normalize, timeout_s=timeout_s)
+    return _answer(model.name, started, None, result)
+
+
+def _check_count(items: list | None, limit: int, what: str) -> None:
+    if items is not None and len(items) > limit:
+        raise TooManyInputs(f"{len(items)} {what} in one request; the limit is {limit}")
+
+
+def _answer(model: str, started: float, text: Embeddings | None, image: ImageEmbeddings | None) -> JSONResponse:
+    total_ms = (time.perf_counter() - started) * 1000
+    body: dict = {}
+    headers = inference_headers(model, text, total_ms) if text else {TOTAL_HEADER: f"{total_ms:.2f}"}
+    if text:
+        body["text_embeddings"] = text.vectors
+    if image:
+        body["image_embeddings"] = image.vectors
+        headers["x-image-load-time-ms"] = f"{image.load_ms:.2f}"
+        headers["x-image-inference-time-ms"] = f"{image.inference_ms:.2f}"
+    body["processingTimeMs"] = round(total_ms, 3)
+    return JSONResponse(body, headers=headers)

@@ -1,0 +1,106 @@
+"""OpenAI-compatible routes: ``POST /v1/embeddings``, ``GET /v1/models`` and
+``GET /v1/models/{model}``.
+
+An OpenAI client pointed at ``http://<host>:8686/v1`` works unchanged. Errors here have
+OpenAI's shape (``api.errors`` picks it by path). The model is found through the registry
+and its text embedded by the same ``EmbeddingService`` as ``/infer`` (a CLIP model's text
+encoder for a CLIP model), so the vectors are the same, always unit length as OpenAI's.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from fastapi import APIRouter, Depends
+
+from ...compute.served import ServedModel
+from ...errors import InvalidInput, TooManyInputs
+from ...gateway import Gateway
+from ...models.names import split_clip_key
+from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, ErrorResponse, Model, ModelsResponse
+from ..openai.vectors import encode_rows, shorten
+from ..responses import JSONResponse
+from ..timing import inference_headers
+from . import get_gateway, request_timeout, serving
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 500, 502, 503, 504)}
+OWNER = "embedgate"
+
+
+class InvalidParameter(InvalidInput):
+    """A bad value for one request parameter; OpenAI's error shape names it in ``param``."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
+@router.post("/embeddings", response_model=EmbeddingsResponse, responses=ERRORS)
+async def create_embeddings(
+    body: EmbeddingsRequest,
+    gateway: Gateway = Depends(get_gateway),
+    timeout_s: float = Depends(request_timeout),
+) -> JSONResponse:
+    started = time.perf_counter()
+    if not body.input:
+        raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
+    limit = gateway.settings.max_texts_per_request
+    if len(body.input) > limit:
+        raise TooManyInputs(f"{len(body.input)} inputs in one request; the limit is {limit}")
+    model = _served(gateway, body.model)
+    full = model.metadata.embedding_dim
+    if body.dimensions is not None and body.dimensions > full:
+        raise InvalidParameter(
+            f"dimensions must be at most {full} for model '{model.name}'", "dimensions"
+        )
+    result = await gateway.embeddings.embed_texts(model, body.input, normalize=True, timeout_s=timeout_s)
+    vectors = result.vectors
+    if body.dimensions is not None and body.dimensions < full:
+        vectors = shorten(vectors, body.dimensions)
+    # Tokens the model saw: counted by the model's own tokenizer, after truncation.
+    tokens = sum(result.token_counts)
+    payload = {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": index, "embedding": row}
+            for index, row in enumerate(encode_rows(vectors, body.encoding_format))
+        ],
+        "model": model.name,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+    total_ms = (time.perf_counter() - started) * 1000
+    return JSONResponse(payload, headers=inference_headers(model.name, result, total_ms))
+
+
+def _served(gateway: Gateway, model: str) -> ServedModel:
+    """OpenAI names a model with one string; a CLIP model is ``<model_name>:<pretrained>``,
+    as ``/v1/models`` lists it, and answers with its text encoder."""
+    clip = split_clip_key(model)
+    return serving(gateway, *clip) if clip else serving(gateway, model)
+
+
+def _created(timestamp: str) -> int:
+    try:
+        return int(datetime.fromisoformat(timestamp).timestamp())
+    except ValueError:
+        return 0
+
+
+def _model(name: str, created_at: str) -> Model:
+    return Model(id=name, created=_created(created_at), owned_by=OWNER)
+
+
+@router.get("/models", response_model=ModelsResponse, responses=ERRORS)
+async def list_models(gateway: Gateway = Depends(get_gateway)) -> ModelsResponse:
+    """The loaded models: the ones ``/v1/embeddings`` can use now."""
+    models = sorted(gateway.registry.loaded(), key=lambda m: m.name)
+    return ModelsResponse(data=[_model(m.name, m.metadata.created_at) for m in models])
+
+
+@router.get("/models/{model:path}", response_model=Model, responses=ERRORS)
+async def retrieve_model(model: str, gateway: Gateway = Depends(get_gateway)) -> Model:
+    served = _served(gateway, model)
+    return _model(served.name, served.metadata.created_at)

@@ -1,0 +1,36 @@
+"""Timing headers of inference responses, and the per-stage histograms behind them.
+
+The stages add up to the request: ``queue`` (waiting for a tokenizer thread), ``tokenize``,
+``inference`` (the Triton round trip, which includes Triton's own batching delay and
+queue: Triton does not report them per request); ``total`` also covers validation and
+normalization in the gateway. Serialization of the response comes after and is not in it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..telemetry.metrics import STAGE_SECONDS
+
+if TYPE_CHECKING:
+    from ..compute.embedding import Embeddings
+
+QUEUE_HEADER = "x-queue-time-ms"
+TOKENIZE_HEADER = "x-tokenize-time-ms"
+INFERENCE_HEADER = "x-inference-time-ms"
+TOTAL_HEADER = "x-total-time-ms"
+TRUNCATED_HEADER = "x-truncated-inputs"
+
+
+def inference_headers(model: str, result: Embeddings, total_ms: float) -> dict[str, str]:
+    """The response headers for one embedding request; also records its stage times."""
+    STAGE_SECONDS.labels(model, "queue").observe(result.queue_ms / 1000)
+    STAGE_SECONDS.labels(model, "tokenize").observe(result.tokenize_ms / 1000)
+    STAGE_SECONDS.labels(model, "inference").observe(result.inference_ms / 1000)
+    return {
+        QUEUE_HEADER: f"{result.queue_ms:.2f}",
+        TOKENIZE_HEADER: f"{result.tokenize_ms:.2f}",
+        INFERENCE_HEADER: f"{result.inference_ms:.2f}",
+        TOTAL_HEADER: f"{total_ms:.2f}",
+        TRUNCATED_HEADER: str(result.truncated),
+    }

@@ -1,0 +1,1 @@
+"""Model lifecycle: which models exist and are loaded, conversion, names, progress."""

@@ -1,0 +1,130 @@
+"""Runs a conversion in a subprocess (``python -m embedgate.converters``) so torch never enters the
+gateway and a crash, a hang or an out-of-memory kill costs only that subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import logging
+import resource
+import signal
+import sys
+import time
+from collections.abc import Callable
+
+from embedgate.converters.spec import ConversionSpec, ModelMetadata
+
+from ..errors import (
+    ConversionCrashed,
+    ConversionFailed,
+    ConversionOutOfMemory,
+    ConversionTargetExists,
+    DeadlineExceeded,
+    EmbedgateError,
+    InsufficientStorage,
+    ModelNotFound,
+    RepositoryUnavailable,
+)
+from ..telemetry.metrics import observe_conversion
+
+log = logging.getLogger("embedgate.conversion")
+
+
+
+# The converter's exit codes (converters/__main__.py) and what a client sees for each.
+FAILURES: dict[int, type[EmbedgateError]] = {
+    1: ConversionFailed,
+    2: ModelNotFound,
+    3: ConversionFailed,
+    4: ConversionTargetExists,
+    5: ConversionOutOfMemory,
+    6: InsufficientStorage,
+    7: RepositoryUnavailable,
+}
+
+
+def _limit_child(memory_limit_mb: int) -> None:
+    """Runs in the child before exec: die with the gateway, and cap its memory."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if memory_limit_mb:
+        limit = memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@observe_conversion
+async def run_conversion(
+    spec: ConversionSpec,
+    *,
+    timeout_s: float,
+    memory_limit_mb: int = 0,
+    on_line: Callable[[str], None] | None = None,
+) -> ModelMetadata:
+    started = time.monotonic()
+    log.info("converting %s -> %s", spec.model_name, spec.triton_name)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "embedgate.converters",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=lambda: _limit_child(memory_limit_mb),
+    )
+
+    async def progress() -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                log.info("[%s] %s", spec.model_name, line)
+                if on_line is not None:
+                    on_line(line)
+
+    async def exchange() -> bytes:
+        # Not communicate(): stderr is already being read by progress().
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(spec.model_dump_json().encode())
+        await proc.stdin.drain()
+        proc.stdin.close()
+        output = await proc.stdout.read()
+        await proc.wait()
+        return output
+
+    progress_task = asyncio.create_task(progress())
+    try:
+        stdout = await asyncio.wait_for(exchange(), timeout_s)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise DeadlineExceeded(
+            f"conversion of '{spec.model_name}' did not finish in {timeout_s:.0f}s"
+        ) from None
+    except asyncio.CancelledError:
+        proc.kill()
+        await proc.wait()
+        raise
+    finally:
+        await asyncio.gather(progress_task, return_exceptions=True)
+
+    last = stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    try:
+        payload = json.loads(last[0])
+    except ValueError:
+        payload = {}
+    if proc.returncode == 0:
+        metadata = ModelMetadata.model_validate(payload)
+        log.info("converted %s in %.1fs", spec.model_name, time.monotonic() - started)
+        return metadata
+
+    message = payload.get("error") if isinstance(payload, dict) else None
+    failure = FAILURES.get(proc.returncode or 0)
+    if failure is not None:
+        raise failure(message or f"conversion of '{spec.model_name}' failed")
+    # Killed by a signal (negative code; SIGKILL is what the kernel's OOM killer sends).
+    hint = " (killed: out of memory?)" if proc.returncode == -signal.SIGKILL else ""
+    raise ConversionCrashed(
+        f"conversion of '{spec.model_name}' crashed (exit {proc.returncode}){hint}; "
+        "nothing was published"
+    )

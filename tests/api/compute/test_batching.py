@@ -1,0 +1,59 @@
+"""The batching policy: the Triton options new models are converted with, and how the
+gateway's coalescer treats a model given how it was published."""
+
+import os
+from types import SimpleNamespace
+
+from embedgate.api.compute.batching import BatchingPolicy
+from embedgate.api.settings import Settings
+
+
+def options(kind="sentence_transformer", **settings):
+    return BatchingPolicy(Settings(**settings)).triton_options(kind)
+
+
+def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: int = 256):
+    return SimpleNamespace(
+        dynamic_batching=dynamic_batching, instance_count=instance_count, max_batch_size=max_batch_size
+    )
+
+
+def test_without_tritons_batcher_the_coalescer_merges_all_that_fits_one_call():
+    policy = BatchingPolicy(Settings(coalesce_max_texts=8, coalesce_in_flight=24))
+    assert policy.coalesced_texts(published(False, max_batch_size=256)) == 256
+    # One call running per instance and one waiting.
+    assert policy.calls_in_flight(published(False, instance_count=2)) == 3
+
+
+def test_with_tritons_batcher_the_coalescer_merges_small_requests_only():
+    policy = BatchingPolicy(Settings(coalesce_max_texts=8, coalesce_in_flight=24))
+    assert policy.coalesced_texts(published(True)) == 8
+    assert policy.calls_in_flight(published(True)) == 24
+
+
+def test_python_form_defaults_to_one_single_threaded_instance_per_core():
+    chosen = options()
+    assert chosen.instance_count == (os.cpu_count() or 1)
+    assert chosen.intra_op_threads == 1
+    assert chosen.instance_kind == "cpu"
+    assert (chosen.max_batch_size, chosen.sub_batch_size, chosen.run_overhead_tokens) == (256, 64, 32)
+    assert chosen.pack_width == 48 and options(pack_width=0).pack_width == 0
+
+
+def test_the_gateway_batches_python_form_sentence_transformers_and_triton_the_rest():
+    assert options().dynamic_batching is False
+    assert options(gateway_batching=False).dynamic_batching is True
+    # CLIP image requests are not merged in the gateway; native (GPU) instances keep Triton's batcher.
+    assert options("clip").dynamic_batching is True
+    assert options(triton_form="onnxruntime").dynamic_batching is True
+
+
+def test_explicit_instances_share_the_cores():
+    chosen = options(instance_count=1)
+    assert chosen.instance_count == 1 and chosen.intra_op_threads == (os.cpu_count() or 1)
+    assert options(instance_count=3, ort_intra_op_threads=2).intra_op_threads == 2
+
+
+def test_native_form_runs_one_gpu_instance_with_onnxruntimes_threads():
+    chosen = options(triton_form="onnxruntime")
+    assert (chosen.instance_count, chosen.intra_op_threads, chosen.instance_kind) == (1, 0, "gpu")

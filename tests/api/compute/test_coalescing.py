@@ -1,0 +1,192 @@
+"""Coalescer: requests that wait while every slot is busy leave together in one call."""
+
+import asyncio
+
+import pytest
+
+from embedgate.api.compute.coalescing import Coalescer
+
+
+class Calls:
+    """A fake ``work``: records each call's items and timeout; each call waits for its
+    own release, so a test decides when calls finish."""
+
+    def __init__(self):
+        self.items: list[list[str]] = []
+        self.timeouts: list[float] = []
+        self.releases: list[asyncio.Event] = []
+        self.fail_with: Exception | None = None
+
+    async def work(self, items, timeout_s):
+        self.items.append(list(items))
+        self.timeouts.append(timeout_s)
+        release = asyncio.Event()
+        self.releases.append(release)
+        await release.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [item.upper() for item in items]
+
+    async def started(self, count):
+        while len(self.items) < count:
+            await asyncio.sleep(0)
+
+
+def share(merged, rows, arrived):
+    return merged[rows]
+
+
+def coalescer(calls, *, max_rows=100, max_in_flight=1):
+    return Coalescer(calls.work, share, max_rows=max_rows, max_in_flight=max_in_flight)
+
+
+async def behind_a_busy_call(calls, merged, *waiting, first_timeout=5):
+    """A first request takes the only slot; then ``waiting`` ((items, timeout) pairs)
+    queue behind it. Returns the first request's task and theirs."""
+    first = asyncio.create_task(merged.submit(["first"], first_timeout))
+    await calls.started(1)
+    tasks = [asyncio.create_task(merged.submit(items, timeout)) for items, timeout in waiting]
+    await asyncio.sleep(0)
+    return first, tasks
+
+
+async def test_a_lone_request_leaves_at_once_with_its_own_items():
+    calls = Calls()
+    merged = coalescer(calls)
+    request = asyncio.create_task(merged.submit(["a", "b"], 5))
+    await calls.started(1)
+    assert calls.items == [["a", "b"]]
+    calls.releases[0].set()
+    assert await request == ["A", "B"]
+    assert merged.in_flight == 0
+
+
+async def test_requests_waiting_for_a_slot_leave_together_and_get_their_own_rows():
+    calls = Calls()
+    merged = coalescer(calls, max_in_flight=1)
+    first, waiting = await behind_a_busy_call(calls, merged, (["b", "c"], 5), (["d"], 5), (["e", "f", "g"], 5))
+    assert len(calls.items) == 1  # the slot is taken: they wait
+    calls.releases[0].set()
+    await calls.started(2)
+    assert calls.items[1] == ["b", "c", "d", "e", "f", "g"]
+    calls.releases[1].set()
+    assert await first == ["FIRST"]
+    assert [await task for task in waiting] == [["B", "C"], ["D"], ["E", "F", "G"]]
+
+
+async def test_a_call_carries_at_most_max_rows_and_the_rest_take_the_next_slot():
+    calls = Calls()
+    merged = coalescer(calls, max_rows=3, max_in_flight=2)
+    tasks = [asyncio.create_task(merged.submit(items, 5)) for items in (["a"], ["b", "c"], ["d", "e"], ["f"])]
+    await calls.started(2)
+    # Two slots: the first request alone (the second had not arrived yet when it left),
+    # then as many of the rest as fit in three rows.
+    assert calls.items == [["a"], ["b", "c"]]
+    calls.releases[0].set()
+    await calls.started(3)
+    assert calls.items[2] == ["d", "e", "f"]
+    for release in calls.releases:
+        release.set()
+    assert [await task for task in tasks] == [["A"], ["B", "C"], ["D", "E"], ["F"]]
+
+
+async def test_a_call_takes_an_equal_share_per_slot_so_calls_stay_about_the_same_size():
+    calls = Calls()
+    merged = coalescer(calls, max_rows=100, max_in_flight=2)
+    busy = [asyncio.create_task(merged.submit([name], 5)) for name in ("a", "b")]
+    await calls.started(2)
+    waiting = [asyncio.create_task(merged.submit([name], 5)) for name in "cdefgh"]
+    await asyncio.sleep(0)
+    # Eight texts for two slots: the slot that frees first takes four, not all six
+    # waiting, and the other slot the remaining two.
+    calls.releases[0].set()
+    await calls.started(3)
+    assert calls.items[2] == ["c", "d", "e", "f"]
+    calls.releases[1].set()
+    await calls.started(4)
+    assert calls.items[3] == ["g", "h"]
+    for release in calls.releases:
+        release.set()
+    assert [await task for task in busy + waiting] == [[name.upper()] for name in "abcdefgh"]
+    assert merged.in_flight == 0
+
+
+async def test_a_request_larger_than_max_rows_still_leaves_alone():
+    calls = Calls()
+    merged = coalescer(calls, max_rows=2)
+    task = asyncio.create_task(merged.submit(["a", "b", "c"], 5))
+    await calls.started(1)
+    calls.releases[0].set()
+    assert await task == ["A", "B", "C"]
+
+
+async def test_a_request_cancelled_while_waiting_is_left_out_of_the_call():
+    calls = Calls()
+    merged = coalescer(calls)
+    first, (gone, kept) = await behind_a_busy_call(calls, merged, (["gone"], 5), (["kept"], 5))
+    gone.cancel()
+    calls.releases[0].set()
+    await calls.started(2)
+    assert calls.items[1] == ["kept"]
+    calls.releases[1].set()
+    assert await kept == ["KEPT"]
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+
+
+async def test_a_request_cancelled_during_its_call_does_not_stop_the_others():
+    calls = Calls()
+    merged = coalescer(calls)
+    busy, (leaving, staying) = await behind_a_busy_call(calls, merged, (["leaving"], 5), (["staying"], 5))
+    calls.releases[0].set()
+    await calls.started(2)
+    leaving.cancel()
+    await asyncio.sleep(0)
+    calls.releases[1].set()
+    assert await staying == ["STAYING"]
+    await busy
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    assert merged.in_flight == 0
+
+
+async def test_a_failed_call_fails_each_of_its_requests_with_the_error():
+    calls = Calls()
+    merged = coalescer(calls)
+    first, others = await behind_a_busy_call(calls, merged, (["b"], 5), (["c"], 5))
+    calls.fail_with = RuntimeError("triton said no")
+    calls.releases[0].set()
+    await calls.started(2)
+    calls.releases[1].set()
+    for task in (first, *others):
+        with pytest.raises(RuntimeError, match="triton said no"):
+            await task
+    # The service goes on: the next request gets its own call.
+    calls.fail_with = None
+    again = asyncio.create_task(merged.submit(["d"], 5))
+    await calls.started(3)
+    calls.releases[2].set()
+    assert await again == ["D"]
+
+
+async def test_a_merged_call_lasts_as_long_as_its_most_patient_request():
+    calls = Calls()
+    merged = coalescer(calls)
+    first, tasks = await behind_a_busy_call(calls, merged, (["b"], 2), (["c"], 30), first_timeout=1)
+    calls.releases[0].set()
+    await calls.started(2)
+    assert calls.timeouts[0] == pytest.approx(1, abs=0.1)
+    assert calls.timeouts[1] == pytest.approx(30, abs=0.5)
+    calls.releases[1].set()
+    await asyncio.gather(first, *tasks)
+
+
+async def test_close_cancels_calls_and_waiting_requests():
+    calls = Calls()
+    merged = coalescer(calls)
+    running, (waiting,) = await behind_a_busy_call(calls, merged, (["b"], 5))
+    merged.close()
+    for task in (running, waiting):
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -1,0 +1,224 @@
+"""EmbeddingService with a fake Triton client: chunking, order, normalization, admission."""
+
+import asyncio
+import contextvars
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedgate.api.compute.concurrency import run_all
+from embedgate.api.compute.embedding import EmbeddingService
+from embedgate.api.compute.preprocess.text import TextTokenizer
+from embedgate.api.errors import Overloaded, TritonConnectionLost
+from embedgate.api.models.registry import ServedModel
+from embedgate.api.settings import Settings
+
+
+class EchoClient:
+    """Returns, for each row, [number of real tokens, first token id after CLS]."""
+
+    def __init__(self):
+        self.shapes = []
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        self.shapes.append(input_ids.shape)
+        return np.stack([attention_mask.sum(1), input_ids[:, 1]], axis=1).astype(np.float32)
+
+
+@dataclass
+class Meta:
+    max_batch_size: int = 4
+    normalized: bool = False
+    form: str = "python"
+    clip: None = None  # a sentence-transformer
+    dynamic_batching: bool = True
+    instance_count: int = 1
+
+
+@pytest.fixture
+def service(minilm_path):
+    settings = Settings(max_inflight_requests=1)
+    client = EchoClient()
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
+    model = ServedModel("m", "m", Meta(), tokenizer)
+    service = EmbeddingService(settings, client)
+    yield service, model, client, tokenizer
+    service.close()
+
+
+async def test_large_requests_are_chunked_by_length_and_returned_in_order(service):
+    service, model, client, tokenizer = service
+    texts = ["word " * n + f"w{n}" for n in (9, 1, 7, 3, 0, 5, 2, 8, 4, 6)]
+    result = await service.embed_texts(model, texts, normalize=False, timeout_s=5)
+    expected = tokenizer.encode(texts)
+    np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
+    np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+    assert len(client.shapes) == 3 and all(rows <= 4 for rows, _ in client.shapes)
+    # Sorted by length, so the first chunk is narrower than the whole request.
+    assert client.shapes[0][1] < expected.input_ids.shape[1]
+
+
+async def test_native_backend_form_pads_to_buckets(service):
+    service, model, client, _ = service
+    model.metadata.form = "onnxruntime"
+    await service.embed_texts(model, ["a b c"], normalize=False, timeout_s=5)
+    assert client.shapes == [(1, 8)]
+
+
+async def test_normalize_gives_unit_vectors_unless_the_graph_already_did(service):
+    service, model, _, _ = service
+    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, rtol=1e-6)
+    model.metadata.normalized = True
+    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    assert np.linalg.norm(result.vectors, axis=1).max() > 1.0
+
+
+async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):
+    service, model, _, _ = service
+    model.inflight = 1
+    with pytest.raises(Overloaded):
+        await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+    model.inflight = 0
+    await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+    assert model.inflight == 0
+
+
+async def test_one_request_takes_one_slot_for_all_its_parts(service):
+    service, model, _, _ = service  # limit: one request in flight
+    with service.admit(model):
+        # Its parts, run in tasks it starts (text and image of a CLIP request), take no more.
+        parts = await run_all(
+            [service.embed_texts(model, ["a"], normalize=False, timeout_s=5) for _ in range(2)]
+        )
+        assert len(parts) == 2 and model.inflight == 1
+        # Another request is over the limit.
+        other = asyncio.create_task(
+            service.embed_texts(model, ["b"], normalize=False, timeout_s=5), context=contextvars.Context()
+        )
+        with pytest.raises(Overloaded):
+            await other
+    assert model.inflight == 0
+
+
+class DiesOnceClient(EchoClient):
+    """Loses its connection on the first call, as when tritonserver is killed."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        self.calls += 1
+        if self.calls == 1:
+            raise TritonConnectionLost("the inference server is unavailable; retry shortly")
+        return await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+
+
+class FakeSupervisor:
+    def __init__(self, comes_back: bool):
+        self.restarts = 0
+        self.comes_back = comes_back
+
+    async def wait_restarted(self, since):
+        if self.comes_back:
+            self.restarts = since + 1
+        return self.comes_back
+
+
+@pytest.mark.parametrize("comes_back", [True, False])
+async def test_a_request_triton_died_under_is_sent_again_once_it_is_back(minilm_path, comes_back):
+    settings = Settings()
+    client = DiesOnceClient()
+    service = EmbeddingService(settings, client, FakeSupervisor(comes_back))
+    model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
+    try:
+        if comes_back:
+            result = await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+            assert client.calls == 2 and result.vectors.shape == (1, 2)
+        else:
+            with pytest.raises(TritonConnectionLost):
+                await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+            assert client.calls == 1
+    finally:
+        service.close()
+
+
+class HeldClient(EchoClient):
+    """Holds every call until released, so requests pile up behind the calls in flight."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+        result = await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+        await self.release.wait()
+        return result
+
+
+@pytest.mark.parametrize("coalesce_max_texts", [0, 2])
+async def test_small_requests_waiting_together_share_one_triton_call(minilm_path, coalesce_max_texts):
+    settings = Settings(coalesce_max_texts=coalesce_max_texts, coalesce_in_flight=1)
+    client = HeldClient()
+    service = EmbeddingService(settings, client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
+    model = ServedModel("m", "m", Meta(max_batch_size=256), tokenizer)
+    requests = [["first"], ["two words", "word " * 20], ["three little words"], ["a", "b", "c"]]
+    try:
+        first = asyncio.create_task(service.embed_texts(model, requests[0], normalize=False, timeout_s=5))
+        while not client.shapes:
+            await asyncio.sleep(0.001)
+        rest = [
+            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
+            for texts in requests[1:]
+        ]
+        await asyncio.sleep(0.05)
+        client.release.set()
+        results = [await first, *[await task for task in rest]]
+    finally:
+        service.close()
+    if coalesce_max_texts:
+        # The first went alone; the next two waited and went together; the last has
+        # more texts than are merged and went alone.
+        assert sorted(rows for rows, _ in client.shapes) == [1, 3, 3]
+    else:
+        assert sorted(rows for rows, _ in client.shapes) == [1, 1, 2, 3]
+    for texts, result in zip(requests, results):
+        expected = tokenizer.encode(texts)
+        np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
+        np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+        assert result.token_counts == expected.token_counts
+        assert result.truncated == expected.truncated
+    assert [r.truncated for r in results] == [0, 1, 0, 0]
+    assert model.inflight == 0
+
+
+async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_per_instance_and_one_waiting(
+    minilm_path,
+):
+    # The settings for models Triton batches do not apply: every request that fits in one
+    # call is merged, and two instances get three calls in flight.
+    settings = Settings(coalesce_max_texts=1, coalesce_in_flight=24)
+    client = HeldClient()
+    service = EmbeddingService(settings, client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
+    model = ServedModel("m", "m", Meta(max_batch_size=8, dynamic_batching=False, instance_count=2), tokenizer)
+    requests = [["a"], ["b"], ["c"], ["d", "e"], ["f"], ["g"], ["h"]]
+    try:
+        tasks = [
+            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5)) for texts in requests
+        ]
+        await asyncio.sleep(0.05)
+        assert len(client.shapes) == 3  # the others wait in the gateway
+        client.release.set()
+        results = [await task for task in tasks]
+    finally:
+        service.close()
+    # The two-text request, over coalesce_max_texts, was merged too: fewer calls than requests.
+    assert sum(rows for rows, _ in client.shapes) == 8 and len(client.shapes) < len(requests)
+    for texts, result in zip(requests, results):
+        expected = tokenizer.encode(texts)
+        np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])

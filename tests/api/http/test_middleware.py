@@ -1,0 +1,181 @@
+"""Body limits, content types and client disconnects, at the ASGI level."""
+
+import asyncio
+
+import pytest
+
+from embedgate.api.http.errors import status_of
+from embedgate.api.http.middleware import CancelOnDisconnect, RequestLimits
+
+
+def test_declared_oversized_body_is_refused_before_reading(client, settings):
+    body = b'{"model_name": "org/loaded", "text": ["' + b"a" * (settings.max_request_bytes + 10) + b'"]}'
+    response = client.post("/infer", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_unsupported_content_types_are_415(client, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    response = client.post("/infer", content=b'{"model_name": "org/loaded", "text": ["a"]}', headers=headers)
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_charset_parameter_is_fine(client):
+    response = client.post(
+        "/infer",
+        content=b'{"model_name": "org/loaded", "text": ["a"]}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert response.status_code == 200
+
+
+def test_non_utf8_bytes_are_a_clear_400(client):
+    response = client.post(
+        "/infer",
+        content=b'{"model_name": "org/loaded", "text": ["\xff\xfe\xfa"]}',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "malformed_body"
+
+
+async def test_streamed_body_is_cut_off_at_the_limit_without_a_length():
+    received = []
+
+    async def app(scope, receive, send):
+        while True:
+            message = await receive()
+            received.append(len(message.get("body", b"")))
+            if not message.get("more_body"):
+                return
+
+    chunks = [{"type": "http.request", "body": b"x" * 600, "more_body": True} for _ in range(10)]
+
+    async def receive():
+        return chunks.pop(0)
+
+    scope = {"type": "http", "method": "POST", "path": "/infer", "headers": [(b"content-type", b"application/json")]}
+    with pytest.raises(Exception) as raised:
+        await RequestLimits(app, max_body_bytes=2000)(scope, receive, None)
+    assert status_of(raised.value) == 413
+    assert sum(received) <= 2000 and len(chunks) == 6, "kept reading past the limit"
+
+
+def body_then_disconnect():
+    """A server's ``receive``: the request body, then, 50 ms later, the client leaving."""
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def test_client_disconnect_cancels_the_request():
+    cancelled = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        await receive()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    receive = body_then_disconnect()
+
+    scope = {"type": "http", "method": "POST", "path": "/infer"}
+    await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(scope, receive, None), 5)
+    assert cancelled.is_set()
+
+
+async def test_finished_requests_are_not_disturbed():
+    sent = []
+
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 200})
+
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()  # like a server: nothing more until a disconnect
+
+    async def send(message):
+        sent.append(message)
+
+    await CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, send)
+    assert sent == [{"type": "http.response.start", "status": 200}]
+
+
+async def test_a_server_cancelling_the_request_is_not_swallowed():
+    started = asyncio.Event()
+
+    async def app(scope, receive, send):
+        await receive()
+        started.set()
+        await asyncio.sleep(30)
+
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_disconnect_leaves_the_task_usable():
+    """After a disconnect the request's task is not left cancelling: later awaits in it work."""
+
+    async def slow_app(scope, receive, send):
+        await receive()
+        await asyncio.sleep(30)
+
+    receive = body_then_disconnect()
+
+    async def request():
+        await CancelOnDisconnect(slow_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
+        assert asyncio.current_task().cancelling() == 0
+        await asyncio.sleep(0.01)
+        return "went on"
+
+    assert await asyncio.wait_for(request(), 5) == "went on"
+
+
+async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending():
+    async def stubborn_app(scope, receive, send):
+        await receive()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # finishes anyway
+
+    receive = body_then_disconnect()
+
+    async def request():
+        await CancelOnDisconnect(stubborn_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
+        return asyncio.current_task().cancelling()
+
+    assert await asyncio.wait_for(request(), 5) == 0
+
+
+def test_openai_routes_get_openai_shaped_refusals(client):
+    response = client.post("/v1/embeddings", content=b"input=x", headers={"content-type": "text/plain"})
+    assert response.status_code == 415
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type" and error["type"] == "invalid_request_error"
+    assert "param" in error

@@ -1,0 +1,81 @@
+"""A CLIP model on disk is two directories: published, half published, absent or in conflict."""
+
+import pytest
+
+from embedgate.api.errors import InvalidInput, ModelNotFound
+from embedgate.api.http.auth import Forbidden
+from embedgate.api.models.clip import OnDisk, check_pretrained, find_on_disk
+from embedgate.api.settings import Settings
+from embedgate.converters.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata
+from tests.api.conftest import fake_metadata
+
+
+def clip_metadata(model_name: str, pretrained: str) -> ModelMetadata:
+    return fake_metadata(model_name).model_copy(
+        update={
+            "kind": "clip",
+            "clip": ClipMetadata(
+                pretrained=pretrained,
+                text=ClipText(context_length=77, sot_token_id=1, eot_token_id=2, word_pattern="x"),
+                image=ImagePreprocessing(height=224, width=224, mean=(0.5,) * 3, std=(0.5,) * 3),
+                image_parity=ImageParityResult(passed=True, threshold=0.9999, min_cosine=1.0, images=1),
+            ),
+        }
+    )
+
+
+@pytest.fixture
+def repository(tmp_path):
+    on_disk = {}
+
+    def put(part: str, metadata: ModelMetadata | None) -> None:
+        (tmp_path / part).mkdir()
+        on_disk[part] = metadata
+
+    def find(model_name="ViT-B-32", pretrained="tag"):
+        return find_on_disk(lambda part: (tmp_path / part).exists(), on_disk.get, "ViT-B-32_tag", model_name, pretrained)
+
+    return put, find
+
+
+def test_absent_and_published(repository):
+    put, find = repository
+    assert find() == (OnDisk.ABSENT, None)
+    metadata = clip_metadata("ViT-B-32", "tag")
+    put("ViT-B-32_tag_image_encoder", metadata)
+    put("ViT-B-32_tag_text_encoder", metadata)
+    assert find() == (OnDisk.PUBLISHED, metadata)
+
+
+@pytest.mark.parametrize("part", ["ViT-B-32_tag_image_encoder", "ViT-B-32_tag_text_encoder"])
+def test_one_part_of_this_model_is_a_half_publish(repository, part):
+    put, find = repository
+    put(part, clip_metadata("ViT-B-32", "tag"))
+    assert find() == (OnDisk.HALF_PUBLISHED, None)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [None, fake_metadata("ViT-B-32_tag_text_encoder"), clip_metadata("ViT-B-32", "other-tag"), clip_metadata("ViT-B", "32_tag")],
+    ids=["not-ours", "a-sentence-transformer", "other-pretrained", "same-name-other-split"],
+)
+def test_directories_holding_something_else_conflict(repository, metadata):
+    put, find = repository
+    put("ViT-B-32_tag_text_encoder", metadata)
+    put("ViT-B-32_tag_image_encoder", clip_metadata("ViT-B-32", "tag"))
+    assert find() == (OnDisk.CONFLICT, None)
+
+
+def test_pretrained_paths_are_checked(tmp_path):
+    checkpoint = tmp_path / "allowed" / "model.pt"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"weights")
+    check_pretrained(Settings(), "laion2b_s34b_b79k")  # a tag: nothing to check here
+    check_pretrained(Settings(), str(checkpoint))
+    check_pretrained(Settings(local_model_dirs=[checkpoint.parent]), str(checkpoint))
+    with pytest.raises(Forbidden):
+        check_pretrained(Settings(local_model_dirs=[tmp_path / "elsewhere"]), str(checkpoint))
+    with pytest.raises(ModelNotFound):
+        check_pretrained(Settings(), str(tmp_path / "missing.pt"))
+    with pytest.raises(InvalidInput):
+        check_pretrained(Settings(), "relative/model.pt")

@@ -1,0 +1,216 @@
+"""api/triton/python_backend_model.py run in-process, with a fake triton_python_backend_utils."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from google.protobuf import json_format
+
+from embedgate.converters import triton_config
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TritonConfigOptions
+
+VOCAB_SIZE = 50  # the mean_pool_onnx fixture's
+
+@pytest.fixture
+def table(mean_pool_onnx):
+    return mean_pool_onnx.table
+
+
+@pytest.fixture
+def model(mean_pool_onnx, load_python_model):
+    model_dir = mean_pool_onnx.path.parent.parent
+    options = TritonConfigOptions(intra_op_threads=1, inter_op_threads=1)
+    config = triton_config.build_text_model_config("tiny", mean_pool_onnx.table.shape[1], options)
+    # Triton hands model.py its config as JSON with proto field names.
+    config_json = json_format.MessageToJson(config, preserving_proto_field_name=True)
+    instance = load_python_model().TritonPythonModel()
+    instance.initialize(
+        {"model_config": config_json, "model_repository": str(model_dir), "model_version": "1"}
+    )
+    yield instance
+    instance.finalize()
+
+
+@pytest.fixture
+def ragged_request(make_request):
+    return lambda lengths, seed: random_request(make_request, lengths, seed)
+
+
+def random_request(make_request, lengths: list[int], seed: int):
+    rng = np.random.default_rng(seed)
+    width = max(lengths)
+    ids = rng.integers(1, VOCAB_SIZE, size=(len(lengths), width), dtype=np.int64)
+    mask = (np.arange(width)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
+    return make_request(**{INPUT_IDS: ids * mask, ATTENTION_MASK: mask})
+
+
+def expected(table: np.ndarray, req) -> np.ndarray:
+    ids, mask = (t.as_numpy() for t in req.inputs)
+    return (table[ids] * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+
+
+def test_a_dynamic_batch_matches_each_request_alone(model, table, ragged_request):
+    requests = [ragged_request([3], 0), ragged_request([7, 2, 5], 1), ragged_request([1, 1], 2), ragged_request([12], 3)]
+
+    batched = model.execute(requests)
+    alone = [model.execute([r])[0] for r in requests]
+
+    assert len(batched) == len(requests)
+    for req, together, single in zip(requests, batched, alone):
+        assert not together.has_error()
+        assert together.output(EMBEDDING).dtype == np.float32
+        assert together.output(EMBEDDING).shape == (len(req.inputs[0].as_numpy()), table.shape[1])
+        np.testing.assert_allclose(together.output(EMBEDDING), single.output(EMBEDDING), atol=1e-6)
+        np.testing.assert_allclose(together.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
+def test_one_onnxruntime_call_per_dynamic_batch(model, ragged_request):
+    calls = []
+    real_run = model.session.run
+
+    class CountingSession:
+        def run(self, outputs, feeds):
+            calls.append({name: array.shape for name, array in feeds.items()})
+            return real_run(outputs, feeds)
+
+    model.session = CountingSession()
+    model.execute([ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)])
+
+    assert calls == [{INPUT_IDS: (4, 7), ATTENTION_MASK: (4, 7)}]
+
+
+def test_rows_are_sorted_by_length_into_sub_batches_padded_to_their_own_longest(
+    mean_pool_onnx, load_python_model, table, ragged_request
+):
+    # run_overhead_tokens 0: fixed runs of sub_batch_size rows.
+    instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=2, run_overhead_tokens=0)
+    requests = [ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)]
+    responses = instance.execute(requests)
+
+    # Lengths 3, 7, 2, 4 sorted: (2, 3) then (4, 7); each run padded to its own longest.
+    assert calls == [(2, 3), (2, 7)]
+    for response, req in zip(responses, requests):
+        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
+def test_runs_are_cut_where_padding_would_cost_more_than_another_run(
+    mean_pool_onnx, load_python_model, table, ragged_request
+):
+    instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=64, run_overhead_tokens=8)
+    requests = [ragged_request([30], 0), ragged_request([3, 2], 1), ragged_request([4, 3], 2), ragged_request([29], 3)]
+    responses = instance.execute(requests)
+
+    # Sorted 2, 3, 3, 4, 29, 30: one run of six would compute 180 tokens; (4 rows x 4) and
+    # (2 rows x 30) compute 76, plus 8 for the second run.
+    assert calls == [(4, 4), (2, 30)]
+    for response, req in zip(responses, requests):
+        np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+
+
+def recording_model(mean_pool_onnx, load_python_model, table, **options):
+    """A model instance whose onnxruntime calls are recorded as the mask's shape."""
+    config = triton_config.build_text_model_config(
+        "tiny", table.shape[1], TritonConfigOptions(intra_op_threads=1, **options)
+    )
+    instance = load_python_model().TritonPythonModel()
+    instance.initialize(
+        {
+            "model_config": json_format.MessageToJson(config, preserving_proto_field_name=True),
+            "model_repository": str(mean_pool_onnx.path.parent.parent),
+            "model_version": "1",
+        }
+    )
+    calls = []
+    real_run = instance.session.run
+
+    class RecordingSession:
+        def run(self, outputs, feeds):
+            calls.append(feeds[ATTENTION_MASK].shape)
+            return real_run(outputs, feeds)
+
+    instance.session = RecordingSession()
+    return instance, calls
+
+
+def run_cost(lengths, runs, overhead):
+    return sum(overhead + (end - start) * lengths[end - 1] for start, end in runs)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cut_is_the_cheapest_one(load_python_model, seed):
+    plan = load_python_model().plan_sub_batches
+    rng = np.random.default_rng(seed)
+    lengths = np.sort(rng.integers(1, 40, size=int(rng.integers(1, 9))))
+    overhead, max_rows = float(rng.integers(0, 60)) + 0.5, int(rng.integers(1, 6))
+
+    runs = plan(lengths, max_rows, overhead)
+
+    # Contiguous, in order, covering every row once, none longer than max_rows.
+    assert [start for start, _ in runs] == [0] + [end for _, end in runs[:-1]]
+    assert runs[-1][1] == len(lengths)
+    assert all(0 < end - start <= max_rows for start, end in runs)
+    # No other cut (every subset of the gaps between rows) costs less.
+    count = len(lengths)
+    cheapest = min(
+        run_cost(lengths, list(zip((0, *cuts), (*cuts, count))), overhead)
+        for mask in range(2 ** (count - 1))
+        for cuts in [tuple(i for i in range(1, count) if mask >> (i - 1) & 1)]
+        if all(end - start <= max_rows for start, end in zip((0, *cuts), (*cuts, count)))
+    )
+    assert run_cost(lengths, runs, overhead) == pytest.approx(cheapest)
+
+
+def test_equal_lengths_make_as_few_runs_as_allowed(load_python_model):
+    plan = load_python_model().plan_sub_batches
+    runs = plan(np.full(10, 12), 4, 32.0)
+    assert len(runs) == 3 and all(end - start <= 4 for start, end in runs)
+    assert plan(np.full(10, 12), 64, 32.0) == [(0, 10)]
+    assert plan(np.array([5, 6, 7]), 2, 0) == [(0, 2), (2, 3)]
+
+
+def first_fit_slots(lengths, width):
+    """Token slots of first fit decreasing, the simplest packing: rows times the fullest."""
+    room = []
+    for length in sorted(lengths, reverse=True):
+        fits = [row for row, free in enumerate(room) if length <= free]
+        if fits:
+            room[fits[0]] -= length
+        else:
+            room.append(width - length)
+    return len(room) * (width - min(room))
+
+
+def slots(lengths, rows):
+    return len(rows) * max(int(lengths[row].sum()) for row in rows)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_packed_rows_hold_every_text_once_within_the_width_in_no_more_slots_than_first_fit(
+    load_python_model, seed
+):
+    pack_rows = load_python_model().pack_rows
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(8, 64))
+    lengths = rng.integers(1, width + 1, size=int(rng.integers(1, 80)))
+
+    rows = pack_rows(lengths, width)
+
+    assert sorted(text for row in rows for text in row) == list(range(len(lengths)))
+    assert all(row and lengths[row].sum() <= width for row in rows)
+    assert slots(lengths, rows) <= first_fit_slots(lengths.tolist(), width)
+
+
+def test_a_few_texts_are_balanced_across_rows(load_python_model):
+    pack_rows = load_python_model().pack_rows
+    # First fit fills one row to 48 and the other to 46: 96 slots. Balanced rows hold 47.
+    assert first_fit_slots([25, 24, 23, 22], 48) == 96
+    assert pack_rows(np.array([25, 24, 23, 22]), 48) == [[0, 3], [1, 2]]
+    # Three rows of 30 (90 slots) beat two full ones (96).
+    assert pack_rows(np.array([10, 30, 20, 18, 10]), 48) == [[1], [2, 4], [3, 0]]
+
+
+def test_many_texts_fill_rows_to_the_brim(load_python_model):
+    pack_rows = load_python_model().pack_rows
+    lengths = np.array([16] * 9 + [8] * 6)  # 192 tokens: four rows of 48 exactly
+    rows = pack_rows(lengths, 48)
+    assert slots(lengths, rows) == 192

@@ -1,0 +1,57 @@
+"""Finding the server's processes in /proc, and what they use."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from embedgate.bench.processes import MemoryWatch, ProcessSample, cpu_by_role, listening_pids, process_tree, sample
+
+
+def test_the_process_listening_on_a_port_is_found():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert listening_pids(port) == [os.getpid()]
+    with socket.socket() as bound_only:
+        bound_only.bind(("127.0.0.1", 0))  # bound but not listening: not a server
+        assert listening_pids(bound_only.getsockname()[1]) == []
+
+
+def test_the_tree_holds_descendants_with_their_memory_and_cpu():
+    child = subprocess.Popen([sys.executable, "-c", "import time; sum(range(10**7)); time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while child.pid not in process_tree([os.getpid()]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        samples = {s.pid: s for s in sample([os.getpid()])}
+        assert {os.getpid(), child.pid} <= set(samples)
+        mine = samples[os.getpid()]
+        assert mine.memory_kb > 1000 and mine.cpu_s > 0 and mine.role == "gateway"
+        assert mine.memory_kind in ("pss", "rss")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _s(pid, name, memory_kb, cpu_s):
+    return ProcessSample(pid, name, memory_kb, cpu_s, "pss")
+
+
+def test_roles_follow_process_names_and_cpu_is_a_difference():
+    before = [_s(1, "python", 100, 1.0), _s(2, "tritonserver", 200, 5.0)]
+    after = [_s(1, "python", 100, 1.5), _s(2, "tritonserver", 200, 7.0), _s(3, "triton_python_b", 50, 0.25)]
+    assert cpu_by_role(before, after) == {"gateway": 0.5, "triton": 2.25}
+
+
+def test_memory_watch_keeps_peaks_of_the_tree_and_of_each_role():
+    watch = MemoryWatch([1])
+    watch.observe([_s(1, "python", 100, 0), _s(2, "tritonserver", 300, 0)])
+    watch.observe([_s(1, "python", 150, 0), _s(2, "tritonserver", 200, 0)])
+    assert watch.peak_kb == 400
+    assert watch.peak_by_role_kb == {"gateway": 150, "triton": 300}
+    assert watch.pids == {1, 2} and watch.memory_kind == "pss"
+    watch.observe([ProcessSample(1, "python", 10, 0, "rss")])
+    assert watch.memory_kind == "rss"

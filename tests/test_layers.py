@@ -1,0 +1,126 @@
+"""The gateway's layers, as the architecture page draws them, kept true by reading the
+imports: each layer imports only itself and the layers below it, and no module imports
+another in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "embedgate.api"
+
+# Top to bottom. A module's layer is the longest prefix listed here.
+LAYERS = [
+    ("cli", "ray_serve", "__main__"),
+    ("http",),
+    ("gateway",),
+    ("models",),
+    ("compute",),
+    ("compute.preprocess", "triton"),
+    ("telemetry", "errors", "settings", "__init__"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT / "api").with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in (ROOT / "api").rglob("*.py")}
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The api modules ``name`` imports (relative imports resolved), at any depth."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith(PACKAGE + "."):
+                target = node.module[len(PACKAGE) + 1 :]
+            else:
+                continue
+            candidates = [f"{target}.{alias.name}" if target else alias.name for alias in node.names]
+            known = modules()
+            resolved = [c for c in candidates if c in known]
+            found.update(resolved or ([target] if target in known else []))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    found.add(alias.name[len(PACKAGE) + 1 :])
+    found.discard(name)
+    return found
+
+
+def layer(name: str) -> int:
+    best, rank = -1, None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank is not None, f"api/{name.replace('.', '/')}.py is in no layer: add it to LAYERS"
+    return rank
+
+
+GRAPH = {name: imports(name, path) for name, path in modules().items()}
+
+
+def test_each_layer_imports_only_itself_and_the_layers_below():
+    upward = [
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if name != "__init__" and layer(target) < layer(name)
+    ]
+    assert upward == []
+
+
+def test_no_module_imports_another_in_a_circle():
+    cycles, state = [], {}
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(GRAPH.get(name, ())):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(stack[stack.index(target) :] + [target]))
+            elif target not in state:
+                visit(target, stack + [target])
+        state[name] = "done"
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_domain_errors_carry_no_http_status():
+    import importlib
+
+    from embedgate.api.errors import EmbedgateError
+
+    for name in modules():
+        # __main__ would run the command line; the backend model runs inside Triton only.
+        if name not in ("__main__", "triton.python_backend_model"):
+            importlib.import_module(f"{PACKAGE}.{name}" if name != "__init__" else PACKAGE)
+    seen, todo = [], [EmbedgateError]
+    while todo:
+        cls = todo.pop()
+        seen.append(cls)
+        todo.extend(cls.__subclasses__())
+    assert len(seen) > 20
+    assert [cls.__name__ for cls in seen if {"status", "headers"} & set(vars(cls))] == []
+
+
+def test_no_module_is_over_400_lines():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in list((ROOT / "api").rglob("*.py")) + list((ROOT / "converters").rglob("*.py")) + list((ROOT / "bench").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > 400
+    }
+    assert long == {}
