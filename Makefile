@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: install serve test test-unit test-integration bench clean
+.PHONY: install serve test test-unit test-integration docs docs-serve bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,16 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/embedgate serve
 
-test: $(STAMP)
+# The manual first (seconds; a broken link or a page left out of the nav fails it), then
+# every test: unit, integration (the real tritonserver) and the OpenAPI contract.
+test: docs
 	$(BIN)/pytest -q -ra
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve
 
 test-unit: $(STAMP)
 	$(BIN)/pytest -q -m "not integration"
@@ -34,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmark.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build dist site *.egg-info
