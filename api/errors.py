@@ -39,6 +39,24 @@ class BodyTooLarge(EmbedgateError):
     code = "body_too_large"
 
 
+class UnsupportedMediaType(EmbedgateError):
+    """The body comes in a content type the route does not read."""
+
+    code = "unsupported_media_type"
+
+
+class PromptError(InvalidInput):
+    """A prompt the request asks for that the model cannot give: ``unknown_prompt`` (no
+    prompt of that name, or for that input type; the message lists the model's prompts) or
+    ``prompts_unsupported`` (the model takes no prompts; the message says why). ``param``
+    names the request field at fault."""
+
+    def __init__(self, code: str, message: str, param: str):
+        super().__init__(message)
+        self.code = code
+        self.param = param
+
+
 class InvalidImage(EmbedgateError):
     """One image of a request cannot be used. The code says why: ``image_url_refused``
     (scheme, or an address the fetcher may not reach), ``image_fetch_failed``,

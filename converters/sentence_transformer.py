@@ -15,6 +15,7 @@ from pathlib import Path
 
 from embedgate.converters import packed, parity, variants
 from embedgate.converters.errors import ConversionError, ModelNotFoundError
+from embedgate.converters.prompts import read_prompts
 from embedgate.converters.spec import (
     ATTENTION_MASK,
     EMBEDDING,
@@ -92,12 +93,17 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
     sentences = parity.parity_sentences(max_seq_length)
     preprocess = getattr(model, "preprocess", None) or model.tokenize
 
+    # Before any export: a default prompt the graph cannot apply refuses the conversion.
+    prompts = read_prompts(model)
+
     step("computing reference embeddings with sentence-transformers")
     features = preprocess(sentences)
     expected_ids = parity.reference_token_ids(
         features[INPUT_IDS].numpy(), features[ATTENTION_MASK].numpy()
     )
-    reference = model.encode(sentences, convert_to_numpy=True)
+    # The graph embeds the texts it is given; the gateway prepends any prompt, the default
+    # one included. prompt="" keeps encode() from applying the default here.
+    reference = model.encode(sentences, convert_to_numpy=True, prompt="")
     if spec.variant is not None:
         variants.prepare_export(model)
 
@@ -145,6 +151,9 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
         conversion_seconds=round(time.monotonic() - started, 2),
         variant=variant,
         packed_parity=packed_parity,
+        prompts=prompts.prompts,
+        default_prompt_name=prompts.default_prompt_name,
+        prompts_refused=prompts.refused,
     )
 
 

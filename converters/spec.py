@@ -219,3 +219,18 @@ class ModelMetadata(BaseModel):
     # Python form: the packed graph (PACKED_ONNX_FILE) for batches of short texts, and its
     # parity; None where the model has none.
     packed_parity: ParityResult | None = None
+    # The model's prompts as sentence-transformers holds them once loaded (name -> text it
+    # prepends to every text; 6.x adds empty "query" and "document" ones to every model), and
+    # the one that applies when a request names none. None: converted before prompts were
+    # recorded, so unknown (a CLIP model has none).
+    prompts: dict[str, str] | None = None
+    default_prompt_name: str | None = None
+    # Why requests may not use a (non-empty) prompt with this model, where they may not: its
+    # pooling leaves the prompt's tokens out, which the exported graph cannot do.
+    prompts_refused: str | None = None
+
+    @model_validator(mode="after")
+    def _clip_models_have_no_prompts(self) -> ModelMetadata:
+        if self.clip is not None and self.prompts is None:
+            self.prompts = {}
+        return self

@@ -44,3 +44,19 @@ def test_every_page_is_in_the_nav():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
     assert pages - _nav_pages(config["nav"]) == set()
+
+
+def test_the_architecture_layout_matches_the_tree():
+    """Every package folder of the gateway, and every module of the layers the page lists
+    one by one, is on the architecture page's layout; nothing there is gone from the tree."""
+    page = (DOCS / "architecture.md").read_text()
+    layout = page.split("## Layout", 1)[1].split("```", 2)[1]
+    api = ROOT / "api"
+    folders = {path.parent for path in api.rglob("__init__.py")} - {api}
+    missing = [f"{folder.name}/" for folder in folders if f"{folder.name}/" not in layout]
+    for layer in (api, api / "http", api / "compute", api / "models", api / "triton"):
+        missing += [p.name for p in layer.glob("*.py") if not p.name.startswith("__") and p.name not in layout]
+    assert missing == []
+    listed = {word for line in layout.splitlines() for word in line.split() if word.endswith(".py")}
+    existing = {path.name for path in ROOT.glob("**/*.py") if ".venv" not in path.parts}
+    assert listed - existing == set()

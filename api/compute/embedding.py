@@ -1,8 +1,9 @@
 """Text or images in, embeddings out: tokenize or decode off the loop, call Triton, normalize.
 
 This is the narrow interface between the HTTP side and the compute side: routes call
-:meth:`EmbeddingService.embed_texts` (any model, a CLIP model's text tower included) and
-:meth:`EmbeddingService.embed_images` (CLIP models) and never see tensors or Triton.
+:meth:`EmbeddingService.embed_texts` (any model, a CLIP model's text tower included; with
+the prompt the request chose, ``prompts.py``) and :meth:`EmbeddingService.embed_images`
+(CLIP models) and never see tensors or Triton.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
 from .preprocess.text import TokenBatch, bucket_length
+from .prompts import DEFAULT, PromptChoice, prompt_for
 from .served import ServedModel
 
 log = logging.getLogger("embedgate.embedding")
@@ -85,6 +87,14 @@ def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
     return time.perf_counter(), work(*args)
 
 
+def _prefixed(prefix: str, texts: list[str]) -> list[str]:
+    return [prefix + text for text in texts] if prefix else texts
+
+
+def _tokenize(model: ServedModel, texts: list[str], prefix: str) -> TokenBatch:
+    return model.tokenizer.encode(_prefixed(prefix, texts), model.metadata.form == "onnxruntime")
+
+
 class EmbeddingService:
     def __init__(
         self, settings: Settings, client: TritonClient, triton: Restartable | None = None
@@ -109,19 +119,30 @@ class EmbeddingService:
         return admit(model, self.settings.max_inflight_requests)
 
     async def embed_texts(
-        self, model: ServedModel, texts: list[str], *, normalize: bool, timeout_s: float
+        self,
+        model: ServedModel,
+        texts: list[str],
+        *,
+        normalize: bool,
+        timeout_s: float,
+        prompt: PromptChoice = DEFAULT,
     ) -> Embeddings:
-        return await _within(timeout_s, self._embed(model, texts, normalize, timeout_s))
+        """``texts``' embeddings, each text with the prompt ``prompt`` chooses before it (the
+        model's default prompt when it chooses none), as ``SentenceTransformer.encode`` does."""
+        prefix = prompt_for(model.name, model.metadata, prompt)
+        return await _within(timeout_s, self._embed(model, texts, normalize, timeout_s, prefix))
 
     async def _embed(
-        self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float
+        self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float, prefix: str
     ) -> Embeddings:
         with self.admit(model):
             if len(texts) <= self.batching.coalesced_texts(model.metadata):
-                result = await self._coalescer(model).submit(texts, timeout_s)
+                # A prompt is part of each text: prompted texts merge with anyone's. These
+                # are a few texts, prefixed on the loop; a large request's, in the pool.
+                result = await self._coalescer(model).submit(_prefixed(prefix, texts), timeout_s)
             else:
                 arrived = time.perf_counter()
-                embedded = await self._tokenize_and_embed(model, texts, timeout_s)
+                embedded = await self._tokenize_and_embed(model, texts, timeout_s, prefix)
                 result = embedded.share(slice(None), arrived)
         if normalize and not model.metadata.normalized:
             result = dataclasses.replace(result, vectors=_unit_rows(result.vectors))
@@ -142,10 +163,12 @@ class EmbeddingService:
             known = self._coalescers[key] = (model, coalescer)
         return known[1]
 
-    async def _tokenize_and_embed(self, model: ServedModel, texts: list[str], timeout_s: float) -> _Embedded:
+    async def _tokenize_and_embed(
+        self, model: ServedModel, texts: list[str], timeout_s: float, prefix: str = ""
+    ) -> _Embedded:
         loop = asyncio.get_running_loop()
         tokenize_began, batch = await loop.run_in_executor(
-            self._pool, _began_then, model.tokenizer.encode, texts, model.metadata.form == "onnxruntime"
+            self._pool, _began_then, _tokenize, model, texts, prefix
         )
         tokenized = time.perf_counter()
         limit = model.metadata.max_batch_size

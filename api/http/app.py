@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 from .. import __version__
 from ..gateway import Cluster, Gateway
 from ..settings import Settings
 from ..telemetry import MetricsMiddleware
-from .auth import KeyRing, require_admin_key, require_api_key
+from . import openapi
+from .auth import KeyRing, key_guard
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
@@ -50,13 +51,15 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
         },
     )
     install_error_handlers(app)
+    openapi.install(app, settings)
     app.state.keyring = KeyRing(settings.api_keys, settings.admin_keys)
     app.state.gateway = None
     # Health stays open (probes carry no keys); management needs an admin key when set.
     app.include_router(health.router)
-    for router in (inference.router, openai.router, metrics.router, prometheus.router, models.listing):
-        app.include_router(router, dependencies=[Depends(require_api_key)])
-    app.include_router(models.router, dependencies=[Depends(require_admin_key)])
+    for router in (inference.router, metrics.router, prometheus.router, models.listing):
+        app.include_router(router, **key_guard(settings))
+    app.include_router(openai.router, **key_guard(settings, openai=True))
+    app.include_router(models.router, **key_guard(settings, admin=True))
     app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
     # Outermost, so that it counts and times every answer, the middlewares' own included.

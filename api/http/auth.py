@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 
-from fastapi import Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPBearer
 
 from ..errors import Forbidden, Unauthorized
+from ..settings import Settings
+from .openapi import errors, openai_errors
 
 
 def _digest(key: str) -> bytes:
@@ -60,3 +64,19 @@ async def require_api_key(request: Request) -> None:
 
 async def require_admin_key(request: Request) -> None:
     _keyring(request).check(request.headers.get("authorization"), admin=True)
+
+
+# For the OpenAPI document only (the check above reads the header itself).
+_bearer = HTTPBearer(auto_error=False, scheme_name="apiKey", description="An API key (or an admin key).")
+
+
+def key_guard(settings: Settings, *, admin: bool = False, openai: bool = False) -> dict[str, Any]:
+    """``include_router`` arguments for routes behind keys: the check, and, where the
+    server has keys, what the document says of them: bearer security, 401, and 403 on the
+    management routes when an API key can be refused there."""
+    check = require_admin_key if admin else require_api_key
+    if not (settings.api_keys or settings.admin_keys):
+        return {"dependencies": [Depends(check)]}
+    statuses = [401, 403] if admin and settings.admin_keys and settings.api_keys else [401]
+    documented = openai_errors if openai else errors
+    return {"dependencies": [Security(_bearer), Depends(check)], "responses": documented(*statuses)}

@@ -39,6 +39,7 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.ModelConflict: 409,
     errors.TooManyInputs: 413,
     errors.BodyTooLarge: 413,
+    errors.UnsupportedMediaType: 415,
     errors.InvalidModelName: 422,
     errors.ConversionFailed: 422,
     errors.TritonError: 502,

@@ -1,7 +1,7 @@
 """Pure ASGI middleware (no per-request BaseHTTPMiddleware overhead).
 
-- ``RequestLimits``: a body-size cap enforced while the body streams in (not after),
-  and a content-type check for request bodies.
+- ``RequestLimits``: a body-size cap enforced while the body streams in (not after). (The
+  content type is the route's to check, after routing: ``routing.BodyRoute``.)
 - ``CancelOnDisconnect``: on inference paths, a client that goes away cancels its
   request, so it stops costing tokenization, admission slots and Triton calls.
 """
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..errors import BodyTooLarge
-from .errors import error_response_for
+from .errors import error_response_for, status_of
 
 log = logging.getLogger("embedgate.http")
 
@@ -26,7 +26,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
-_ACCEPTED_TYPES = {"application/json", "multipart/form-data"}
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -45,20 +44,10 @@ class RequestLimits:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
             return await self.app(scope, receive, send)
         limit = self.max_body_bytes
-        content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-        if content_type not in _ACCEPTED_TYPES and not content_type.endswith("+json"):
-            shown = content_type or "none"
-            response = error_response_for(
-                scope["path"], 415, "unsupported_media_type",
-                f"content type '{shown[:100]}' is not supported; send application/json",
-            )
-            return await response(scope, receive, send)
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            response = error_response_for(
-                scope["path"], 413, "body_too_large",
-                f"request body of {declared} bytes exceeds the limit of {limit}",
-            )
+            error = BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
+            response = error_response_for(scope["path"], status_of(error), error.code, error.message)
             return await response(scope, receive, send)
 
         received = 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.responses import Response
+from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 
-class JSONResponse(Response):
-    media_type = "application/json"
-
+class JSONResponse(_StarletteJSONResponse):
+    # A JSONResponse subclass, not a bare Response: FastAPI documents a route's response
+    # model only when the route's response class is one.
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -1,22 +1,78 @@
-"""Request and response bodies. Names and shapes follow the seed API."""
+"""Request and response bodies. Names and shapes follow the seed API.
+
+The JSON schemas say what the server accepts, no more and no less: name patterns
+(``patterns.py``), bounds that are settings (marked with :data:`FROM_SETTINGS`, filled
+in by ``openapi.py`` from the running server's settings), and the rules between
+fields. Request bodies are strict (``true`` is a boolean, ``1`` is not), so what the schema
+calls invalid the server refuses.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from embedgate.converters.spec import variant_model_name
 
 from ..models.names import split_variant
+from . import patterns
+
+# In a schema: keywords whose values are settings, e.g. {"maxItems": "max_texts_per_request"};
+# openapi.py writes the running server's values in.
+FROM_SETTINGS = "x-from-settings"
 
 
 def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-Texts = Annotated[list[str], BeforeValidator(_one_or_many)]
-ModelName = Annotated[str, Field(min_length=1, max_length=200, examples=["sentence-transformers/all-MiniLM-L6-v2"])]
+def _one_or_many_schema(limit: str) -> WithJsonSchema:
+    """A string, or a list of strings of at most the ``limit`` setting's length."""
+    many = {"type": "array", "items": {"type": "string"}, FROM_SETTINGS: {"maxItems": limit}}
+    return WithJsonSchema({"anyOf": [{"type": "string"}, many]})
+
+
+def one_of_these_non_empty(*fields: str) -> list[dict[str, Any]]:
+    """JSON schema: at least one of ``fields`` is given, as a string or a non-empty list."""
+    non_empty = {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1}]}
+    return [{"required": [field], "properties": {field: non_empty}} for field in fields]
+
+
+# JSON schema: with a pretrained, the model is a CLIP model, and its model_name an
+# architecture (the server refuses 'org/name' with a pretrained).
+PRETRAINED_MEANS_CLIP = {
+    "if": {"required": ["pretrained"], "properties": {"pretrained": {"type": "string"}}},
+    "then": {"properties": {"model_name": {"pattern": patterns.CLIP_ARCHITECTURE}}},
+}
+# JSON schema: images need a CLIP model, which /infer names with its pretrained (without
+# one, the name is a sentence-transformer's, which has no image tower, or refused).
+IMAGES_NEED_PRETRAINED = {
+    "if": one_of_these_non_empty("image")[0],
+    "then": {"required": ["pretrained"], "properties": {"pretrained": {"type": "string"}}},
+}
+
+Texts = Annotated[list[str], BeforeValidator(_one_or_many), _one_or_many_schema("max_texts_per_request")]
+ModelName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="'name' or 'org/name' (letters, digits, '.', '_', '-'), optionally '@optimized' or '@int8'.",
+        examples=["sentence-transformers/all-MiniLM-L6-v2"],
+        json_schema_extra={"pattern": patterns.MODEL_NAME},
+    ),
+]
+ClipArchitecture = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="OpenCLIP architecture.",
+        examples=["ViT-B-32"],
+        json_schema_extra={"pattern": patterns.CLIP_ARCHITECTURE},
+    ),
+]
 Pretrained = Annotated[
     str,
     Field(
@@ -24,22 +80,48 @@ Pretrained = Annotated[
         max_length=4096,
         description="OpenCLIP pretrained tag, or the absolute path of a checkpoint file on the server.",
         examples=["laion2b_s34b_b79k"],
+        json_schema_extra={"pattern": patterns.PRETRAINED},
     ),
 ]
-Images = Annotated[list[str], BeforeValidator(_one_or_many)]
+Images = Annotated[list[str], BeforeValidator(_one_or_many), _one_or_many_schema("max_images_per_request")]
+# A prompt's name, as models name them ("query", "search_document", "retrieval.query").
+PROMPT_NAME = r"^[A-Za-z0-9_.:-]+$"
+PROMPT_MAX_CHARS = 2048
+PromptName = Annotated[str, Field(min_length=1, max_length=100, pattern=PROMPT_NAME, examples=["query"])]
+PromptText = Annotated[str, Field(max_length=PROMPT_MAX_CHARS, examples=["query: "])]
+# JSON schema: a prompt by name or as text, not both (the server answers both with 400).
+ONE_PROMPT = {
+    "not": {
+        "required": ["prompt_name", "prompt"],
+        "properties": {"prompt_name": {"type": "string"}, "prompt": {"type": "string"}},
+    }
+}
+AbsolutePath = Annotated[str, Field(max_length=4096, json_schema_extra={"pattern": patterns.ABSOLUTE_PATH})]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", strict=True, protected_namespaces=())
 
 
 class LoadSentenceTransformerRequest(_Body):
+    # optimize or quantize ask for a variant: model_name must not name one already.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {
+                "anyOf": [
+                    {"required": ["optimize"], "properties": {"optimize": {"const": True}}},
+                    {"required": ["quantize"], "properties": {"quantize": {"const": "int8"}}},
+                ]
+            },
+            "then": {"properties": {"model_name": {"not": {"pattern": patterns.VARIANT_SUFFIX}}}},
+        }
+    )
+
     model_name: ModelName
-    model_path: str | None = Field(
+    model_path: AbsolutePath | None = Field(
         None,
-        max_length=4096,
-        description="Local directory holding the sentence-transformers model. When absent, "
-        "model_name is resolved (a local copy when one is installed, else the hub if allowed).",
+        description="Absolute path of a local directory holding the sentence-transformers model. When "
+        "absent, model_name is resolved (a local copy when one is installed, else the hub if allowed).",
     )
     trust_remote_code: bool = Field(
         False, description="Run the model's own code; refused unless the server allows it."
@@ -68,13 +150,15 @@ class LoadSentenceTransformerRequest(_Body):
 
 
 class ModelRequest(_Body):
+    model_config = ConfigDict(json_schema_extra=PRETRAINED_MEANS_CLIP)
+
     model_name: ModelName
     pretrained: Pretrained | None = Field(None, description="A CLIP model's pretrained (CLIP models only).")
 
 
 class LoadClipRequest(_Body):
-    model_name: ModelName = Field(description="OpenCLIP architecture.", examples=["ViT-B-32"])
-    pretrained: Pretrained
+    model_name: ClipArchitecture
+    pretrained: Annotated[Pretrained, Field(json_schema_extra={"pattern": patterns.PRETRAINED_TO_LOAD})]
 
     @model_validator(mode="before")
     @classmethod
@@ -86,7 +170,7 @@ class LoadClipRequest(_Body):
 
 class LoadResponse(BaseModel):
     model_name: str
-    status: str = Field(examples=["loaded", "already_loaded"])
+    status: Literal["loaded", "already_loaded"]
     converted: bool
     embedding_dim: int
     max_seq_length: int
@@ -103,6 +187,14 @@ class LoadClipResponse(LoadResponse):
 
 
 class InferRequest(_Body):
+    # Text, images or both; with a pretrained, a CLIP model; images, a CLIP model.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": one_of_these_non_empty("text", "image"),
+            "allOf": [PRETRAINED_MEANS_CLIP, IMAGES_NEED_PRETRAINED, ONE_PROMPT],
+        }
+    )
+
     model_name: ModelName
     pretrained: Pretrained | None = Field(None, description="A CLIP model's pretrained (CLIP models only).")
     text: Texts | None = Field(
@@ -110,11 +202,22 @@ class InferRequest(_Body):
     )
     image: Images | None = Field(
         None,
-        description="CLIP models: one or more images, each an http(s) URL or a "
-        "data:image/...;base64 URI.",
+        description="CLIP models (name one with its pretrained): one or more images, each an http(s) URL "
+        "or a data:image/...;base64 URI.",
         examples=[["https://example.com/cat.jpg"]],
     )
     normalize: bool = Field(True, description="Return unit-length embeddings.")
+    prompt_name: PromptName | None = Field(
+        None,
+        description="The model's prompt of this name (GET /loaded_models lists them) goes before every text, as "
+        "sentence-transformers' encode(prompt_name=...). Without prompt_name or prompt, the model's "
+        "default_prompt_name applies.",
+    )
+    prompt: PromptText | None = Field(
+        None,
+        description="This text goes before every text, as encode(prompt=...); \"\" for no prompt, not even the "
+        "default. Not with prompt_name.",
+    )
 
 
 class InferResponse(BaseModel):
@@ -146,6 +249,13 @@ class ModelInfo(BaseModel):
     parity_mean_cosine: float | None = Field(
         None, description="Mean of the same cosines (none for models converted before it was recorded)."
     )
+    prompts: dict[str, str] | None = Field(
+        None,
+        description="The model's prompts (name -> text put before every text), as sentence-transformers holds "
+        "them; none for models converted before they were recorded.",
+    )
+    default_prompt_name: str | None = Field(None, description="The prompt a request gets when it names none.")
+    prompts_refused: str | None = Field(None, description="Why requests may not use a prompt with this model, if so.")
 
 
 class ModelList(BaseModel):
@@ -160,3 +270,47 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+class NotReadyResponse(ErrorResponse):
+    status: Literal["unavailable", "starting", "busy"] | None = Field(
+        None, description="Why not (absent while the gateway itself is starting)."
+    )
+
+
+class LiveResponse(BaseModel):
+    status: Literal["live"]
+
+
+class ReadyResponse(BaseModel):
+    status: Literal["ready"]
+
+
+class StageTime(BaseModel):
+    count: int
+    ns: int
+
+
+class BatchStats(BaseModel):
+    # Triton's per-batch-size times (compute_input, compute_infer, compute_output: StageTime).
+    model_config = ConfigDict(extra="allow")
+
+    batch_size: int
+
+
+class ModelStats(BaseModel):
+    name: str = Field(description="The model's name (a CLIP part: its CLIP model's).")
+    triton_name: str
+    version: str
+    last_inference: int = Field(description="Milliseconds since the epoch; 0 before the first.")
+    inference_count: int
+    execution_count: int
+    average_batch_size: float = Field(description="inference_count / execution_count: Triton's average batch.")
+    inference_stats: dict[str, StageTime] = Field(description="Triton's cumulative times per stage.")
+    batch_stats: list[BatchStats]
+    pretrained: str | None = Field(None, description="CLIP parts: the model's pretrained.")
+    part: Literal["text_encoder", "image_encoder"] | None = Field(None, description="CLIP parts: which tower.")
+
+
+class MetricsResponse(BaseModel):
+    model_stats: list[ModelStats]

@@ -20,6 +20,33 @@ TOKENIZE_HEADER = "x-tokenize-time-ms"
 INFERENCE_HEADER = "x-inference-time-ms"
 TOTAL_HEADER = "x-total-time-ms"
 TRUNCATED_HEADER = "x-truncated-inputs"
+IMAGE_LOAD_HEADER = "x-image-load-time-ms"
+IMAGE_INFERENCE_HEADER = "x-image-inference-time-ms"
+
+
+def documented_headers(*, text_always: bool) -> dict[str, dict]:
+    """The timing headers of an inference answer, as OpenAPI declares response headers.
+    ``x-total-time-ms`` is always there; the text stages when the request had text (always,
+    with ``text_always``), the image ones when it had images."""
+    number = {"type": "number", "minimum": 0}
+    text = {
+        QUEUE_HEADER: "Waiting for a tokenizer thread, ms.",
+        TOKENIZE_HEADER: "Tokenizing, ms.",
+        INFERENCE_HEADER: "The Triton round trip, ms.",
+    }
+    total = {"description": "The whole request in the gateway, ms.", "required": True, "schema": number}
+    headers = {TOTAL_HEADER: total}
+    for name, description in text.items():
+        headers[name] = {"description": description, "required": text_always, "schema": number}
+    headers[TRUNCATED_HEADER] = {
+        "description": "Inputs cut to the model's max_seq_length.",
+        "required": text_always,
+        "schema": {"type": "integer", "minimum": 0},
+    }
+    if not text_always:
+        headers[IMAGE_LOAD_HEADER] = {"description": "Fetching and decoding the images, ms.", "schema": number}
+        headers[IMAGE_INFERENCE_HEADER] = {"description": "The image tower's Triton calls, ms.", "schema": number}
+    return headers
 
 
 def inference_headers(model: str, result: Embeddings, total_ms: float) -> dict[str, str]:

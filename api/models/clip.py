@@ -62,6 +62,8 @@ def find_on_disk(
 def check_pretrained(settings: Settings, pretrained: str) -> None:
     """A pretrained tag passes; a checkpoint path must be absolute, inside
     ``local_model_dirs`` when that is set, and a file."""
+    if "\0" in pretrained:
+        raise InvalidInput("pretrained may not contain a NUL character")
     if not os.path.isabs(pretrained):
         if "/" in pretrained or os.sep in pretrained:
             raise InvalidInput("a pretrained checkpoint must be given by its absolute path")

@@ -41,7 +41,7 @@ def split_variant(name: str) -> tuple[str, Variant | None]:
 def validate_model_name(name: str) -> str:
     """Return ``name`` if it is a safe model name, else raise InvalidModelName."""
     base = split_variant(name)[0] if isinstance(name, str) else name
-    if not isinstance(base, str) or not _NAME.match(base):
+    if not isinstance(base, str) or not _NAME.fullmatch(base):
         raise InvalidModelName(
             "model_name must be 'name' or 'org/name' using letters, digits, '.', '_' and '-' "
             "(each part starting and ending with a letter or digit, at most 96 characters), "
@@ -68,7 +68,7 @@ def from_triton_name(triton_name: str) -> str:
 
 
 def is_triton_name(name: str) -> bool:
-    return bool(_TRITON_NAME.match(name)) and ".." not in name
+    return bool(_TRITON_NAME.fullmatch(name)) and ".." not in name
 
 
 # --- CLIP models: a (model_name, pretrained) pair names one model of two Triton parts.
@@ -86,7 +86,7 @@ def clip_triton_name(model_name: str, pretrained: str) -> str:
         raise InvalidModelName("a CLIP model_name is an OpenCLIP architecture such as 'ViT-B-32' (no '/')")
     if split_variant(validate_model_name(model_name))[1] is not None:
         raise InvalidModelName("'@optimized' and '@int8' variants are for sentence-transformer models, not CLIP")
-    if _TAG.match(pretrained) and SEPARATOR not in pretrained and ".." not in pretrained:
+    if _TAG.fullmatch(pretrained) and SEPARATOR not in pretrained and ".." not in pretrained:
         tag = pretrained
     else:
         stem = re.sub(r"[^A-Za-z0-9_]+", "-", PurePath(pretrained).stem).strip("-_")[:48] or "checkpoint"

@@ -149,7 +149,7 @@ class ModelRegistry:
         if model_path is None:
             return None
         path = Path(model_path)
-        if not path.is_absolute():
+        if not path.is_absolute() or "\0" in model_path:
             raise InvalidInput("model_path must be an absolute path")
         resolved = path.resolve()
         roots = [root.resolve() for root in self.settings.local_model_dirs]

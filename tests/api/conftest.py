@@ -10,18 +10,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from embedgate.api.compute.embedding import Embeddings
+from embedgate.api.compute.prompts import DEFAULT, prompt_for
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
 from embedgate.converters.spec import ModelMetadata, ParityResult
 
 
-def fake_metadata(name: str) -> ModelMetadata:
+def fake_metadata(name: str, **changes) -> ModelMetadata:
     return ModelMetadata(
         model_name=name, triton_name=name.replace("/", "--"), source="fake", library="fake",
         library_version="0", embedding_dim=3, max_seq_length=16, normalized=False, form="python",
         max_batch_size=8, parity=ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=1),
-        created_at="2026-01-01T00:00:00+00:00", conversion_seconds=0.0,
+        created_at="2026-01-01T00:00:00+00:00", conversion_seconds=0.0, **changes,
     )
 
 
@@ -30,29 +31,32 @@ class FakeModel:
     name: str
     triton_name: str = "fake"
     inflight: int = 0
+    changes: dict = field(default_factory=dict)  # metadata fields other than fake_metadata's
 
     @property
     def metadata(self) -> ModelMetadata:
-        return fake_metadata(self.name)
+        return fake_metadata(self.name, **self.changes)
 
 
 @dataclass
 class FakeRegistry:
     loaded_names: set = field(default_factory=lambda: {"org/loaded"})
     on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
+    # model name -> metadata fields its FakeModel has other than fake_metadata's
+    changes: dict = field(default_factory=dict)
 
     def served(self, name, pretrained=None):
         from embedgate.api.models.names import to_triton_name
 
         to_triton_name(name)
         if name in self.loaded_names:
-            return FakeModel(name)
+            return FakeModel(name, changes=self.changes.get(name, {}))
         if name in self.on_disk_names:
             raise ModelNotLoaded(f"model '{name}' is in the repository but not loaded")
         raise ModelNotFound(f"model '{name}' is not in the repository; load it first")
 
     def loaded(self):
-        return [FakeModel(n) for n in self.loaded_names]
+        return [FakeModel(n, changes=self.changes.get(n, {})) for n in self.loaded_names]
 
     unloaded: list = field(default_factory=list)
 
@@ -68,7 +72,10 @@ class FakeEmbeddings:
     def admit(self, model):
         return contextlib.nullcontext()
 
-    async def embed_texts(self, model, texts, *, normalize, timeout_s):
+    async def embed_texts(self, model, texts, *, normalize, timeout_s, prompt=DEFAULT):
+        # The prompt is chosen and prepended as the real service does: calls show it.
+        prefix = prompt_for(model.name, model.metadata, prompt)
+        texts = [prefix + text for text in texts]
         self.calls.append((model.name, list(texts), normalize))
         vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
         return Embeddings(vectors, [len(t) for t in texts], 0, 0.1, 0.2)

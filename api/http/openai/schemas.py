@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from .. import patterns
+from ..schemas import FROM_SETTINGS
 from .vectors import EncodingFormat
 
 
@@ -22,24 +24,54 @@ def _texts(value: Any) -> Any:
     return value
 
 
+def _integral(value: Any) -> Any:
+    # JSON Schema's integer includes 256.0; strict mode alone would refuse it.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An empty list is refused too (400), as are token id arrays.
+_INPUT_SCHEMA = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            FROM_SETTINGS: {"maxItems": "max_texts_per_request"},
+        },
+    ]
+}
+
+
 class EmbeddingsRequest(BaseModel):
     # Unknown parameters are refused (as OpenAI does): a misspelt "dimension" must not be
-    # silently ignored.
-    model_config = ConfigDict(extra="forbid")
+    # silently ignored. Strict: what the schema calls invalid ("2" for dimensions) is refused.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    input: Annotated[list[str], BeforeValidator(_texts)] = Field(
-        description="A string or a list of strings to embed.", examples=[["I am a sentence."]]
+    input: Annotated[list[str], BeforeValidator(_texts), WithJsonSchema(_INPUT_SCHEMA)] = Field(
+        description="A string or a non-empty list of strings to embed.", examples=[["I am a sentence."]]
     )
     model: str = Field(
-        min_length=1, max_length=200, examples=["sentence-transformers/all-MiniLM-L6-v2"]
+        min_length=1,
+        max_length=200,
+        description="A model name, or a CLIP model as '<model_name>:<pretrained>' (as /v1/models lists it).",
+        examples=["sentence-transformers/all-MiniLM-L6-v2"],
+        json_schema_extra={"pattern": patterns.OPENAI_MODEL},
     )
     encoding_format: EncodingFormat = Field(
         "float", description="'float' (numbers) or 'base64' (little-endian float32 bytes)."
     )
-    dimensions: int | None = Field(
-        None, ge=1, description="Keep the first N dimensions, then scale back to unit length."
+    dimensions: Annotated[int, Field(ge=1), BeforeValidator(_integral)] | None = Field(
+        None,
+        description="Keep the first N dimensions, then scale back to unit length (at most the model's own).",
     )
     user: str | None = Field(None, max_length=256, description="Accepted and ignored.")
+    input_type: Literal["query", "document", "passage"] | None = Field(
+        None,
+        description="What the inputs are (as NVIDIA NIM and Cohere name it): each input gets the model's prompt "
+        "for it, 'query' the model's query prompt, 'document' and 'passage' its document or passage prompt. "
+        "Without it, the model's default prompt, if it has one.",
+    )
 
 
 class Embedding(BaseModel):
@@ -65,6 +97,10 @@ class Model(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    prompts: dict[str, str] | None = Field(
+        None, description="embedgate: the model's prompts (name -> text put before every input); none if not recorded."
+    )
+    default_prompt_name: str | None = Field(None, description="embedgate: the prompt an input gets by default.")
 
 
 class ModelsResponse(BaseModel):
@@ -72,12 +108,12 @@ class ModelsResponse(BaseModel):
     data: list[Model]
 
 
-class ErrorDetail(BaseModel):
+class OpenAIErrorDetail(BaseModel):
     message: str
-    type: str
+    type: Literal["invalid_request_error", "server_error"]
     param: str | None
     code: str
 
 
-class ErrorResponse(BaseModel):
-    error: ErrorDetail
+class OpenAIErrorResponse(BaseModel):
+    error: OpenAIErrorDetail

@@ -5,18 +5,24 @@ from fastapi import APIRouter, Depends
 
 from ...gateway import Gateway
 from ..errors import error_body
+from ..openapi import errors
 from ..responses import JSONResponse
+from ..schemas import LiveResponse, NotReadyResponse, ReadyResponse
 from . import get_gateway
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health")
+@router.get("/health", response_model=LiveResponse)
 async def live() -> JSONResponse:
     return JSONResponse({"status": "live"})
 
 
-@router.get("/health/ready")
+@router.get(
+    "/health/ready",
+    response_model=ReadyResponse,
+    responses={**errors(500), **errors(503, body=NotReadyResponse)},
+)
 async def ready(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
     if not await gateway.triton_ready():
         status, message = "unavailable", "the inference server is not ready"

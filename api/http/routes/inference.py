@@ -8,17 +8,28 @@ from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from ...compute.concurrency import run_all
 from ...compute.embedding import Embeddings, ImageEmbeddings
+from ...compute.prompts import PromptChoice
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
+from .. import patterns
+from ..openapi import errors
 from ..responses import JSONResponse
-from ..schemas import InferRequest, InferResponse
-from ..timing import TOTAL_HEADER, inference_headers
-from . import ERRORS, get_gateway, request_timeout, serving
+from ..routing import BodyRoute
+from ..schemas import FROM_SETTINGS, InferRequest, InferResponse
+from ..timing import IMAGE_INFERENCE_HEADER, IMAGE_LOAD_HEADER, TOTAL_HEADER, documented_headers, inference_headers
+from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 
-router = APIRouter(tags=["inference"])
+router = APIRouter(tags=["inference"], route_class=BodyRoute)
+
+# The answer is built by hand (orjson straight from the arrays, no pydantic on the way out):
+# response_model documents it and FastAPI does not re-validate a returned Response.
+ANSWERS = {
+    200: {"headers": documented_headers(text_always=False)},
+    **errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504),
+}
 
 
-@router.post("/infer", response_model=InferResponse, responses=ERRORS)
+@router.post("/infer", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
 async def infer(
     body: InferRequest,
     gateway: Gateway = Depends(get_gateway),
@@ -27,6 +38,8 @@ async def infer(
     started = time.perf_counter()
     if not body.text and not body.image:
         raise InvalidInput("text must be a string or a non-empty list of strings (or, for a CLIP model, give image)")
+    if body.prompt_name is not None and body.prompt is not None:
+        raise InvalidInput("give prompt_name or prompt, not both")
     settings = gateway.settings
     _check_count(body.text, settings.max_texts_per_request, "texts")
     _check_count(body.image, settings.max_images_per_request, "images")
@@ -36,8 +49,9 @@ async def infer(
         # A CLIP model's text and image parts run at the same time.
         calls = {}
         if body.text:
+            prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt)
             calls["text"] = gateway.embeddings.embed_texts(
-                model, body.text, normalize=body.normalize, timeout_s=timeout_s
+                model, body.text, normalize=body.normalize, timeout_s=timeout_s, prompt=prompt
             )
         if body.image:
             calls["image"] = gateway.embeddings.embed_images(
@@ -47,11 +61,34 @@ async def infer(
     return _answer(model.name, started, results.get("text"), results.get("image"))
 
 
-@router.post("/infer_image", response_model=InferResponse, responses=ERRORS)
+@router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
 async def infer_image(
-    model_name: Annotated[str, Form(min_length=1, max_length=200, examples=["ViT-B-32"])],
-    pretrained: Annotated[str, Form(min_length=1, max_length=4096, examples=["laion2b_s34b_b79k"])],
-    image: Annotated[list[UploadFile], File(description="One or more image files.")],
+    model_name: Annotated[
+        str,
+        Form(
+            min_length=1,
+            max_length=200,
+            description="OpenCLIP architecture.",
+            examples=["ViT-B-32"],
+            json_schema_extra={"pattern": patterns.CLIP_ARCHITECTURE},
+        ),
+    ],
+    pretrained: Annotated[
+        str,
+        Form(
+            min_length=1,
+            max_length=4096,
+            examples=["laion2b_s34b_b79k"],
+            json_schema_extra={"pattern": patterns.PRETRAINED},
+        ),
+    ],
+    image: Annotated[
+        list[UploadFile],
+        File(
+            description="One or more image files.",
+            json_schema_extra={"minItems": 1, FROM_SETTINGS: {"maxItems": "max_images_per_request"}},
+        ),
+    ],
     normalize: Annotated[bool, Form()] = True,
     gateway: Gateway = Depends(get_gateway),
     timeout_s: float = Depends(request_timeout),
@@ -78,7 +115,7 @@ def _answer(model: str, started: float, text: Embeddings | None, image: ImageEmb
         body["text_embeddings"] = text.vectors
     if image:
         body["image_embeddings"] = image.vectors
-        headers["x-image-load-time-ms"] = f"{image.load_ms:.2f}"
-        headers["x-image-inference-time-ms"] = f"{image.inference_ms:.2f}"
+        headers[IMAGE_LOAD_HEADER] = f"{image.load_ms:.2f}"
+        headers[IMAGE_INFERENCE_HEADER] = f"{image.inference_ms:.2f}"
     body["processingTimeMs"] = round(total_ms, 3)
     return JSONResponse(body, headers=headers)

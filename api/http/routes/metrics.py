@@ -12,8 +12,10 @@ from embedgate.converters.spec import clip_part_names
 
 from ...gateway import Gateway
 from ...models.names import from_triton_name
+from ..openapi import errors
 from ..responses import JSONResponse
-from . import ERRORS, get_gateway
+from ..schemas import MetricsResponse
+from . import get_gateway
 
 router = APIRouter(tags=["metrics"])
 
@@ -47,7 +49,7 @@ def clip_parts(gateway: Gateway) -> dict[str, dict[str, str]]:
     return parts
 
 
-@router.get("/metrics", responses=ERRORS)
+@router.get("/metrics", response_model=MetricsResponse, responses=errors(500, 502, 503))
 async def metrics(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
     stats = await gateway.client.statistics()
     parts = clip_parts(gateway)

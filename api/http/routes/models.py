@@ -9,6 +9,8 @@ from ...compute.served import ServedModel
 from ...gateway import Gateway
 from ...models.names import clip_key, clip_triton_name, validate_model_name
 from ...models.progress import Progress
+from ..openapi import errors
+from ..routing import BodyRoute
 from ..schemas import (
     LoadClipRequest,
     LoadClipResponse,
@@ -19,13 +21,18 @@ from ..schemas import (
     ModelList,
     ModelRequest,
 )
-from . import ERRORS, get_gateway
+from . import get_gateway
 from .progress_stream import STREAM_RESPONSE, progress_stream, wants_progress
 
 # Changes to what is loaded: admin key when admin keys are set.
-router = APIRouter(tags=["models"])
+router = APIRouter(tags=["models"], route_class=BodyRoute)
 # Reading what exists: any API key.
 listing = APIRouter(tags=["models"])
+
+# 403: trust_remote_code, or a path outside the allowed directories; 507: no disk for a conversion.
+LOAD_ANSWERS = {**errors(400, 403, 404, 409, 413, 415, 422, 500, 502, 503, 504, 507), **STREAM_RESPONSE}
+CHANGE_ANSWERS = errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
+READ_ANSWERS = errors(500, 503)
 
 
 def _info(metadata, loaded: bool) -> ModelInfo:
@@ -45,6 +52,9 @@ def _info(metadata, loaded: bool) -> ModelInfo:
         variant=metadata.variant.name if metadata.variant else None,
         parity_min_cosine=metadata.parity.min_cosine,
         parity_mean_cosine=metadata.parity.mean_cosine,
+        prompts=metadata.prompts,
+        default_prompt_name=metadata.default_prompt_name,
+        prompts_refused=metadata.prompts_refused,
     )
 
 
@@ -58,7 +68,7 @@ def _outcome(already_loaded: bool, described: str) -> tuple[str, str]:
 @router.post(
     "/load_sentence_transformer_model",
     response_model=LoadResponse,
-    responses={**ERRORS, **STREAM_RESPONSE},
+    responses=LOAD_ANSWERS,
 )
 async def load_sentence_transformer_model(
     body: LoadSentenceTransformerRequest, request: Request, gateway: Gateway = Depends(get_gateway)
@@ -90,7 +100,7 @@ async def load_sentence_transformer_model(
     return await load()
 
 
-@router.post("/load_clip_model", response_model=LoadClipResponse, responses={**ERRORS, **STREAM_RESPONSE})
+@router.post("/load_clip_model", response_model=LoadClipResponse, responses=LOAD_ANSWERS)
 async def load_clip_model(
     body: LoadClipRequest, request: Request, gateway: Gateway = Depends(get_gateway)
 ) -> LoadClipResponse | StreamingResponse:
@@ -124,24 +134,24 @@ def _described(body: ModelRequest) -> str:
     return body.model_name if body.pretrained is None else f"{body.model_name} ({body.pretrained})"
 
 
-@router.post("/unload_model", response_model=MessageResponse, responses=ERRORS)
+@router.post("/unload_model", response_model=MessageResponse, responses=CHANGE_ANSWERS)
 async def unload_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
     await gateway.models.unload(body.model_name, body.pretrained)
     return MessageResponse(message=f"Model {_described(body)} unloaded.")
 
 
-@router.post("/delete_model", response_model=MessageResponse, responses=ERRORS)
+@router.post("/delete_model", response_model=MessageResponse, responses=CHANGE_ANSWERS)
 async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
     await gateway.models.delete(body.model_name, body.pretrained)
     return MessageResponse(message=f"Model {_described(body)} deleted.")
 
 
-@listing.get("/loaded_models", response_model=ModelList)
+@listing.get("/loaded_models", response_model=ModelList, responses=READ_ANSWERS)
 async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     return ModelList(models=[_info(m.metadata, True) for m in gateway.registry.loaded()])
 
 
-@listing.get("/repository_models", response_model=ModelList)
+@listing.get("/repository_models", response_model=ModelList, responses=READ_ANSWERS)
 async def repository_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     loaded = {m.triton_name for m in gateway.registry.loaded()}
     return ModelList(

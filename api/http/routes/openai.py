@@ -11,23 +11,32 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path
 
+from ...compute.prompts import PromptChoice
 from ...compute.served import ServedModel
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
 from ...models.names import split_clip_key
-from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, ErrorResponse, Model, ModelsResponse
+from .. import patterns
+from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, Model, ModelsResponse
 from ..openai.vectors import encode_rows, shorten
+from ..openapi import openai_errors
 from ..responses import JSONResponse
-from ..timing import inference_headers
-from . import get_gateway, request_timeout, serving
+from ..routing import BodyRoute
+from ..timing import documented_headers, inference_headers
+from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 
-router = APIRouter(prefix="/v1", tags=["openai"])
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 500, 502, 503, 504)}
 OWNER = "embedgate"
+# Like /infer, the answer is built by hand and response_model only documents it.
+EMBEDDINGS_ANSWERS = {
+    200: {"headers": documented_headers(text_always=True)},
+    **openai_errors(400, 404, 409, 413, 415, 500, 502, 503, 504),
+}
 
 
 class InvalidParameter(InvalidInput):
@@ -38,7 +47,9 @@ class InvalidParameter(InvalidInput):
         self.param = param
 
 
-@router.post("/embeddings", response_model=EmbeddingsResponse, responses=ERRORS)
+@router.post(
+    "/embeddings", response_model=EmbeddingsResponse, responses=EMBEDDINGS_ANSWERS, openapi_extra=TAKES_A_DEADLINE
+)
 async def create_embeddings(
     body: EmbeddingsRequest,
     gateway: Gateway = Depends(get_gateway),
@@ -56,11 +67,13 @@ async def create_embeddings(
         raise InvalidParameter(
             f"dimensions must be at most {full} for model '{model.name}'", "dimensions"
         )
-    result = await gateway.embeddings.embed_texts(model, body.input, normalize=True, timeout_s=timeout_s)
+    result = await gateway.embeddings.embed_texts(
+        model, body.input, normalize=True, timeout_s=timeout_s, prompt=PromptChoice(input_type=body.input_type)
+    )
     vectors = result.vectors
     if body.dimensions is not None and body.dimensions < full:
         vectors = shorten(vectors, body.dimensions)
-    # Tokens the model saw: counted by the model's own tokenizer, after truncation.
+    # Tokens the model saw, its prompt's included: counted by its own tokenizer, after truncation.
     tokens = sum(result.token_counts)
     payload = {
         "object": "list",
@@ -89,18 +102,36 @@ def _created(timestamp: str) -> int:
         return 0
 
 
-def _model(name: str, created_at: str) -> Model:
-    return Model(id=name, created=_created(created_at), owned_by=OWNER)
+def _model(model: ServedModel) -> Model:
+    metadata = model.metadata
+    return Model(
+        id=model.name,
+        created=_created(metadata.created_at),
+        owned_by=OWNER,
+        prompts=metadata.prompts,
+        default_prompt_name=metadata.default_prompt_name,
+    )
 
 
-@router.get("/models", response_model=ModelsResponse, responses=ERRORS)
+@router.get("/models", response_model=ModelsResponse, responses=openai_errors(500, 503))
 async def list_models(gateway: Gateway = Depends(get_gateway)) -> ModelsResponse:
     """The loaded models: the ones ``/v1/embeddings`` can use now."""
     models = sorted(gateway.registry.loaded(), key=lambda m: m.name)
-    return ModelsResponse(data=[_model(m.name, m.metadata.created_at) for m in models])
+    return ModelsResponse(data=[_model(m) for m in models])
 
 
-@router.get("/models/{model:path}", response_model=Model, responses=ERRORS)
-async def retrieve_model(model: str, gateway: Gateway = Depends(get_gateway)) -> Model:
-    served = _served(gateway, model)
-    return _model(served.name, served.metadata.created_at)
+@router.get("/models/{model:path}", response_model=Model, responses=openai_errors(400, 404, 409, 500, 503))
+async def retrieve_model(
+    # The name is checked where every name is (a 400 here); the pattern documents it.
+    model: Annotated[
+        str,
+        Path(
+            min_length=1,
+            max_length=200,
+            examples=["sentence-transformers/all-MiniLM-L6-v2"],
+            json_schema_extra={"pattern": patterns.OPENAI_MODEL},
+        ),
+    ],
+    gateway: Gateway = Depends(get_gateway),
+) -> Model:
+    return _model(_served(gateway, model))

@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from ...gateway import Gateway
 from ...telemetry import scrape
+from ..openapi import errors
 from . import get_gateway
 
 router = APIRouter(tags=["metrics"])
@@ -16,7 +17,10 @@ router = APIRouter(tags=["metrics"])
 @router.get(
     "/metrics/prometheus",
     response_class=Response,
-    responses={200: {"content": {scrape.TEXT_FORMAT: {}}, "description": "Prometheus text format"}},
+    responses={
+        200: {"content": {scrape.TEXT_FORMAT: {"schema": {"type": "string"}}}, "description": "Prometheus text format"},
+        **errors(500, 503),
+    },
 )
 async def prometheus(gateway: Gateway = Depends(get_gateway)) -> Response:
     triton_text = await scrape.fetch_triton_metrics(gateway.triton.metrics_url)

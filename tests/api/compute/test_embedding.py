@@ -11,7 +11,8 @@ import pytest
 from embedgate.api.compute.concurrency import run_all
 from embedgate.api.compute.embedding import EmbeddingService
 from embedgate.api.compute.preprocess.text import TextTokenizer
-from embedgate.api.errors import Overloaded, TritonConnectionLost
+from embedgate.api.compute.prompts import PromptChoice
+from embedgate.api.errors import Overloaded, PromptError, TritonConnectionLost
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 
@@ -35,6 +36,9 @@ class Meta:
     clip: None = None  # a sentence-transformer
     dynamic_batching: bool = True
     instance_count: int = 1
+    prompts: dict | None = None
+    default_prompt_name: str | None = None
+    prompts_refused: str | None = None
 
 
 @pytest.fixture
@@ -74,6 +78,21 @@ async def test_normalize_gives_unit_vectors_unless_the_graph_already_did(service
     model.metadata.normalized = True
     result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
     assert np.linalg.norm(result.vectors, axis=1).max() > 1.0
+
+
+@pytest.mark.parametrize("count", [2, 10])  # merged with others, or a large request of its own
+async def test_the_chosen_prompt_goes_before_every_text_and_its_tokens_count(service, count):
+    service, model, _, tokenizer = service
+    model.metadata.prompts = {"query": "query: ", "passage": "passage: "}
+    model.metadata.default_prompt_name = "query"
+    texts = [f"text number {i}" for i in range(count)]
+    for choice, prompt in ((PromptChoice(prompt_name="passage"), "passage: "), (PromptChoice(), "query: ")):
+        result = await service.embed_texts(model, texts, normalize=False, timeout_s=5, prompt=choice)
+        expected = tokenizer.encode([prompt + text for text in texts])
+        assert result.token_counts == expected.token_counts
+        np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+    with pytest.raises(PromptError, match="its prompts: 'query', 'passage'"):
+        await service.embed_texts(model, texts, normalize=False, timeout_s=5, prompt=PromptChoice(prompt_name="x"))
 
 
 async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):

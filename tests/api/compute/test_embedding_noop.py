@@ -23,6 +23,9 @@ class Meta:
     normalized: bool = False
     form: str = "python"
     dynamic_batching: bool = True
+    prompts: dict | None = None
+    default_prompt_name: str | None = None
+    prompts_refused: str | None = None
 
 
 async def test_noop_inference_tokenizes_and_answers_zero_vectors_without_triton(minilm_path):

@@ -79,3 +79,5 @@ def test_pretrained_paths_are_checked(tmp_path):
         check_pretrained(Settings(), str(tmp_path / "missing.pt"))
     with pytest.raises(InvalidInput):
         check_pretrained(Settings(), "relative/model.pt")
+    with pytest.raises(InvalidInput):  # Path.resolve() would raise ValueError: a 500
+        check_pretrained(Settings(), str(tmp_path / "nul\0byte.pt"))

@@ -36,6 +36,7 @@ def test_names_map_to_triton_names_and_back(name, triton_name):
         "percent%2F",
         "back\\slash",
         "nul\x00byte",
+        "newline\n",  # a $ anchor would let it through
         "ünicode",
         "a" * 97,
         "org/",

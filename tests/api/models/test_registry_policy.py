@@ -21,6 +21,8 @@ def test_trust_remote_code_is_refused_unless_allowed(tmp_path):
 def test_model_path_must_be_an_existing_absolute_directory(tmp_path):
     with pytest.raises(InvalidInput):
         registry()._check_source("relative/dir", False)
+    with pytest.raises(InvalidInput):  # Path.resolve() would raise ValueError: a 500
+        registry()._check_source(str(tmp_path) + "/nul\0byte", False)
     with pytest.raises(ModelNotFound):
         registry()._check_source(str(tmp_path / "missing"), False)
     assert registry()._check_source(str(tmp_path), False) == str(tmp_path.resolve())

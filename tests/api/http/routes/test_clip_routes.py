@@ -67,9 +67,9 @@ def test_text_and_image_parts_run_at_the_same_time(client, gateway):
         # Each part waits for the other to have started: run one after the other, this hangs.
         await asyncio.wait_for(both_started.wait(), timeout=5)
 
-    async def embed_texts(model, texts, *, normalize, timeout_s):
+    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None):
         await arrive()
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s)
+        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt)
 
     async def embed_images(model, images, *, normalize, timeout_s):
         await arrive()
@@ -86,7 +86,7 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
 
     cancelled = []
 
-    async def embed_texts(model, texts, *, normalize, timeout_s):
+    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None):
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:

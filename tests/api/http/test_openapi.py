@@ -1,0 +1,173 @@
+"""The OpenAPI document says what the server does: object schemas for the answers, every
+error status with its body, name patterns, and bounds from the running server's settings."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from embedgate.api.http import patterns
+from embedgate.api.http.app import create_app
+from embedgate.api.settings import Settings
+
+JSON = "application/json"
+# (method, path) -> the object the 200 answer is.
+ANSWERS = {
+    ("get", "/health"): "LiveResponse",
+    ("get", "/health/ready"): "ReadyResponse",
+    ("post", "/infer"): "InferResponse",
+    ("post", "/infer_image"): "InferResponse",
+    ("post", "/v1/embeddings"): "EmbeddingsResponse",
+    ("get", "/v1/models"): "ModelsResponse",
+    ("get", "/v1/models/{model}"): "Model",
+    ("get", "/metrics"): "MetricsResponse",
+    ("get", "/loaded_models"): "ModelList",
+    ("get", "/repository_models"): "ModelList",
+    ("post", "/load_sentence_transformer_model"): "LoadResponse",
+    ("post", "/load_clip_model"): "LoadClipResponse",
+    ("post", "/unload_model"): "MessageResponse",
+    ("post", "/delete_model"): "MessageResponse",
+}
+
+
+def document(settings: Settings) -> dict:
+    return TestClient(create_app(settings)).get("/openapi.json").json()
+
+
+@pytest.fixture
+def doc(client):
+    return client.get("/openapi.json").json()
+
+
+def operations(doc):
+    for path, methods in doc["paths"].items():
+        for method, operation in methods.items():
+            yield method, path, operation
+
+
+def component(doc, ref: str) -> dict:
+    return doc["components"]["schemas"][ref.rpartition("/")[2]]
+
+
+def test_every_operation_is_listed(doc):
+    assert {(method, path) for method, path, _ in operations(doc)} == set(ANSWERS) | {("get", "/metrics/prometheus")}
+
+
+@pytest.mark.parametrize("method, path", list(ANSWERS))
+def test_the_200_answer_is_its_object(doc, method, path):
+    schema = doc["paths"][path][method]["responses"]["200"]["content"][JSON]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{ANSWERS[method, path]}"}
+    answer = component(doc, schema["$ref"])
+    assert answer["type"] == "object" and answer["properties"]
+
+
+def test_every_error_has_its_body_in_the_shape_of_its_path(doc):
+    for _, path, operation in operations(doc):
+        shape = "OpenAIErrorResponse" if path.startswith("/v1/") else "ErrorResponse"
+        for status, answer in operation["responses"].items():
+            if status.startswith(("4", "5")):
+                ref = answer["content"][JSON]["schema"]["$ref"]
+                assert ref.endswith(shape) or (path, status) == ("/health/ready", "503"), (path, status)
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+def test_the_statuses_each_kind_of_route_can_answer(doc):
+    def statuses(method, path):
+        return set(doc["paths"][path][method]["responses"])
+
+    assert statuses("post", "/infer") == {"200", "400", "404", "409", "413", "415", "422", "500", "502", "503", "504"}
+    # /v1 answers invalid requests with 400, as OpenAI does: never 422.
+    assert statuses("post", "/v1/embeddings") == {"200", "400", "404", "409", "413", "415", "500", "502", "503", "504"}
+    assert {"403", "507"} <= statuses("post", "/load_sentence_transformer_model")
+    assert statuses("get", "/loaded_models") == {"200", "500", "503"}
+    assert statuses("get", "/health") == {"200"}
+
+
+def test_415_is_documented_wherever_a_body_is_read(doc):
+    with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
+    assert len(with_bodies) == 7
+    for path, operation in with_bodies:
+        assert "415" in operation["responses"], path
+
+
+def test_503_says_when_to_retry(doc):
+    answer = doc["paths"]["/infer"]["post"]["responses"]["503"]
+    assert answer["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
+
+
+def test_timing_headers_are_declared(doc):
+    headers = doc["paths"]["/v1/embeddings"]["post"]["responses"]["200"]["headers"]
+    assert headers["x-total-time-ms"]["required"] and headers["x-inference-time-ms"]["required"]
+
+
+def test_model_names_carry_the_pattern_the_server_enforces(doc):
+    schemas = doc["components"]["schemas"]
+    for name in ("InferRequest", "ModelRequest", "LoadSentenceTransformerRequest"):
+        assert schemas[name]["properties"]["model_name"]["pattern"] == patterns.MODEL_NAME
+    assert schemas["LoadClipRequest"]["properties"]["model_name"]["pattern"] == patterns.CLIP_ARCHITECTURE
+    assert schemas["EmbeddingsRequest"]["properties"]["model"]["pattern"] == patterns.OPENAI_MODEL
+    (parameter,) = doc["paths"]["/v1/models/{model}"]["get"]["parameters"]
+    assert parameter["schema"]["pattern"] == patterns.OPENAI_MODEL
+    # With a pretrained, the model is a CLIP model: an architecture.
+    clip_only = schemas["InferRequest"]["allOf"][0]["then"]["properties"]["model_name"]
+    assert clip_only["pattern"] == patterns.CLIP_ARCHITECTURE
+
+
+def test_bounds_are_the_running_servers_settings():
+    doc = document(Settings(max_texts_per_request=4, max_images_per_request=3, max_request_timeout_s=60))
+    schemas = doc["components"]["schemas"]
+
+    def max_items(schema):
+        return [branch["maxItems"] for branch in schema["anyOf"] if branch.get("type") == "array"]
+
+    assert max_items(schemas["InferRequest"]["properties"]["text"]) == [4]
+    assert max_items(schemas["InferRequest"]["properties"]["image"]) == [3]
+    assert max_items(schemas["EmbeddingsRequest"]["properties"]["input"]) == [4]
+    upload = doc["paths"]["/infer_image"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert component(doc, upload["$ref"])["properties"]["image"]["maxItems"] == 3
+    (deadline,) = doc["paths"]["/infer"]["post"]["parameters"]
+    assert deadline["name"] == "X-Request-Timeout" and deadline["schema"]["maximum"] == 60
+    assert "x-from-settings" not in str(doc)
+
+
+def test_without_keys_nothing_claims_them(doc):
+    assert "securitySchemes" not in doc.get("components", {})
+    assert all("security" not in op and "401" not in op["responses"] for _, _, op in operations(doc))
+
+
+@pytest.mark.parametrize(
+    "api_keys, admin_keys, forbidden", [(["k"], ["a"], True), (["k"], [], False), ([], ["a"], False)]
+)
+def test_with_keys_the_routes_behind_them_say_so(api_keys, admin_keys, forbidden):
+    doc = document(Settings(api_keys=api_keys, admin_keys=admin_keys))
+    assert doc["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http", "scheme": "bearer", "description": "An API key (or an admin key)."
+    }  # fmt: skip
+    for method, path, operation in operations(doc):
+        if path.startswith("/health"):
+            assert "security" not in operation and "401" not in operation["responses"]
+            continue
+        assert operation["security"] == [{"apiKey": []}], path
+        unauthorized = operation["responses"]["401"]
+        assert unauthorized["headers"]["WWW-Authenticate"], path
+        shape = "OpenAIErrorResponse" if path.startswith("/v1/") else "ErrorResponse"
+        assert unauthorized["content"][JSON]["schema"]["$ref"].endswith(shape), path
+        managing = path in ("/unload_model", "/delete_model", "/load_sentence_transformer_model", "/load_clip_model")
+        # Loads can also refuse trust_remote_code or a path outside the allowed directories.
+        if managing and not path.startswith("/load"):
+            assert ("403" in operation["responses"]) == forbidden, path
+
+
+def test_bodies_are_strict_as_the_schema_says(client):
+    # 1 is not a boolean in the schema, so the server does not take it for one.
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "normalize": 1})
+    assert response.status_code == 422
+    text_two = client.post("/v1/embeddings", json={"model": "org/loaded", "input": "a", "dimensions": "2"})
+    assert text_two.status_code == 400
+    # 2.0 is an integer in JSON Schema: taken as 2.
+    response = client.post("/v1/embeddings", json={"model": "org/loaded", "input": "a", "dimensions": 2.0})
+    assert response.status_code == 200 and len(response.json()["data"][0]["embedding"]) == 2
+
+
+@pytest.mark.parametrize("value, status", [("1_0", 400), ("0x10", 400), ("1e1", 200), (".5", 200)])
+def test_a_deadline_is_a_decimal_number_as_documented(client, value, status):
+    body = {"model_name": "org/loaded", "text": ["a"]}
+    assert client.post("/infer", json=body, headers={"x-request-timeout": value}).status_code == status

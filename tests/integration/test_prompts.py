@@ -1,0 +1,89 @@
+"""Prompts end to end: a tiny model with e5's prompts and a default one, served by the real
+gateway and tritonserver, against ``SentenceTransformer.encode(texts, prompt_name=...)``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import prompt_models
+from tests.helpers import cosine_rows
+
+NAME = "org/tiny-prompts"
+TEXTS = ["the quick brown fox", "hello world", "a man is eating food", "stocks fell at the bank"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return prompt_models.prompts_model(tmp_path_factory.mktemp("prompts") / "model")
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def loaded(gateway, model_dir):
+    with gateway.client(timeout=600) as http:
+        response = http.post("/load_sentence_transformer_model", json={"model_name": NAME, "model_path": str(model_dir)})
+        assert response.status_code == 200, response.text
+        yield response.json()
+        # Other tests count the loaded models.
+        assert http.post("/delete_model", json={"model_name": NAME}).status_code == 200
+
+
+def embeddings(response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    rows = body["text_embeddings"] if "text_embeddings" in body else [d["embedding"] for d in body["data"]]
+    return np.asarray(rows, dtype=np.float64)
+
+
+def test_infer_with_a_prompt_name_matches_encode_with_it(http, loaded, reference):
+    for name in ("query", "passage"):
+        served = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt_name": name}))
+        assert cosine_rows(served, reference.encode(TEXTS, prompt_name=name)).min() >= 0.9999
+    # The prompt matters: without one the vectors differ.
+    plain = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt": ""}))
+    assert cosine_rows(plain, reference.encode(TEXTS, prompt="")).min() >= 0.9999
+    assert cosine_rows(plain, reference.encode(TEXTS, prompt_name="passage")).max() < 0.999
+
+
+def test_infer_without_a_prompt_gets_the_models_default_as_encode_does(http, loaded, reference):
+    served = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS}))
+    assert cosine_rows(served, reference.encode(TEXTS)).min() >= 0.9999
+    assert cosine_rows(served, reference.encode(TEXTS, prompt_name="query")).min() >= 0.9999
+
+
+def test_embeddings_with_an_input_type_and_usage_counting_the_prompts_tokens(http, loaded, reference):
+    for input_type, name in (("query", "query"), ("document", "passage"), ("passage", "passage")):
+        body = {"model": NAME, "input": TEXTS, "input_type": input_type, "encoding_format": "float"}
+        response = http.post("/v1/embeddings", json=body)
+        served = embeddings(response)
+        assert cosine_rows(served, reference.encode(TEXTS, prompt_name=name)).min() >= 0.9999
+        prompt = prompt_models.PROMPTS[name]
+        tokens = sum(len(reference.tokenizer(prompt + text)["input_ids"]) for text in TEXTS)
+        assert response.json()["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+        assert tokens > sum(len(reference.tokenizer(text)["input_ids"]) for text in TEXTS)
+
+
+def test_an_unknown_prompt_is_a_400_listing_the_models_prompts(http, loaded):
+    response = http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt_name": "search"})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unknown_prompt"
+    assert error["message"].endswith("its prompts: 'query', 'document', 'passage'")
+
+
+def test_the_listings_show_the_prompts(http, loaded):
+    (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == NAME]
+    assert listed["prompts"] == {"query": "search query: ", "document": "", "passage": "search document: "}
+    assert listed["default_prompt_name"] == "query"
+    (model,) = [m for m in http.get("/v1/models").json()["data"] if m["id"] == NAME]
+    assert model["prompts"] == listed["prompts"] and model["default_prompt_name"] == "query"
