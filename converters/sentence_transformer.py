@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from embedgate.converters import packed, parity, variants
+from embedgate.converters import kinds, packed, parity, variants
 from embedgate.converters.errors import ConversionError, ModelNotFoundError
 from embedgate.converters.prompts import read_prompts
 from embedgate.converters.spec import (
@@ -73,6 +73,9 @@ def convert(spec: ConversionSpec, out_dir: Path, step: Step) -> ModelMetadata:
     """
     started = time.monotonic()
     source = resolve_source(spec)
+    # Another kind loaded as a SentenceTransformer would silently become a different model.
+    declared = kinds.read_declared(kinds.model_files(source.location))
+    kinds.check_convertible(declared, expected="SentenceTransformer", trust_remote_code=spec.trust_remote_code)
     step(f"loading model from {source.description}")
     model = _load(source, spec)
     import sentence_transformers

@@ -1,0 +1,111 @@
+"""What a sentence-transformers directory declares itself to be, read from its files.
+
+sentence-transformers has several model classes: ``SentenceTransformer`` (dense
+embeddings), ``SparseEncoder`` (SPLADE: sparse vectors over the vocabulary),
+``CrossEncoder`` (a score per text pair) and ``MultiVectorEncoder`` (ColBERT). A directory
+says which it is in ``config_sentence_transformers.json`` (``model_type``); CrossEncoders
+saved before that file existed are plain Hugging Face sequence-classification models.
+Loading one with another class does not fail: it silently builds a different model (a
+CrossEncoder loaded as a SentenceTransformer is a mean-pooled encoder with its classifier
+thrown away). So the kind is read first, from the files, and a directory is only ever
+converted by the converter of its own kind, or refused with the reason.
+
+Custom modules (``modules.json`` naming a class outside sentence-transformers) run code
+from the model's directory: they are refused unless ``trust_remote_code`` is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from embedgate.converters.errors import ConversionError
+from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+KNOWN_KINDS: tuple[str, ...] = ("SentenceTransformer", "SparseEncoder", "CrossEncoder", "MultiVectorEncoder")
+LIBRARY_PREFIX = "sentence_transformers."
+# read(filename): a model file's text, or None where the model has no such file.
+FileReader = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    kind: str
+    # Where the kind was read from, for messages.
+    evidence: str
+    # modules.json's module classes, in order (empty where there is none).
+    modules: tuple[str, ...] = ()
+
+
+class UnsupportedKind(ConversionError):
+    """The directory is a model the request cannot serve (or not one embedgate serves yet)."""
+
+
+def read_declared(read: FileReader) -> Declared:
+    """The kind a model declares, from ``read(filename) -> text | None``."""
+    modules = _modules(read("modules.json"))
+    settings = _json(read("config_sentence_transformers.json"), "config_sentence_transformers.json")
+    if settings is not None and settings.get("model_type"):
+        return Declared(str(settings["model_type"]), "config_sentence_transformers.json", modules)
+    if not modules:
+        config = _json(read("config.json"), "config.json") or {}
+        architectures = config.get("architectures") or []
+        if "sentence_transformers" in config or any(
+            str(name).endswith("ForSequenceClassification") for name in architectures
+        ):
+            return Declared("CrossEncoder", "config.json (a sequence-classification model)", modules)
+    return Declared("SentenceTransformer", "modules.json" if modules else "a plain transformer (mean pooling)", modules)
+
+
+def check_convertible(declared: Declared, *, expected: str, trust_remote_code: bool) -> None:
+    """Raises :class:`UnsupportedKind` unless ``declared`` can be served as ``expected``."""
+    if declared.kind != expected:
+        known = declared.kind in KNOWN_KINDS
+        what = f"a {declared.kind}" if known else f"of an unknown model_type {declared.kind!r}"
+        raise UnsupportedKind(
+            f"the model is {what} (per {declared.evidence}), not a {expected}: "
+            f"serving it as a {expected} would compute something else"
+        )
+    custom = [name for name in declared.modules if not name.startswith(LIBRARY_PREFIX)]
+    if custom and not trust_remote_code:
+        raise UnsupportedKind(
+            f"the model uses custom modules ({', '.join(custom)}) that run code from its directory: "
+            "load it with trust_remote_code (where the server allows it)"
+        )
+
+
+def model_files(location: str | Path) -> FileReader:
+    """Files of a model directory or hub id, through sentence-transformers' own lookup
+    (the directory; else its cache, or the hub where the conversion may use the network)."""
+    ensure_torchvision_importable()
+    from sentence_transformers.util.file_io import load_file_path
+
+    def read(filename: str) -> str | None:
+        path = load_file_path(str(location), filename)
+        return Path(path).read_text(encoding="utf-8") if path else None
+
+    return read
+
+
+def _json(text: str | None, name: str) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ConversionError(f"{name} is not valid JSON: {error}") from None
+    return value if isinstance(value, dict) else None
+
+
+def _modules(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    try:
+        entries = json.loads(text)
+    except ValueError as error:
+        raise ConversionError(f"modules.json is not valid JSON: {error}") from None
+    if not isinstance(entries, list):
+        raise ConversionError("modules.json is not a list of modules")
+    return tuple(str(entry.get("type", "")) for entry in entries if isinstance(entry, dict))
