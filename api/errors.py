@@ -99,6 +99,13 @@ class ConversionFailed(EmbedgateError):
     code = "conversion_failed"
 
 
+class UnsupportedModel(ConversionFailed):
+    """A model that cannot be served exactly as asked (its kind, its modules, custom code):
+    the message says why; nothing was published."""
+
+    code = "unsupported_model"
+
+
 class ConversionCrashed(EmbedgateError):
     code = "conversion_crashed"
 

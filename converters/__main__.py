@@ -8,44 +8,36 @@ Protocol with the gateway:
   success, ``{"error": "<one line>"}`` on failure;
 - exit code: 0 published, 1 other failure, 2 model not found or not loadable,
   3 parity check failed, 4 target exists (and ``replace`` is false), 5 out of memory,
-  6 no space left for the model, 7 repository unreachable or refusing (S3),
+  6 no space left for the model, 7 repository unreachable or refusing (S3), 8 a model of a
+  kind that cannot be served as asked (its kind, custom code, a variant of a non-dense model),
   130/143 interrupted/terminated (staging removed, partial uploads deleted).
 """
 
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import os
 import signal
 import sys
 import time
 import traceback
+from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
 
+from embedgate.converters import kinds
 from embedgate.converters.errors import ConversionError, DiskFullError, OutOfMemoryError
 from embedgate.converters.repository import ModelRepository, open_repository
-from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, clip_part_names, variant_model_name
-from embedgate.converters.triton_config import (
-    build_clip_image_config,
-    build_clip_text_config,
-    build_text_model_config,
-    render,
-    validate_options,
-)
+from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
+from embedgate.converters.triton_config import render, validate_options
 
 CONFIG_FILE = "config.pbtxt"
 # The Python-backend model Triton runs; every python-form model gets a copy as 1/model.py.
 PYTHON_BACKEND_MODEL = resources.files("embedgate.api.triton") / "python_backend_model.py"
-# kind -> module (in this package) with convert(spec, out_dir, step) -> ModelMetadata (for "clip":
-# convert(spec, text_dir, image_dir, step)); imported on demand because each pulls in
-# torch and its model library.
-CONVERTERS = {"sentence_transformer": ".sentence_transformer", "clip": ".open_clip"}
 MAX_ERROR_CHARS = 500
 
 
@@ -70,52 +62,35 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
     except ValueError as error:
         raise ConversionError(f"invalid Triton options: {error}") from error
     _configure_hub_access(spec.allow_network)
-    converter = importlib.import_module(CONVERTERS[spec.kind], __package__)
     repository = open_repository(spec.repository, spec.repository_cache_dir)
-    if spec.kind == "clip":
-        return _run_clip(spec, repository, converter, step)
-
-    with repository.stage(spec.triton_name, replace=spec.replace) as stage:
-        metadata: ModelMetadata = converter.convert(spec, stage.path, step)
-        step("writing config")
-        config = build_text_model_config(spec.triton_name, metadata.embedding_dim, spec.triton)
-        _write_model_files(stage.path, render(config), spec)
+    converter = kinds.converter_for(spec, step)
+    names = converter.parts()
+    with ExitStack() as staged:
+        stages = [staged.enter_context(repository.stage(name, replace=spec.replace)) for name in names]
+        metadata = converter.convert([stage.path for stage in stages])
+        step("writing config" if len(stages) == 1 else "writing configs")
+        for stage, config in zip(stages, converter.configs(metadata), strict=True):
+            _write_model_files(stage.path, render(config), spec)
         metadata.conversion_seconds = round(step.elapsed(), 2)
-        (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        step(f"publishing to {stage.target}")
-        stage.publish()
-    return metadata
-
-
-def _run_clip(spec: ConversionSpec, repository: ModelRepository, converter, step: Progress) -> ModelMetadata:
-    """Two Triton models, published together: the image tower first, then the text tower
-    (with the tokenizer), whose arrival makes the model visible; if the second publish
-    fails the first is taken back."""
-    text_name, image_name = clip_part_names(spec.triton_name)
-    with (
-        repository.stage(text_name, replace=spec.replace) as text,
-        repository.stage(image_name, replace=spec.replace) as image,
-    ):
-        metadata: ModelMetadata = converter.convert(spec, text.path, image.path, step)
-        assert metadata.clip is not None
-        step("writing configs")
-        dim, options = metadata.embedding_dim, spec.triton
-        context_length, size = metadata.clip.text.context_length, metadata.clip.image
-        _write_model_files(text.path, render(build_clip_text_config(text_name, context_length, dim, options)), spec)
-        _write_model_files(
-            image.path, render(build_clip_image_config(image_name, size.height, size.width, dim, options)), spec
-        )
-        metadata.conversion_seconds = round(step.elapsed(), 2)
-        for stage in (text, image):
+        for stage in stages:
             (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        step(f"publishing to {image.target} and {text.target}")
-        image.publish()
-        try:
-            text.publish()
-        except BaseException:
-            repository.delete(image_name)
-            raise
+        _publish(repository, names, stages, step)
     return metadata
+
+
+def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, step: Progress) -> None:
+    """The parts in reverse: the first, whose arrival makes the model visible, last; if one
+    fails, those already published are taken back."""
+    step("publishing to " + " and ".join(str(stage.target) for stage in reversed(stages)))
+    published: list[str] = []
+    try:
+        for name, stage in reversed(list(zip(names, stages))):
+            stage.publish()
+            published.append(name)
+    except BaseException:
+        for name in published:
+            repository.delete(name)
+        raise
 
 
 def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
@@ -131,7 +106,7 @@ def main() -> int:
     try:
         spec = _read_spec(sys.stdin.read())
         name = variant_model_name(spec.model_name, spec.variant)
-        step(f"converting {name} ({spec.kind}) into {spec.repository}/{spec.triton_name}")
+        step(f"converting {name} ({spec.library}) into {spec.repository}/{spec.triton_name}")
         metadata = run(spec, step)
     except ConversionError as error:
         traceback.print_exc()

@@ -29,6 +29,14 @@ class DiskFullError(ConversionError):
     exit_code = 6
 
 
+class UnsupportedModelError(ConversionError):
+    """A model that cannot be served exactly as asked: a kind embedgate does not serve (or
+    not through this request), custom code without trust_remote_code, a module or setting
+    the exported graph cannot reproduce. Nothing is published."""
+
+    exit_code = 8
+
+
 class RepositoryError(ConversionError):
     """The model repository could not be read or written (an S3 service unreachable,
     access denied): nothing about the model itself."""

@@ -156,7 +156,7 @@ def _export(graph, inputs: dict[str, np.ndarray], onnx_file: Path) -> None:
     import onnx
     import torch
 
-    from embedgate.converters.sentence_transformer import OPSET
+    from embedgate.converters.module_stack import OPSET
 
     dynamic = {0: "rows", 1: "width"}
     with torch.no_grad(), warnings.catch_warnings():

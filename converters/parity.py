@@ -2,9 +2,11 @@
 
 The serving path is replayed as the gateway runs it: the published ``tokenizer.json``
 (through ``tokenizers``, not transformers), right padding with id 0 and mask 0, and the
-exported ONNX under onnxruntime. Its embeddings are compared with
-``SentenceTransformer.encode`` sentence by sentence, once as one padded batch and once
-per sentence alone (padding must not change an embedding).
+exported ONNX under onnxruntime. Its outputs are compared with the model's own library
+input by input, once as one padded batch and once per input alone (padding must not
+change an output): embeddings by cosine (``SentenceTransformer.encode``), sparse vectors by
+cosine and by which weights are non-zero (``SparseEncoder.encode``), cross-encoder scores by
+their difference (``CrossEncoder.predict``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from embedgate.converters.errors import ParityError
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ParityResult
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TOKEN_TYPE_IDS, ParityResult
+
+# A text, or a cross-encoder's (query, document) pair.
+TextInput = str | tuple[str, str]
 
 _FIXED_SENTENCES = (
     "Hello world.",
@@ -40,21 +45,36 @@ def parity_sentences(max_seq_length: int) -> list[str]:
     return [*_FIXED_SENTENCES, long_text]
 
 
+def parity_pairs(max_length: int) -> list[tuple[str, str]]:
+    """(query, document) pairs of the parity sentences, and pairs past ``max_length`` tokens
+    with the long text first, second and both (exercises the longest-first truncation)."""
+    sentences = parity_sentences(max_length)
+    *short, long_text = sentences
+    pairs = [(short[i], short[(i + 3) % len(short)]) for i in range(len(short))]
+    return [*pairs, (short[1], long_text), (long_text, short[1]), (long_text, " ".join(reversed(long_text.split())))]
+
+
 def reference_token_ids(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[list[int]]:
     """Per-sentence ids from a padded batch (works for left or right padding)."""
     return [row[mask.astype(bool)].tolist() for row, mask in zip(input_ids, attention_mask)]
 
 
-def gateway_token_ids(tokenizer_file: Path, sentences: Sequence[str], *, strip: bool) -> list[list[int]]:
+def gateway_encodings(tokenizer_file: Path, inputs: Sequence[TextInput], *, strip: bool) -> list:
+    """The ``tokenizers`` encodings the gateway makes of texts or pairs."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    texts = [sentence.strip() for sentence in sentences] if strip else list(sentences)
-    return [encoding.ids for encoding in tokenizer.encode_batch(texts, add_special_tokens=True)]
+    if strip:
+        inputs = [text.strip() if isinstance(text, str) else tuple(part.strip() for part in text) for text in inputs]
+    return tokenizer.encode_batch(list(inputs), add_special_tokens=True)
+
+
+def gateway_token_ids(tokenizer_file: Path, sentences: Sequence[TextInput], *, strip: bool) -> list[list[int]]:
+    return [encoding.ids for encoding in gateway_encodings(tokenizer_file, sentences, strip=strip)]
 
 
 def check_tokenization(
-    tokenizer_file: Path, sentences: Sequence[str], expected: list[list[int]]
+    tokenizer_file: Path, sentences: Sequence[TextInput], expected: list[list[int]]
 ) -> tuple[bool, list[list[int]]]:
     """Find whether the gateway must strip whitespace to match the model's own tokenization.
 
@@ -76,15 +96,23 @@ def check_tokenization(
     )
 
 
-def pad(token_ids: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
-    """Right-pad with id 0 and mask 0, as the Python-backend model does."""
+def pad(
+    token_ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None = None
+) -> dict[str, np.ndarray]:
+    """Right-pad with id 0 and mask 0 (and segment 0), as the Python-backend model does."""
     length = max(len(ids) for ids in token_ids)
     input_ids = np.zeros((len(token_ids), length), dtype=np.int64)
     attention_mask = np.zeros((len(token_ids), length), dtype=np.int64)
     for row, ids in enumerate(token_ids):
         input_ids[row, : len(ids)] = ids
         attention_mask[row, : len(ids)] = 1
-    return {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask}
+    feeds = {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask}
+    if type_ids is not None:
+        segments = np.zeros_like(input_ids)
+        for row, types in enumerate(type_ids):
+            segments[row, : len(types)] = types
+        feeds[TOKEN_TYPE_IDS] = segments
+    return feeds
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -97,12 +125,12 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 Run = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
-def onnx_runner(onnx_file: Path) -> Run:
-    """Embeddings of one padded batch by ``onnx_file`` under onnxruntime."""
+def onnx_runner(onnx_file: Path, output: str = EMBEDDING) -> Run:
+    """``output`` of one padded batch by ``onnx_file`` under onnxruntime."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    return lambda feeds: session.run([EMBEDDING], feeds)[0]
+    return lambda feeds: session.run([output], feeds)[0]
 
 
 def embedding_checks(run: Run, token_ids: list[list[int]], reference: np.ndarray) -> dict[str, np.ndarray]:
@@ -166,3 +194,64 @@ def check_embeddings(
             f"parity check failed: min cosine {result.min_cosine:.6f} < threshold {threshold} ({worst})"
         )
     return result
+
+
+def batched_and_alone(run: Run, token_ids: list[list[int]], type_ids: list[list[int]] | None = None):
+    """``run``'s outputs for the inputs as one padded batch, and each alone."""
+    batched = run(pad(token_ids, type_ids))
+    alone = np.concatenate(
+        [run(pad([ids], None if type_ids is None else [type_ids[row]])) for row, ids in enumerate(token_ids)]
+    )
+    return batched, alone
+
+
+def check_scores(
+    run: Run, token_ids: list[list[int]], type_ids: list[list[int]] | None, reference: np.ndarray, tolerance: float
+) -> ParityResult:
+    """A cross-encoder's scores (``run``) against ``CrossEncoder.predict``: every score within
+    ``tolerance``, in one padded batch and alone."""
+    batched, alone = batched_and_alone(run, token_ids, type_ids)
+    reference = reference.reshape(len(token_ids), -1)
+    errors = {
+        "as one padded batch": np.abs(batched.reshape(reference.shape) - reference).max(axis=1),
+        "one pair at a time": np.abs(alone.reshape(reference.shape) - reference).max(axis=1),
+    }
+    worst_check, values = max(errors.items(), key=lambda item: item[1].max())
+    error = float(values.max())
+    if error > tolerance:
+        raise ParityError(
+            f"parity check failed: a score differs from CrossEncoder.predict by {error:.6g} > {tolerance:g} "
+            f"(pair {int(values.argmax()) + 1} of {len(token_ids)}, {worst_check})"
+        )
+    return ParityResult(passed=True, threshold=tolerance, min_cosine=1.0, sentences=len(token_ids), max_abs_error=error)
+
+
+# A weight this small against its row's largest may be zero on one side and not the other
+# (a logit within float noise of 0 before the ReLU); anything larger must agree.
+SPARSE_NOISE = 1e-5
+
+
+def check_sparse(run: Run, token_ids: list[list[int]], reference: np.ndarray, threshold: float) -> ParityResult:
+    """Sparse vectors (``run``, dense over the vocabulary) against ``SparseEncoder.encode``:
+    cosine at least ``threshold`` and the same non-zero weights, in one batch and alone."""
+    batched, alone = batched_and_alone(run, token_ids)
+    cosine, error = np.inf, 0.0
+    for name, vectors in (("as one padded batch", batched), ("one sentence at a time", alone)):
+        if vectors.shape != reference.shape:
+            raise ParityError(f"ONNX output shape {list(vectors.shape)} differs from the model's {list(reference.shape)}")
+        scale = np.maximum(np.abs(reference).max(axis=1, keepdims=True), 1e-12)
+        disagree = ((vectors != 0) != (reference != 0)) & (np.maximum(np.abs(vectors), np.abs(reference)) > SPARSE_NOISE * scale)
+        if disagree.any():
+            row = int(disagree.any(axis=1).argmax())
+            raise ParityError(
+                f"parity check failed: {int(disagree[row].sum())} vocabulary weights are zero on one side only "
+                f"(sentence {row + 1} of {len(token_ids)}, {name})"
+            )
+        values = cosines(vectors, reference)
+        if values.min() < threshold:
+            raise ParityError(
+                f"parity check failed: min cosine {values.min():.6f} < threshold {threshold} "
+                f"(sentence {int(values.argmin()) + 1} of {len(token_ids)}, {name})"
+            )
+        cosine, error = min(cosine, float(values.min())), max(error, float(np.abs(vectors - reference).max()))
+    return ParityResult(passed=True, threshold=threshold, min_cosine=cosine, sentences=len(token_ids), max_abs_error=error)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedgate.converters.errors import ConversionError
+from embedgate.converters.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def read_prompts(model) -> Prompts:
         "(include_prompt=False), which the exported graph cannot do"
     )
     if default is not None and prompts.get(default):
-        raise ConversionError(
+        raise UnsupportedModelError(
             f"unsupported model: its default prompt '{default}' applies to every text, and {reason}"
         )
     return Prompts(prompts, default, reason)

@@ -20,7 +20,11 @@ PACKED_ONNX_FILE = "model.packed.onnx"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
+# A cross-encoder's pair: 0 for the first text's tokens, 1 for the second's (BERT-style models).
+TOKEN_TYPE_IDS = "token_type_ids"
 EMBEDDING = "embedding"
+# A cross-encoder's output: one score (or one per label) per pair.
+SCORES = "scores"
 # The image tower of a CLIP model takes uint8 pixels [batch, height, width, 3] (RGB).
 PIXELS = "pixels"
 # A CLIP model is two Triton models: "<name>_text_encoder" and "<name>_image_encoder".
@@ -28,7 +32,13 @@ TEXT_ENCODER_SUFFIX = "_text_encoder"
 IMAGE_ENCODER_SUFFIX = "_image_encoder"
 
 TritonForm = Literal["python", "onnxruntime"]
-ModelKind = Literal["sentence_transformer", "clip"]
+# The library a load names. A sentence-transformers directory declares which of its classes
+# it is, and that decides the kind; OpenCLIP models are one kind.
+ModelLibrary = Literal["sentence_transformers", "open_clip"]
+# What a published model computes (converters/kinds/, api/compute/kinds/): dense text
+# embeddings (SentenceTransformer), sparse ones over the vocabulary (SparseEncoder), a score
+# per text pair (CrossEncoder), or text and image embeddings in one space (OpenCLIP).
+ModelKind = Literal["sentence_transformer", "sparse_encoder", "cross_encoder", "clip"]
 # Load-time variants of a sentence-transformer model, each published as its own model:
 # "optimized" (onnxruntime's transformer graph fusion, float32) and "int8" (dynamic int8
 # quantization). Users name one "<model_name>@<variant>".
@@ -86,7 +96,7 @@ class TritonConfigOptions(BaseModel):
 class ConversionSpec(BaseModel):
     """One conversion job."""
 
-    kind: ModelKind = "sentence_transformer"
+    library: ModelLibrary = "sentence_transformers"
     # The name users call the model by (hub id such as "sentence-transformers/all-MiniLM-L6-v2",
     # or an OpenCLIP architecture such as "ViT-B-32").
     model_name: str
@@ -105,6 +115,8 @@ class ConversionSpec(BaseModel):
     repository_cache_dir: str | None = None
     triton: TritonConfigOptions = Field(default_factory=TritonConfigOptions)
     parity_threshold: float = 0.9999
+    # Cross-encoders: the largest difference from CrossEncoder.predict a score may have.
+    score_tolerance: float = Field(1e-4, gt=0)
     # Allow the hub to be contacted. When false, HF_HUB_OFFLINE=1 is set.
     allow_network: bool = False
     trust_remote_code: bool = False
@@ -116,7 +128,7 @@ class ConversionSpec(BaseModel):
 
     @model_validator(mode="after")
     def _variants_are_text_models(self) -> ConversionSpec:
-        if self.variant is not None and self.kind != "sentence_transformer":
+        if self.variant is not None and self.library != "sentence_transformers":
             raise ValueError("variants ('optimized', 'int8') are for sentence-transformer models only")
         return self
 
@@ -124,9 +136,45 @@ class ConversionSpec(BaseModel):
 class ParityResult(BaseModel):
     passed: bool
     threshold: float
+    # Embeddings: the lowest cosine against the PyTorch model (scores: 1.0, the scores'
+    # own check is max_abs_error).
     min_cosine: float
     sentences: int
     mean_cosine: float | None = None
+    # Cross-encoders: the largest |score - CrossEncoder.predict|; sparse encoders: the
+    # largest difference of one weight.
+    max_abs_error: float | None = None
+
+
+class CrossEncoderInfo(BaseModel):
+    """A cross-encoder's graph: (query, document) pairs in, ``num_labels`` scores out, with
+    the activation ``CrossEncoder.predict`` applies already inside."""
+
+    num_labels: int = Field(ge=1)
+    # The activation's class (torch.nn.Sigmoid for one label, unless the model names another).
+    activation: str
+    # The graph takes token_type_ids (BERT-style pairs: 0 for the query, 1 for the document).
+    token_type_ids: bool
+
+
+class SparseInfo(BaseModel):
+    """A sparse encoder's graph: a weight for every token of the vocabulary (most zero)."""
+
+    # The model's own cap on non-zero weights per text (encode's default top-k); None: all.
+    max_active_dims: int | None = None
+    pooling: str
+    activation: str
+
+
+class Calibration(BaseModel):
+    """Per-dimension ranges for int8/uint8 outputs, as ``quantize_embeddings`` takes them
+    (``[[min per dimension], [max per dimension]]``), computed once at conversion from a
+    fixed set of texts, so the same text always gives the same bytes."""
+
+    texts: int
+    # Of the vectors as the model outputs them, and of the same vectors at unit length.
+    ranges: list[list[float]]
+    normalized_ranges: list[list[float]]
 
 
 class VariantInfo(BaseModel):
@@ -194,6 +242,8 @@ class ModelMetadata(BaseModel):
     source: str
     library: str
     library_version: str
+    # The output's size: the embedding's dimensions (a sparse encoder's vocabulary), or a
+    # cross-encoder's labels.
     embedding_dim: int
     max_seq_length: int
     # True when the graph ends in a Normalize module (outputs are unit length).
@@ -228,6 +278,11 @@ class ModelMetadata(BaseModel):
     # Why requests may not use a (non-empty) prompt with this model, where they may not: its
     # pooling leaves the prompt's tokens out, which the exported graph cannot do.
     prompts_refused: str | None = None
+    # Kind-specific: a cross-encoder's pairs and scores, a sparse encoder's vocabulary output.
+    cross_encoder: CrossEncoderInfo | None = None
+    sparse: SparseInfo | None = None
+    # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
+    calibration: Calibration | None = None
 
     @model_validator(mode="after")
     def _clip_models_have_no_prompts(self) -> ModelMetadata:

@@ -19,6 +19,8 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, PIXELS, TritonConfigOptions
 
+TEXT_INPUTS = (INPUT_IDS, ATTENTION_MASK)
+
 # Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
@@ -48,11 +50,17 @@ def validate_options(options: TritonConfigOptions) -> None:
 
 
 def build_text_model_config(
-    name: str, embedding_dim: int, options: TritonConfigOptions
+    name: str,
+    output_name: str,
+    output_dim: int,
+    options: TritonConfigOptions,
+    input_names: tuple[str, ...] = TEXT_INPUTS,
 ) -> pb.ModelConfig:
-    config = _model_config(name, embedding_dim, options)
+    """A sentence-transformers graph: token tensors of one length per request (ragged in the
+    python form) in, ``output_name`` [output_dim] per text (or pair) out."""
+    config = _model_config(name, output_name, output_dim, options)
     python_form = options.form == "python"
-    for input_name in (INPUT_IDS, ATTENTION_MASK):
+    for input_name in input_names:
         config.input.add(name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=python_form)
     if python_form:
         config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
@@ -65,7 +73,7 @@ def build_text_model_config(
 def build_clip_text_config(
     name: str, context_length: int, embedding_dim: int, options: TritonConfigOptions
 ) -> pb.ModelConfig:
-    config = _model_config(name, embedding_dim, options)
+    config = _model_config(name, EMBEDDING, embedding_dim, options)
     config.input.add(name=INPUT_IDS, data_type=pb.TYPE_INT64, dims=[context_length])
     return config
 
@@ -73,13 +81,13 @@ def build_clip_text_config(
 def build_clip_image_config(
     name: str, height: int, width: int, embedding_dim: int, options: TritonConfigOptions
 ) -> pb.ModelConfig:
-    config = _model_config(name, embedding_dim, options)
+    config = _model_config(name, EMBEDDING, embedding_dim, options)
     config.input.add(name=PIXELS, data_type=pb.TYPE_UINT8, dims=[height, width, 3])
     return config
 
 
-def _model_config(name: str, embedding_dim: int, options: TritonConfigOptions) -> pb.ModelConfig:
-    """Everything but the inputs: backend, the embedding output, batching, instances."""
+def _model_config(name: str, output_name: str, output_dim: int, options: TritonConfigOptions) -> pb.ModelConfig:
+    """Everything but the inputs: backend, the one output, batching, instances."""
     validate_options(options)
     config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)
     python_form = options.form == "python"
@@ -88,7 +96,7 @@ def _model_config(name: str, embedding_dim: int, options: TritonConfigOptions) -
     else:
         config.platform = "onnxruntime_onnx"
         config.default_model_filename = ONNX_FILE
-    config.output.add(name=EMBEDDING, data_type=pb.TYPE_FP32, dims=[embedding_dim])
+    config.output.add(name=output_name, data_type=pb.TYPE_FP32, dims=[output_dim])
 
     if options.dynamic_batching:
         batching = config.dynamic_batching

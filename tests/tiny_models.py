@@ -21,9 +21,11 @@ def bert_tokenizer(directory: Path):
 
     directory.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
-    vocab_file = directory / "vocab.txt"
-    vocab_file.write_text("\n".join(vocab) + "\n")
-    return BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
+    # transformers 5 takes the vocabulary as ``vocab`` (``vocab_file`` is silently ignored,
+    # leaving only the special tokens: every word would be [UNK]).
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
+    assert len(tokenizer) == len(vocab), "the tokenizer did not take the vocabulary"
+    return tokenizer
 
 
 def bert_config(vocab_size: int, **extra):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from embedgate.converters.spec import ModelMetadata, TritonConfigOptions
+from embedgate.converters.spec import ModelLibrary, ModelMetadata, TritonConfigOptions
 
 from ..settings import Settings
 
@@ -32,8 +32,8 @@ class BatchingPolicy:
     def __init__(self, settings: Settings):
         self.settings = settings
 
-    def triton_options(self, kind: str) -> TritonConfigOptions:
-        """The Triton config of a new model of ``kind`` (``sentence_transformer``, ``clip``)."""
+    def triton_options(self, library: ModelLibrary) -> TritonConfigOptions:
+        """The Triton config of a new model of ``library`` (``sentence_transformers``, ``open_clip``)."""
         s = self.settings
         instances, threads = s.instance_count, s.ort_intra_op_threads
         if s.triton_form == "python":
@@ -45,7 +45,7 @@ class BatchingPolicy:
         return TritonConfigOptions(
             form=s.triton_form,
             max_batch_size=s.max_batch_size,
-            dynamic_batching=not self.gateway_batches(kind),
+            dynamic_batching=not self.gateway_batches(library),
             sub_batch_size=s.sub_batch_size,
             run_overhead_tokens=s.run_overhead_tokens,
             pack_width=s.pack_width,
@@ -58,10 +58,12 @@ class BatchingPolicy:
             intra_op_threads=threads,
         )
 
-    def gateway_batches(self, kind: str) -> bool:
-        """Whether a new model of ``kind`` is published without Triton's dynamic batcher."""
+    def gateway_batches(self, library: ModelLibrary) -> bool:
+        """Whether a new model of ``library`` is published without Triton's dynamic batcher:
+        sentence-transformers' models (dense, sparse, cross-encoders), whose requests are
+        all texts the coalescer merges."""
         s = self.settings
-        return s.gateway_batching and s.triton_form == "python" and kind == "sentence_transformer"
+        return s.gateway_batching and s.triton_form == "python" and library == "sentence_transformers"
 
     def coalesced_texts(self, metadata: ModelMetadata) -> int:
         """Requests of at most this many texts go through the model's coalescer: all that

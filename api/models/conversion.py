@@ -25,11 +25,11 @@ from ..errors import (
     InsufficientStorage,
     ModelNotFound,
     RepositoryUnavailable,
+    UnsupportedModel,
 )
 from ..telemetry.metrics import observe_conversion
 
 log = logging.getLogger("embedgate.conversion")
-
 
 
 # The converter's exit codes (converters/__main__.py) and what a client sees for each.
@@ -41,6 +41,7 @@ FAILURES: dict[int, type[EmbedgateError]] = {
     5: ConversionOutOfMemory,
     6: InsufficientStorage,
     7: RepositoryUnavailable,
+    8: UnsupportedModel,
 }
 
 

@@ -218,7 +218,7 @@ class ModelRegistry:
             if metadata is None:
                 config_dir = self.settings.clip_model_config_dir
                 spec = self._spec(
-                    kind="clip",
+                    library="open_clip",
                     model_name=model_name,
                     pretrained=pretrained,
                     clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
@@ -239,7 +239,7 @@ class ModelRegistry:
         return ConversionSpec(
             repository=self.repository.location,
             repository_cache_dir=str(self.settings.repository_cache),
-            triton=self.batching.triton_options(job.get("kind", "sentence_transformer")),
+            triton=self.batching.triton_options(job.get("library", "sentence_transformers")),
             allow_network=self.settings.allow_hub_download,
             **job,
         )

@@ -50,7 +50,8 @@ RUNNER = textwrap.dedent(
     """
     import sys
     import embedgate.converters.__main__ as entry
-    entry.CONVERTERS["clip"] = "fake_clip_converter"
+    from tests.converters.fake_kinds import install
+    install(open_clip="fake_clip_converter")
     sys.exit(entry.main())
     """
 )
@@ -60,7 +61,7 @@ def convert(tmp_path: Path, repository: Path, **overrides) -> tuple[int, dict]:
     (tmp_path / "fake_clip_converter.py").write_text(FAKE_CLIP_CONVERTER)
     (tmp_path / "runner.py").write_text(RUNNER)
     spec = {
-        "kind": "clip", "model_name": "ViT-X", "pretrained": "tag", "triton_name": "ViT-X_tag",
+        "library": "open_clip", "model_name": "ViT-X", "pretrained": "tag", "triton_name": "ViT-X_tag",
         "repository": str(repository), **overrides,
     }
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))

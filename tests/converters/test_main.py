@@ -43,7 +43,8 @@ RUNNER = textwrap.dedent(
     """
     import sys
     import embedgate.converters.__main__ as entry
-    entry.CONVERTERS["sentence_transformer"] = "fake_converter"
+    from tests.converters.fake_kinds import install
+    install(sentence_transformers="fake_converter")
     sys.exit(entry.main())
     """
 )

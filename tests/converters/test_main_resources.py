@@ -33,7 +33,8 @@ RUNNER = textwrap.dedent(
     """
     import sys
     import embedgate.converters.__main__ as entry
-    entry.CONVERTERS["sentence_transformer"] = "failing_converter"
+    from tests.converters.fake_kinds import install
+    install(sentence_transformers="failing_converter")
     sys.exit(entry.main())
     """
 )

@@ -70,8 +70,8 @@ RUNNER = textwrap.dedent(
     """
     import sys, time
     import embedgate.converters.__main__ as entry
-    entry.CONVERTERS["sentence_transformer"] = "fake_converter"
-    entry.CONVERTERS["clip"] = "racing_clip_converter"
+    from tests.converters.fake_kinds import install
+    install(sentence_transformers="fake_converter", open_clip="racing_clip_converter")
     if "--slow-upload" in sys.argv:
         import boto3.s3.inject
 
@@ -161,7 +161,7 @@ def test_a_name_taken_in_the_bucket_exits_4(converter, s3_bucket):
     assert code == 4 and "already exists" in result["error"]
 
 
-CLIP = {"kind": "clip", "model_name": "ViT-X", "pretrained": "tag", "triton_name": "ViT-X_tag"}
+CLIP = {"library": "open_clip", "model_name": "ViT-X", "pretrained": "tag", "triton_name": "ViT-X_tag"}
 
 
 def test_a_clip_models_two_parts_are_published_into_the_bucket(converter, s3_bucket):

@@ -16,7 +16,7 @@ from embedgate.converters.triton_config import (
 
 
 def rendered_and_parsed(options: TritonConfigOptions, dim: int = 384) -> pb.ModelConfig:
-    text = render(build_text_model_config("minilm", dim, options))
+    text = render(build_text_model_config("minilm", EMBEDDING, dim, options))
     return text_format.Parse(text, pb.ModelConfig())
 
 
@@ -88,7 +88,7 @@ def test_cpu_instances_and_thread_parameters():
 
 
 def test_rendering_is_text_format_not_defaults():
-    text = render(build_text_model_config("minilm", 384, TritonConfigOptions()))
+    text = render(build_text_model_config("minilm", EMBEDDING, 384, TritonConfigOptions()))
 
     assert 'backend: "python"' in text
     assert "allow_ragged_batch: true" in text
@@ -97,9 +97,9 @@ def test_rendering_is_text_format_not_defaults():
 
 def test_python_form_refuses_gpu_instances():
     with pytest.raises(ValueError, match="onnxruntime"):
-        build_text_model_config("m", 8, TritonConfigOptions(form="python", instance_kind="gpu"))
+        build_text_model_config("m", EMBEDDING, 8, TritonConfigOptions(form="python", instance_kind="gpu"))
 
 
 def test_preferred_batch_size_above_max_is_refused():
     with pytest.raises(ValueError, match="max_batch_size"):
-        build_text_model_config("m", 8, TritonConfigOptions(max_batch_size=8, preferred_batch_sizes=[16]))
+        build_text_model_config("m", EMBEDDING, 8, TritonConfigOptions(max_batch_size=8, preferred_batch_sizes=[16]))

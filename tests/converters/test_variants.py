@@ -201,7 +201,7 @@ def _parity_inputs(directory, minilm):
 
 def test_variants_are_for_sentence_transformers_only():
     with pytest.raises(ValidationError, match="sentence-transformer models only"):
-        ConversionSpec(kind="clip", model_name="ViT-B-32", pretrained="x", triton_name="t", repository="r", variant="int8")
+        ConversionSpec(library="open_clip", model_name="ViT-B-32", pretrained="x", triton_name="t", repository="r", variant="int8")
     with pytest.raises(ValidationError):
         ConversionSpec(model_name=MINILM, triton_name="t", repository="r", variant="fp16")
 

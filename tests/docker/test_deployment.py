@@ -69,8 +69,8 @@ def deployed_settings(monkeypatch, tmp_path) -> Settings:
 
 
 def test_the_container_writes_native_gpu_configs_that_parse(deployed_settings):
-    options = BatchingPolicy(deployed_settings).triton_options("sentence_transformer")
-    config = parse(render(build_text_model_config("org--model", 384, options)))
+    options = BatchingPolicy(deployed_settings).triton_options("sentence_transformers")
+    config = parse(render(build_text_model_config("org--model", EMBEDDING, 384, options)))
 
     assert isinstance(config, pb.ModelConfig)
     assert config.platform == "onnxruntime_onnx" and config.backend == ""

@@ -8,8 +8,8 @@ from embedgate.api.compute.batching import BatchingPolicy
 from embedgate.api.settings import Settings
 
 
-def options(kind="sentence_transformer", **settings):
-    return BatchingPolicy(Settings(**settings)).triton_options(kind)
+def options(library="sentence_transformers", **settings):
+    return BatchingPolicy(Settings(**settings)).triton_options(library)
 
 
 def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: int = 256):
@@ -44,7 +44,7 @@ def test_the_gateway_batches_python_form_sentence_transformers_and_triton_the_re
     assert options().dynamic_batching is False
     assert options(gateway_batching=False).dynamic_batching is True
     # CLIP image requests are not merged in the gateway; native (GPU) instances keep Triton's batcher.
-    assert options("clip").dynamic_batching is True
+    assert options("open_clip").dynamic_batching is True
     assert options(triton_form="onnxruntime").dynamic_batching is True
 
 

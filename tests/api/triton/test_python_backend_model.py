@@ -20,7 +20,7 @@ def table(mean_pool_onnx):
 def model(mean_pool_onnx, load_python_model):
     model_dir = mean_pool_onnx.path.parent.parent
     options = TritonConfigOptions(intra_op_threads=1, inter_op_threads=1)
-    config = triton_config.build_text_model_config("tiny", mean_pool_onnx.table.shape[1], options)
+    config = triton_config.build_text_model_config("tiny", EMBEDDING, mean_pool_onnx.table.shape[1], options)
     # Triton hands model.py its config as JSON with proto field names.
     config_json = json_format.MessageToJson(config, preserving_proto_field_name=True)
     instance = load_python_model().TritonPythonModel()
@@ -110,7 +110,7 @@ def test_runs_are_cut_where_padding_would_cost_more_than_another_run(
 def recording_model(mean_pool_onnx, load_python_model, table, **options):
     """A model instance whose onnxruntime calls are recorded as the mask's shape."""
     config = triton_config.build_text_model_config(
-        "tiny", table.shape[1], TritonConfigOptions(intra_op_threads=1, **options)
+        "tiny", EMBEDDING, table.shape[1], TritonConfigOptions(intra_op_threads=1, **options)
     )
     instance = load_python_model().TritonPythonModel()
     instance.initialize(

@@ -8,7 +8,8 @@ saved before that file existed are plain Hugging Face sequence-classification mo
 Loading one with another class does not fail: it silently builds a different model (a
 CrossEncoder loaded as a SentenceTransformer is a mean-pooled encoder with its classifier
 thrown away). So the kind is read first, from the files, and a directory is only ever
-converted by the converter of its own kind, or refused with the reason.
+converted by the converter of its own kind (``converters/kinds/``), or refused with the
+reason.
 
 Custom modules (``modules.json`` naming a class outside sentence-transformers) run code
 from the model's directory: they are refused unless ``trust_remote_code`` is allowed.
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedgate.converters.errors import ConversionError
+from embedgate.converters.errors import ConversionError, UnsupportedModelError
 from embedgate.converters.torch_compat import ensure_torchvision_importable
 
 KNOWN_KINDS: tuple[str, ...] = ("SentenceTransformer", "SparseEncoder", "CrossEncoder", "MultiVectorEncoder")
@@ -37,10 +38,6 @@ class Declared:
     evidence: str
     # modules.json's module classes, in order (empty where there is none).
     modules: tuple[str, ...] = ()
-
-
-class UnsupportedKind(ConversionError):
-    """The directory is a model the request cannot serve (or not one embedgate serves yet)."""
 
 
 def read_declared(read: FileReader) -> Declared:
@@ -59,18 +56,22 @@ def read_declared(read: FileReader) -> Declared:
     return Declared("SentenceTransformer", "modules.json" if modules else "a plain transformer (mean pooling)", modules)
 
 
-def check_convertible(declared: Declared, *, expected: str, trust_remote_code: bool) -> None:
-    """Raises :class:`UnsupportedKind` unless ``declared`` can be served as ``expected``."""
-    if declared.kind != expected:
-        known = declared.kind in KNOWN_KINDS
-        what = f"a {declared.kind}" if known else f"of an unknown model_type {declared.kind!r}"
-        raise UnsupportedKind(
-            f"the model is {what} (per {declared.evidence}), not a {expected}: "
-            f"serving it as a {expected} would compute something else"
-        )
+def unsupported(declared: Declared, served: tuple[str, ...]) -> UnsupportedModelError:
+    """The error for a directory of a kind no converter serves (``served`` are those that are)."""
+    known = declared.kind in KNOWN_KINDS
+    what = f"a {declared.kind}" if known else f"of an unknown model_type {declared.kind!r}"
+    return UnsupportedModelError(
+        f"the model is {what} (per {declared.evidence}); embedgate serves {', '.join(served)} models, "
+        "and serving it as one of those would compute something else"
+    )
+
+
+def check_custom_modules(declared: Declared, *, trust_remote_code: bool) -> None:
+    """Raises :class:`UnsupportedModelError` where the model's modules would run its own code
+    and the request does not allow that."""
     custom = [name for name in declared.modules if not name.startswith(LIBRARY_PREFIX)]
     if custom and not trust_remote_code:
-        raise UnsupportedKind(
+        raise UnsupportedModelError(
             f"the model uses custom modules ({', '.join(custom)}) that run code from its directory: "
             "load it with trust_remote_code (where the server allows it)"
         )

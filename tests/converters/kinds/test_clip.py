@@ -27,7 +27,7 @@ def tiny(tmp_path_factory):
 
 def clip_spec(tiny, repository, **overrides) -> dict:
     return {
-        "kind": "clip",
+        "library": "open_clip",
         "model_name": tiny.model_name,
         "pretrained": str(tiny.checkpoint),
         "clip_model_config_dir": str(tiny.config_dir),

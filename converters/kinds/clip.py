@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from embedgate.converters import clip_parity
+from tritonclient.grpc import model_config_pb2 as pb
+
+from embedgate.converters import calibration, clip_parity
 from embedgate.converters.clip_export import export_image_tower, export_text_tower
 from embedgate.converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
-from embedgate.converters.errors import ConversionError, ModelNotFoundError
+from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.converters.spec import (
     ONNX_FILE,
     TOKENIZER_DIR,
@@ -28,10 +30,36 @@ from embedgate.converters.spec import (
     ConversionSpec,
     ImagePreprocessing,
     ModelMetadata,
+    clip_part_names,
 )
 from embedgate.converters.torch_compat import ensure_torchvision_importable
+from embedgate.converters.triton_config import build_clip_image_config, build_clip_text_config
 
-Step = Callable[[str], None]
+from .base import KindConverter, Step
+
+
+class ClipConverter(KindConverter):
+    """Two Triton models, published together: the text tower (with the tokenizer), which
+    makes the model visible, and the image tower."""
+
+    kind = "clip"
+
+    def parts(self) -> tuple[str, ...]:
+        return clip_part_names(self.spec.triton_name)
+
+    def convert(self, directories: Sequence[Path]) -> ModelMetadata:
+        text_dir, image_dir = directories
+        return convert(self.spec, text_dir, image_dir, self.step)
+
+    def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
+        assert metadata.clip is not None
+        text_name, image_name = self.parts()
+        dim, options = metadata.embedding_dim, self.spec.triton
+        size = metadata.clip.image
+        return [
+            build_clip_text_config(text_name, metadata.clip.text.context_length, dim, options),
+            build_clip_image_config(image_name, size.height, size.width, dim, options),
+        ]
 
 
 @dataclass(frozen=True)
@@ -58,6 +86,9 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
     tokens = loaded.tokenizer(sentences)
     with torch.no_grad():
         text_reference = model.encode_text(tokens).float().numpy()
+        calibrated = calibration.calibrate(
+            model.encode_text(loaded.tokenizer(calibration.calibration_texts())).float().numpy()
+        )
         image_inputs = torch.stack(clip_parity.reference_pixels(images, loaded.preprocess))
         image_reference = model.encode_image(image_inputs).float().numpy()
     pixels = clip_parity.gateway_pixels(images, preprocessing)
@@ -97,6 +128,7 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
         clip=ClipMetadata(pretrained=spec.pretrained or "", text=text, image=preprocessing, image_parity=image_parity),
+        calibration=calibrated,
     )
 
 
@@ -147,7 +179,7 @@ def image_preprocessing(model) -> ImagePreprocessing:
     def triple(value) -> tuple[float, float, float]:
         values = tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else (float(value),) * 3
         if len(values) != 3:
-            raise ConversionError(f"unsupported model: {len(values)}-channel image normalization")
+            raise UnsupportedModelError(f"unsupported model: {len(values)}-channel image normalization")
         return values
 
     return ImagePreprocessing(

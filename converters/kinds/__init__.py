@@ -1,0 +1,53 @@
+"""One converter per model kind, behind one interface (:class:`base.KindConverter`).
+
+- ``dense``: ``SentenceTransformer``, dense text embeddings;
+- ``sparse``: ``SparseEncoder`` (SPLADE), a weight per vocabulary token;
+- ``cross_encoder``: ``CrossEncoder``, a relevance score per (query, document) pair;
+- ``clip``: OpenCLIP, text and image towers in one embedding space.
+
+A load names a library; for sentence-transformers the directory itself says which class it
+is (``converters/declared.py``), and that class's converter runs, or the load is refused
+with the reason. A new kind is a new module here and a line in :data:`LIBRARY_KINDS`.
+"""
+
+from __future__ import annotations
+
+from embedgate.converters import declared
+from embedgate.converters.errors import UnsupportedModelError
+from embedgate.converters.module_stack import resolve_source
+from embedgate.converters.spec import ConversionSpec
+
+from .base import KindConverter, Step
+from .clip import ClipConverter
+from .cross_encoder import CrossEncoderConverter
+from .dense import DenseConverter
+from .library import LibraryKind
+from .sparse import SparseConverter
+
+# sentence-transformers' model_type -> the converter of that kind.
+LIBRARY_KINDS: dict[str, type[LibraryKind]] = {
+    "SentenceTransformer": DenseConverter,
+    "SparseEncoder": SparseConverter,
+    "CrossEncoder": CrossEncoderConverter,
+}
+
+__all__ = ["KindConverter", "converter_for"]
+
+
+def converter_for(spec: ConversionSpec, step: Step) -> KindConverter:
+    """The converter of the kind ``spec`` names (OpenCLIP) or its directory declares."""
+    if spec.library == "open_clip":
+        return ClipConverter(spec, step)
+    source = resolve_source(spec)
+    found = declared.read_declared(declared.model_files(source.location))
+    converter = LIBRARY_KINDS.get(found.kind)
+    if converter is None:
+        raise declared.unsupported(found, tuple(LIBRARY_KINDS))
+    declared.check_custom_modules(found, trust_remote_code=spec.trust_remote_code)
+    if spec.variant is not None and converter is not DenseConverter:
+        raise UnsupportedModelError(
+            f"the model is a {found.kind} (per {found.evidence}); variants ('@{spec.variant}') are built "
+            "for SentenceTransformer models only"
+        )
+    step(f"the model is a {found.kind} (per {found.evidence})")
+    return converter(spec, step, source, found)

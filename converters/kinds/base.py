@@ -1,0 +1,39 @@
+"""The one interface every model kind's converter has (``converters/kinds/<kind>.py``)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from tritonclient.grpc import model_config_pb2 as pb
+
+from embedgate.converters.spec import ConversionSpec, ModelKind, ModelMetadata
+
+Step = Callable[[str], None]
+
+
+class KindConverter(ABC):
+    """Turns one model of its kind into Triton models: the files of each part, their
+    configs and the metadata the gateway serves it by."""
+
+    kind: ClassVar[ModelKind]
+
+    def __init__(self, spec: ConversionSpec, step: Step):
+        self.spec = spec
+        self.step = step
+
+    def parts(self) -> tuple[str, ...]:
+        """The Triton models it becomes. The first is published last: its arrival makes
+        the model visible (the others are only reachable through it)."""
+        return (self.spec.triton_name,)
+
+    @abstractmethod
+    def convert(self, directories: Sequence[Path]) -> ModelMetadata:
+        """Write each part's ``1/`` files (and the tokenizer) into its staging directory,
+        check them against the model's own library, and return the metadata."""
+
+    @abstractmethod
+    def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
+        """Each part's config.pbtxt, in the order of :meth:`parts`."""
