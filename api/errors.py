@@ -57,6 +57,13 @@ class PromptError(InvalidInput):
         self.param = param
 
 
+class WrongModelKind(InvalidInput):
+    """The model is of a kind that does not answer this request (a cross-encoder asked for
+    embeddings, a dense model asked to rerank); the message says where to go instead."""
+
+    code = "wrong_model_kind"
+
+
 class InvalidImage(EmbedgateError):
     """One image of a request cannot be used. The code says why: ``image_url_refused``
     (scheme, or an address the fetcher may not reach), ``image_fetch_failed``,

@@ -54,6 +54,11 @@ def save_bert(directory: Path, head: str = "base", seed: int = 0, **config) -> P
         "classification": transformers.BertForSequenceClassification,
         "masked_lm": transformers.BertForMaskedLM,
     }[head]
+    if head == "classification":
+        # With BERT's usual initialization every pair scores 0.4923...: the scores differ in
+        # the fifth decimal. Wider weights spread them over (0, 1), so a test can tell them
+        # apart (and a wrong score fails).
+        config.setdefault("initializer_range", 0.5)
     model = model_class(bert_config(len(tokenizer), **config)).eval()
     model.save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
@@ -61,20 +66,23 @@ def save_bert(directory: Path, head: str = "base", seed: int = 0, **config) -> P
 
 
 def dense_model(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
+    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer, models
 
     transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
     transformer = models.Transformer(str(transformer_dir), max_seq_length=64)
-    pool = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode=pooling)
+    pool = models.Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
     SentenceTransformer(modules=[transformer, pool], device="cpu").save(str(directory))
     return directory
 
 
-def cross_encoder(directory: Path, seed: int = 0) -> Path:
+def cross_encoder(directory: Path, seed: int = 0, **options) -> Path:
+    """A reranker (one label); ``options`` go to ``CrossEncoder`` (``prompts``, ``max_length``...)."""
+    ensure_torchvision_importable()
     from sentence_transformers import CrossEncoder
 
     bert_dir = save_bert(directory.parent / f"{directory.name}-bert", head="classification", seed=seed, num_labels=1)
-    CrossEncoder(str(bert_dir), device="cpu", max_length=64).save(str(directory))
+    CrossEncoder(str(bert_dir), device="cpu", **{"max_length": 64, **options}).save(str(directory))
     return directory
 
 
@@ -84,12 +92,14 @@ def legacy_cross_encoder(directory: Path, seed: int = 0) -> Path:
     return save_bert(directory, head="classification", seed=seed, num_labels=1)
 
 
-def sparse_encoder(directory: Path, seed: int = 0) -> Path:
+def sparse_encoder(directory: Path, seed: int = 0, **options) -> Path:
+    """A SPLADE model: an MLM transformer and SpladePooling; ``options`` go to
+    ``SparseEncoder`` (``max_active_dims``, ``prompts``...)."""
     mlm_dir = save_bert(directory.parent / f"{directory.name}-mlm", head="masked_lm", seed=seed)
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sparse_encoder.models import SpladePooling
 
     mlm = Transformer(str(mlm_dir), max_seq_length=64, transformer_task="fill-mask")
-    SparseEncoder(modules=[mlm, SpladePooling("max")], device="cpu").save(str(directory))
+    SparseEncoder(modules=[mlm, SpladePooling("max")], device="cpu", **options).save(str(directory))
     return directory

@@ -1,9 +1,15 @@
-"""Text or images in, embeddings out: tokenize or decode off the loop, call Triton, normalize.
+"""Texts, pairs or images in, embeddings or scores out: tokenize or decode off the loop,
+call Triton, then what the model's kind makes of its output.
 
-This is the narrow interface between the HTTP side and the compute side: routes call
-:meth:`EmbeddingService.embed_texts` (any model, a CLIP model's text tower included; with
-the prompt the request chose, ``prompts.py``) and :meth:`EmbeddingService.embed_images`
-(CLIP models) and never see tensors or Triton.
+This is the narrow interface between the HTTP side and the compute side. Routes call
+:meth:`EmbeddingService.embed_texts` (dense embeddings: sentence-transformers, a CLIP
+model's text tower; in any precision), :meth:`~EmbeddingService.embed_sparse` (sparse
+encoders), :meth:`~EmbeddingService.score_pairs` (cross-encoders) and
+:meth:`~EmbeddingService.embed_images` (CLIP models), each with the prompt the request
+chose (``prompts.py``), and never see tensors or Triton. A model asked for what its kind
+does not give is refused with where to go instead (``kinds/``). Every text input, a pair
+included, takes the same path: merged with other requests' by the coalescer, or tokenized
+in the pool and sent in length-sorted chunks.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import DeadlineExceeded, InvalidInput, TritonConnectionLost
+from embedgate.converters.spec import EMBEDDING, PIXELS
+
+from ..errors import DeadlineExceeded, TritonConnectionLost
 from ..settings import Settings
 from ..triton.client import TritonClient
 from .admission import admit
@@ -27,8 +35,10 @@ from .batching import BatchingPolicy
 from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
+from .kinds import SparseVector, Task, sparsify
 from .preprocess.text import TokenBatch, bucket_length
 from .prompts import DEFAULT, PromptChoice, prompt_for
+from .quantize import Precision, quantized
 from .served import ServedModel
 
 log = logging.getLogger("embedgate.embedding")
@@ -43,15 +53,25 @@ class Restartable(Protocol):
     async def wait_restarted(self, since: int) -> bool: ...
 
 
+# A text input: a text, or a cross-encoder's (query, document) pair.
+TextInput = str | tuple[str, str]
+
+
 @dataclass(frozen=True)
 class Embeddings:
-    vectors: np.ndarray  # float32 [n, dim]
+    """What one request's text inputs gave: the graph's output per input (float32 [n, dim];
+    in a lower precision, its integers; a cross-encoder's scores [n, labels]), and where
+    the time went."""
+
+    vectors: np.ndarray
     token_counts: list[int]
     truncated: int
     tokenize_ms: float
     inference_ms: float
     # Waiting for a tokenizer thread: the request's queue time before any work on it.
     queue_ms: float = 0.0
+    # Sparse encoders: each input's non-zero weights (``vectors`` then holds the full ones).
+    sparse: list[SparseVector] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +111,8 @@ def _prefixed(prefix: str, texts: list[str]) -> list[str]:
     return [prefix + text for text in texts] if prefix else texts
 
 
-def _tokenize(model: ServedModel, texts: list[str], prefix: str) -> TokenBatch:
-    return model.tokenizer.encode(_prefixed(prefix, texts), model.metadata.form == "onnxruntime")
+def _tokenize(model: ServedModel, inputs: list[TextInput], prefix: str) -> TokenBatch:
+    return model.tokenizer.encode(_prefixed(prefix, inputs), model.metadata.form == "onnxruntime")
 
 
 class EmbeddingService:
@@ -105,7 +125,7 @@ class EmbeddingService:
         self.triton = triton
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
-        self._coalescers: dict[str, tuple[ServedModel, Coalescer[str, _Embedded, Embeddings]]] = {}
+        self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, _Embedded, Embeddings]]] = {}
         if settings.noop_inference:
             log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
 
@@ -126,29 +146,68 @@ class EmbeddingService:
         normalize: bool,
         timeout_s: float,
         prompt: PromptChoice = DEFAULT,
+        precision: Precision = "float32",
     ) -> Embeddings:
-        """``texts``' embeddings, each text with the prompt ``prompt`` chooses before it (the
-        model's default prompt when it chooses none), as ``SentenceTransformer.encode`` does."""
+        """``texts``' dense embeddings, each text with the prompt ``prompt`` chooses before it
+        (the model's default prompt when it chooses none), as ``SentenceTransformer.encode``
+        does; in ``precision`` as ``quantize_embeddings`` gives it, with the model's ranges."""
+        model.kind.require(Task.EMBED, model.name)
         prefix = prompt_for(model.name, model.metadata, prompt)
-        return await _within(timeout_s, self._embed(model, texts, normalize, timeout_s, prefix))
+        result = await _within(timeout_s, self._run(model, texts, timeout_s, prefix))
+        vectors = result.vectors
+        if normalize and not model.metadata.normalized:
+            vectors = _unit_rows(vectors)
+        unit = normalize or model.metadata.normalized
+        vectors = quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
+        return dataclasses.replace(result, vectors=vectors)
 
-    async def _embed(
-        self, model: ServedModel, texts: list[str], normalize: bool, timeout_s: float, prefix: str
+    async def embed_sparse(
+        self,
+        model: ServedModel,
+        texts: list[str],
+        *,
+        timeout_s: float,
+        prompt: PromptChoice = DEFAULT,
+        top_k: int | None = None,
     ) -> Embeddings:
+        """``texts``' sparse embeddings, as ``SparseEncoder.encode(max_active_dims=top_k)``:
+        the non-zero weights, the ``top_k`` largest where given (else the model's own cap)."""
+        model.kind.require(Task.SPARSE, model.name)
+        prefix = prompt_for(model.name, model.metadata, prompt)
+        result = await _within(timeout_s, self._run(model, texts, timeout_s, prefix))
+        limit = top_k if top_k is not None else model.kind.default_top_k()
+        return dataclasses.replace(result, sparse=sparsify(result.vectors, limit))
+
+    async def score_pairs(
+        self,
+        model: ServedModel,
+        query: str,
+        documents: list[str],
+        *,
+        timeout_s: float,
+        prompt: PromptChoice = DEFAULT,
+    ) -> Embeddings:
+        """Each (query, document) pair's score, as ``CrossEncoder.predict`` gives it (its
+        prompt before the query); ``vectors`` is [documents, labels]."""
+        model.kind.require(Task.RERANK, model.name)
+        query = prompt_for(model.name, model.metadata, prompt) + query
+        return await _within(timeout_s, self._run(model, [(query, document) for document in documents], timeout_s))
+
+    async def _run(
+        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+    ) -> Embeddings:
+        """The text graph's outputs for ``inputs``: merged with other requests' where they
+        fit one call, else tokenized in the pool and sent in chunks."""
         with self.admit(model):
-            if len(texts) <= self.batching.coalesced_texts(model.metadata):
+            if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
-                result = await self._coalescer(model).submit(_prefixed(prefix, texts), timeout_s)
-            else:
-                arrived = time.perf_counter()
-                embedded = await self._tokenize_and_embed(model, texts, timeout_s, prefix)
-                result = embedded.share(slice(None), arrived)
-        if normalize and not model.metadata.normalized:
-            result = dataclasses.replace(result, vectors=_unit_rows(result.vectors))
-        return result
+                return await self._coalescer(model).submit(_prefixed(prefix, inputs), timeout_s)
+            arrived = time.perf_counter()
+            embedded = await self._tokenize_and_embed(model, inputs, timeout_s, prefix)
+            return embedded.share(slice(None), arrived)
 
-    def _coalescer(self, model: ServedModel) -> Coalescer[str, _Embedded, Embeddings]:
+    def _coalescer(self, model: ServedModel) -> Coalescer[TextInput, _Embedded, Embeddings]:
         """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
         the old one finishes the calls it has."""
         key = model.triton_names[0]
@@ -164,24 +223,24 @@ class EmbeddingService:
         return known[1]
 
     async def _tokenize_and_embed(
-        self, model: ServedModel, texts: list[str], timeout_s: float, prefix: str = ""
+        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> _Embedded:
         loop = asyncio.get_running_loop()
         tokenize_began, batch = await loop.run_in_executor(
-            self._pool, _began_then, _tokenize, model, texts, prefix
+            self._pool, _began_then, _tokenize, model, inputs, prefix
         )
         tokenized = time.perf_counter()
         limit = model.metadata.max_batch_size
         if self.settings.noop_inference:
             # Everything a request costs the gateway, minus the model.
-            vectors = np.zeros((len(texts), model.metadata.embedding_dim), dtype=np.float32)
-        elif len(texts) <= limit:
-            vectors = await self._send_texts(model, batch.input_ids, batch.attention_mask, timeout_s)
+            vectors = np.zeros((len(inputs), model.metadata.embedding_dim), dtype=np.float32)
+        elif len(inputs) <= limit:
+            vectors = await self._send(model, batch, slice(None), batch.input_ids.shape[1], timeout_s)
         else:
             vectors = await self._embed_chunked(model, batch, limit, timeout_s)
         return _Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
 
-    async def _embed_chunked(self, model: ServedModel, batch, limit: int, timeout_s: float) -> np.ndarray:
+    async def _embed_chunked(self, model: ServedModel, batch: TokenBatch, limit: int, timeout_s: float) -> np.ndarray:
         # Sort by length so each chunk pads little, send chunks concurrently (Triton
         # batches them), then put rows back in request order.
         counts = np.asarray(batch.token_counts)
@@ -189,37 +248,28 @@ class EmbeddingService:
         # A bounded number of chunks in flight: a huge request does not crowd everyone
         # else out of Triton's queue, and a cancelled request stops sending chunks.
         gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+        fixed = model.kind.fixed_width()
 
-        async def send(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            async with gate:
-                return await self._send_texts(model, ids, mask, timeout_s)
-
-        calls = []
-        for start in range(0, len(order), limit):
-            rows = order[start : start + limit]
+        async def send(rows: np.ndarray) -> np.ndarray:
             width = int(counts[rows].max())
-            if model.metadata.clip is not None:
-                width = batch.input_ids.shape[1]  # a CLIP text tower takes the full context
+            if fixed is not None:
+                width = fixed
             elif model.metadata.form == "onnxruntime":
                 width = bucket_length(width, model.tokenizer.max_length)
-            calls.append(
-                send(
-                    np.ascontiguousarray(batch.input_ids[rows, :width]),
-                    np.ascontiguousarray(batch.attention_mask[rows, :width]),
-                )
-            )
-        parts = await run_all(calls)
+            async with gate:
+                return await self._send(model, batch, rows, width, timeout_s)
+
+        parts = await run_all([send(order[start : start + limit]) for start in range(0, len(order), limit)])
         sorted_vectors = np.concatenate(parts)
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
         return vectors
 
-    def _send_texts(self, model: ServedModel, ids: np.ndarray, mask: np.ndarray, timeout_s: float):
-        # A CLIP text tower takes token ids only: it pools at the end-of-text token.
+    def _send(self, model: ServedModel, batch: TokenBatch, rows, width: int, timeout_s: float):
+        """``rows`` of ``batch`` through the model's text graph (its first Triton part)."""
+        tensors = model.kind.text_inputs(batch, rows, width)
         return self._surviving_restarts(
-            lambda: self.client.embed(
-                model.triton_names[0], ids, None if model.metadata.clip else mask, timeout_s=timeout_s
-            )
+            lambda: self.client.infer(model.triton_names[0], tensors, model.kind.output, timeout_s=timeout_s)
         )
 
     async def _surviving_restarts(self, call: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
@@ -236,12 +286,20 @@ class EmbeddingService:
         return await call()
 
     async def embed_images(
-        self, model: ServedModel, images: Sequence[str | bytes], *, normalize: bool, timeout_s: float
+        self,
+        model: ServedModel,
+        images: Sequence[str | bytes],
+        *,
+        normalize: bool,
+        timeout_s: float,
+        precision: Precision = "float32",
     ) -> ImageEmbeddings:
-        """Images as URLs, data URIs or bytes, through a CLIP model's image tower."""
-        if model.metadata.clip is None:
-            raise InvalidInput(f"model '{model.name}' has no image tower; load a CLIP model for images")
-        return await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
+        """Images as URLs, data URIs or bytes, through a CLIP model's image tower (binary
+        precisions too; int8/uint8 have no calibrated ranges for images)."""
+        model.kind.require(Task.IMAGES, model.name)
+        result = await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
+        vectors = quantized(result.vectors, precision, None, normalized=normalize, what="image embeddings")
+        return dataclasses.replace(result, vectors=vectors)
 
     async def _embed_images(
         self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
@@ -260,7 +318,7 @@ class EmbeddingService:
                 async def send(chunk: np.ndarray) -> np.ndarray:
                     async with gate:
                         return await self._surviving_restarts(
-                            lambda: self.client.embed_images(image_tower, chunk, timeout_s=timeout_s)
+                            lambda: self.client.infer(image_tower, {PIXELS: chunk}, EMBEDDING, timeout_s=timeout_s)
                         )
 
                 limit = model.metadata.max_batch_size

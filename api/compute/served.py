@@ -1,11 +1,12 @@
-"""A loaded model as the compute path sees it: its Triton models, metadata and tokenizer."""
+"""A loaded model as the compute path sees it: its Triton models, metadata, kind and tokenizer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from embedgate.converters.spec import ModelMetadata, clip_part_names
+from embedgate.converters.spec import ModelMetadata
 
+from .kinds import ServedKind, kind_of
 from .preprocess.clip_text import ClipTokenizer
 from .preprocess.text import TextTokenizer
 
@@ -19,8 +20,12 @@ class ServedModel:
     tokenizer: TextTokenizer | ClipTokenizer
     # Requests holding an admission slot (compute/admission.py).
     inflight: int = field(default=0)
+    kind: ServedKind = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kind = kind_of(self.metadata)
 
     @property
     def triton_names(self) -> tuple[str, ...]:
-        """The Triton models it is made of: one, or a CLIP model's (text, image) towers."""
-        return clip_part_names(self.triton_name) if self.metadata.clip else (self.triton_name,)
+        """The Triton models it is made of (a CLIP model: its text and image towers)."""
+        return self.kind.parts(self.triton_name)

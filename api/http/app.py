@@ -17,10 +17,10 @@ from .auth import KeyRing, key_guard
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .routes import health, inference, metrics, models, openai, prometheus
+from .routes import health, inference, metrics, models, openai, prometheus, rerank
 
 # Requests on these paths are cancelled when their client disconnects.
-INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings")
+INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank")
 
 
 def create_app(settings: Settings | None = None, *, cluster: Cluster | None = None) -> FastAPI:
@@ -56,9 +56,10 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     app.state.gateway = None
     # Health stays open (probes carry no keys); management needs an admin key when set.
     app.include_router(health.router)
-    for router in (inference.router, metrics.router, prometheus.router, models.listing):
+    for router in (inference.router, rerank.router, metrics.router, prometheus.router, models.listing):
         app.include_router(router, **key_guard(settings))
-    app.include_router(openai.router, **key_guard(settings, openai=True))
+    for router in (openai.router, rerank.v1_router):
+        app.include_router(router, **key_guard(settings, openai=True))
     app.include_router(models.router, **key_guard(settings, admin=True))
     app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from embedgate.converters.spec import variant_model_name
 
+from ..compute.quantize import Precision
 from ..models.names import split_variant
 from . import patterns
 
@@ -168,11 +169,23 @@ class LoadClipRequest(_Body):
         return data
 
 
+ModelKindName = Literal["sentence_transformer", "sparse_encoder", "cross_encoder", "clip"]
+KIND_DESCRIPTION = (
+    "What the model computes, as its directory declares it: 'sentence_transformer' (dense text embeddings), "
+    "'sparse_encoder' (a weight per vocabulary token), 'cross_encoder' (a score per query and document), "
+    "'clip' (text and image embeddings)."
+)
+
+
 class LoadResponse(BaseModel):
     model_name: str
+    kind: ModelKindName = Field(description=KIND_DESCRIPTION)
     status: Literal["loaded", "already_loaded"]
     converted: bool
-    embedding_dim: int
+    embedding_dim: int = Field(
+        description="The output's size: the embedding's dimensions (a sparse encoder's vocabulary), "
+        "a cross-encoder's labels (1)."
+    )
     max_seq_length: int
     message: str
     variant: str | None = Field(None, description="'optimized' or 'int8' for a variant.")
@@ -218,11 +231,32 @@ class InferRequest(_Body):
         description="This text goes before every text, as encode(prompt=...); \"\" for no prompt, not even the "
         "default. Not with prompt_name.",
     )
+    precision: Precision = Field(
+        "float32",
+        description="Dense embeddings in this precision, as sentence-transformers' quantize_embeddings gives them: "
+        "'int8'/'uint8' (a byte per dimension, on ranges calibrated once per model at conversion; text only), "
+        "'binary'/'ubinary' (a bit per dimension, packed eight to a value). Not for sparse encoders.",
+    )
+    top_k: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="Sparse encoders: keep each text's top_k largest weights (encode(max_active_dims=top_k)); "
+        "without it, the model's own max_active_dims, or all non-zero weights.",
+    )
+
+
+class SparseEmbedding(BaseModel):
+    indices: list[int] = Field(description="Vocabulary ids with a non-zero weight, ascending.")
+    values: list[float] = Field(description="Their weights.")
 
 
 class InferResponse(BaseModel):
-    text_embeddings: list[list[float]] | None = Field(None, description="When the request had text.")
-    image_embeddings: list[list[float]] | None = Field(None, description="When the request had images.")
+    text_embeddings: list[list[float]] | list[list[int]] | None = Field(
+        None, description="When the request had text (dense models): floats, or integers in a lower precision."
+    )
+    sparse_embeddings: list[SparseEmbedding] | None = Field(
+        None, description="When the request had text and the model is a sparse encoder: each text's non-zero weights."
+    )
+    image_embeddings: list[list[float]] | list[list[int]] | None = Field(None, description="When the request had images.")
     processingTimeMs: float
 
 
@@ -235,7 +269,7 @@ class ModelInfo(BaseModel):
     pretrained: str | None = Field(None, description="CLIP models: their pretrained.")
     triton_name: str
     triton_parts: list[str] = Field(description="The Triton models it is made of (CLIP: text and image towers).")
-    kind: str
+    kind: ModelKindName = Field(description=KIND_DESCRIPTION)
     embedding_dim: int
     max_seq_length: int
     normalized: bool
@@ -256,6 +290,17 @@ class ModelInfo(BaseModel):
     )
     default_prompt_name: str | None = Field(None, description="The prompt a request gets when it names none.")
     prompts_refused: str | None = Field(None, description="Why requests may not use a prompt with this model, if so.")
+    precisions: list[str] | None = Field(
+        None,
+        description="Dense embeddings: the precisions they come in (int8 and uint8 need ranges calibrated at "
+        "conversion; models converted before they were recorded lack them).",
+    )
+    image_size: list[int] | None = Field(None, description="CLIP models: [height, width] of the image tower's input.")
+    max_active_dims: int | None = Field(
+        None, description="Sparse encoders: the most non-zero weights per text by default (none: all)."
+    )
+    num_labels: int | None = Field(None, description="Cross-encoders: scores per pair.")
+    activation: str | None = Field(None, description="Cross-encoders: the activation applied to the logits.")
 
 
 class ModelList(BaseModel):

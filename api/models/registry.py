@@ -12,25 +12,17 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from embedgate.converters.repository import RepositoryError
-from embedgate.converters.spec import (
-    TOKENIZER_DIR,
-    ConversionSpec,
-    ModelMetadata,
-    clip_part_names,
-)
+from embedgate.converters.spec import ConversionSpec, ModelMetadata
 
 from ..compute.batching import BatchingPolicy
-from ..compute.preprocess.clip_text import ClipTokenizer
-from ..compute.preprocess.text import TextTokenizer
+from ..compute.kinds import kind_of
 from ..compute.served import ServedModel
 from ..errors import (
     ConversionTargetExists,
     EmbedgateError,
-    Forbidden,
     InvalidInput,
     ModelConflict,
     ModelNotFound,
@@ -38,13 +30,16 @@ from ..errors import (
 )
 from ..settings import Settings
 from ..triton.client import TritonClient
-from .clip import OnDisk, check_pretrained, find_on_disk
 from .conversion import run_conversion
-from .names import clip_key, clip_triton_name, is_triton_name, split_clip_key, split_variant, to_triton_name
+from .names import clip_key, is_triton_name, split_variant
+from .on_disk import OnDisk, find_on_disk
 from .progress import Progress
+from .refs import ModelRef
 from .repository import RepositoryUnavailable, off_loop, open_for
+from .sources import check_model_path, check_pretrained
 
 log = logging.getLogger("embedgate.registry")
+
 
 @dataclass(frozen=True)
 class LoadOutcome:
@@ -84,32 +79,23 @@ class ModelRegistry:
 
     # --- lookups (hot path: no I/O unless the model is missing)
     def served(self, name: str, pretrained: str | None = None) -> ServedModel:
-        key = name if pretrained is None else clip_key(name, pretrained)
-        model = self._served.get(key)
+        model = self._served.get(name if pretrained is None else clip_key(name, pretrained))
         if model is not None:
             return model
-        if pretrained is not None:
-            triton_name = clip_triton_name(name, pretrained)
-            if self._in_repository(triton_name, name, pretrained):
-                raise ModelNotLoaded(f"CLIP model '{name}' ({pretrained}) is in the repository but not loaded")
-            raise ModelNotFound(f"CLIP model '{name}' ({pretrained}) is not in the repository; load it first")
-        triton_name = to_triton_name(name)
-        if any(m.metadata.clip and m.metadata.model_name == name for m in self._served.values()):
+        ref = ModelRef.named(name, pretrained)
+        if pretrained is None and any(m.metadata.clip and m.metadata.model_name == name for m in self._served.values()):
             raise InvalidInput(f"model '{name}' is a CLIP model: give its pretrained too")
-        if not self._in_repository(triton_name, name, None):
-            raise ModelNotFound(f"model '{name}' is not in the repository; load it first")
-        raise ModelNotLoaded(f"model '{name}' is in the repository but not loaded")
+        if self._in_repository(ref):
+            raise ModelNotLoaded(f"model '{ref.described()}' is in the repository but not loaded")
+        raise ModelNotFound(f"model '{ref.described()}' is not in the repository; load it first")
 
-    def _in_repository(self, triton_name: str, name: str, pretrained: str | None) -> bool:
+    def _in_repository(self, ref: ModelRef) -> bool:
         """Whether a model that is not loaded is in the repository, for the error that says
         so. A local repository is read; a remote one is never called on the request path:
         the answer is whether this registry has seen the model there."""
         if self.repository.remote:
-            parts = clip_part_names(triton_name) if pretrained is not None else (triton_name,)
-            return all(part in self._seen for part in parts)
-        if pretrained is None:
-            return self.read_metadata(triton_name) is not None
-        return self._find_clip(triton_name, name, pretrained)[0] is OnDisk.PUBLISHED
+            return all(part in self._seen for part in ref.parts())
+        return self._find(ref)[0] is OnDisk.PUBLISHED
 
     def loaded(self) -> list[ServedModel]:
         return list(self._served.values())
@@ -123,8 +109,8 @@ class ModelRegistry:
             self._seen.add(triton_name)
         return metadata
 
-    def _find_clip(self, triton_name: str, model_name: str, pretrained: str) -> tuple[OnDisk, ModelMetadata | None]:
-        return find_on_disk(self.repository.exists, self.read_metadata, triton_name, model_name, pretrained)
+    def _find(self, ref: ModelRef) -> tuple[OnDisk, ModelMetadata | None]:
+        return find_on_disk(self.repository.exists, self.read_metadata, ref)
 
     async def on_disk(self) -> list[ModelMetadata]:
         return await off_loop(self._scan)
@@ -134,31 +120,12 @@ class ModelRegistry:
         for name in self.repository.names():
             if is_triton_name(name):
                 metadata = self.read_metadata(name)
-                # A CLIP model is listed once, from its text part (published last).
-                if metadata is not None and (
-                    metadata.clip is None or name == clip_part_names(metadata.triton_name)[0]
-                ):
+                # A model of several parts is listed once, from its first (published last).
+                if metadata is not None and kind_of(metadata).parts(metadata.triton_name)[0] == name:
                     found.append(metadata)
         return found
 
     # --- management
-    def _check_source(self, model_path: str | None, trust_remote_code: bool) -> str | None:
-        """A request's model_path and trust_remote_code, checked against the settings."""
-        if trust_remote_code and not self.settings.allow_trust_remote_code:
-            raise Forbidden("trust_remote_code is disabled on this server")
-        if model_path is None:
-            return None
-        path = Path(model_path)
-        if not path.is_absolute() or "\0" in model_path:
-            raise InvalidInput("model_path must be an absolute path")
-        resolved = path.resolve()
-        roots = [root.resolve() for root in self.settings.local_model_dirs]
-        if roots and not any(resolved.is_relative_to(root) for root in roots):
-            raise Forbidden("model_path is outside the directories this server loads models from")
-        if not resolved.is_dir():
-            raise ModelNotFound("model_path is not a directory on the server")
-        return str(resolved)
-
     async def load_sentence_transformer(
         self,
         name: str,
@@ -167,87 +134,62 @@ class ModelRegistry:
         trust_remote_code: bool = False,
         progress: Progress | None = None,
     ) -> LoadOutcome:
-        triton_name = to_triton_name(name)
-        model_path = self._check_source(model_path, trust_remote_code)
-        progress = progress or Progress(name)
-        async with self._locks[triton_name]:
-            if name in self._served:
-                return LoadOutcome(self._served[name], already_loaded=True, converted=False)
-            metadata = await off_loop(self.read_metadata, triton_name)
-            converted = False
-            if metadata is None:
-                if await off_loop(self.repository.exists, triton_name):
-                    raise ModelConflict(
-                        f"repository entry '{triton_name}' exists but is not an embedgate model"
-                    )
-                # A variant ("<name>@int8") is converted from its model, with its own threshold.
-                base_name, variant = split_variant(name)
-                spec = self._spec(
-                    model_name=base_name,
-                    variant=variant,
-                    model_path=model_path,
-                    triton_name=triton_name,
-                    parity_threshold=(
-                        self.settings.int8_parity_threshold if variant == "int8" else self.settings.parity_threshold
-                    ),
-                    trust_remote_code=trust_remote_code,
-                )
-                metadata = await self._convert(spec, progress, (triton_name,))
-                converted = True
-            progress.step("loading into Triton")
-            model = await self._activate(name, triton_name, metadata)
-            progress.step("ready")
-            await self._write_manifest()
-            return LoadOutcome(model, already_loaded=False, converted=converted)
+        """A sentence-transformers model of any of its classes (the directory says which)."""
+        ref = ModelRef.named(name)
+        model_path = check_model_path(self.settings, model_path, trust_remote_code)
+        return await self._load(ref, progress, model_path=model_path, trust_remote_code=trust_remote_code)
 
     async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome:
         """An OpenCLIP model: one model in the registry, two Triton models (text, image)."""
-        triton_name = clip_triton_name(model_name, pretrained)
+        ref = ModelRef.named(model_name, pretrained)
         check_pretrained(self.settings, pretrained)
-        key = clip_key(model_name, pretrained)
-        progress = progress or Progress(key)
-        async with self._locks[triton_name]:
-            if key in self._served:
-                return LoadOutcome(self._served[key], already_loaded=True, converted=False)
-            state, metadata = await off_loop(self._find_clip, triton_name, model_name, pretrained)
+        return await self._load(ref, progress)
+
+    async def restore(self, key: str) -> LoadOutcome:
+        """Load a model named as in the manifest: a model name or a CLIP model's key."""
+        return await self._load(ModelRef.from_key(key), None)
+
+    async def _load(self, ref: ModelRef, progress: Progress | None, **source: Any) -> LoadOutcome:
+        progress = progress or Progress(ref.key)
+        async with self._locks[ref.triton_name]:
+            if ref.key in self._served:
+                return LoadOutcome(self._served[ref.key], already_loaded=True, converted=False)
+            state, metadata = await off_loop(self._find, ref)
             if state is OnDisk.CONFLICT:
                 raise ModelConflict(
-                    f"repository entries {' and '.join(clip_part_names(triton_name))} hold another model"
+                    f"repository entries {' and '.join(ref.parts())} hold another model, or no embedgate model"
                 )
             converted = False
             if metadata is None:
-                config_dir = self.settings.clip_model_config_dir
-                spec = self._spec(
-                    library="open_clip",
-                    model_name=model_name,
-                    pretrained=pretrained,
-                    clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
-                    triton_name=triton_name,
-                    parity_threshold=self.settings.parity_threshold,
-                    replace=state is OnDisk.HALF_PUBLISHED,
-                )
-                metadata = await self._convert(spec, progress, clip_part_names(triton_name))
+                spec = self._spec(ref, replace=state is OnDisk.HALF_PUBLISHED, **source)
+                metadata = await self._convert(spec, progress, ref.parts())
                 converted = True
             progress.step("loading into Triton")
-            model = await self._activate(key, triton_name, metadata)
+            model = await self._activate(ref.key, ref.triton_name, metadata)
             progress.step("ready")
             await self._write_manifest()
             return LoadOutcome(model, already_loaded=False, converted=converted)
 
-    def _spec(self, **job: Any) -> ConversionSpec:
-        """A conversion job into this registry's repository, with this server's settings."""
+    def _spec(self, ref: ModelRef, **job: Any) -> ConversionSpec:
+        """A conversion job for ``ref`` into this registry's repository, with this server's settings."""
+        settings = self.settings
+        variant = ref.variant
+        config_dir = settings.clip_model_config_dir if ref.library == "open_clip" else None
         return ConversionSpec(
+            library=ref.library,
+            # A variant ("<name>@int8") is converted from its model, with its own threshold.
+            model_name=split_variant(ref.model_name)[0],
+            variant=variant,
+            pretrained=ref.pretrained,
+            clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
+            triton_name=ref.triton_name,
+            parity_threshold=settings.int8_parity_threshold if variant == "int8" else settings.parity_threshold,
             repository=self.repository.location,
-            repository_cache_dir=str(self.settings.repository_cache),
-            triton=self.batching.triton_options(job.get("library", "sentence_transformers")),
-            allow_network=self.settings.allow_hub_download,
+            repository_cache_dir=str(settings.repository_cache),
+            triton=self.batching.triton_options(ref.library),
+            allow_network=settings.allow_hub_download,
             **job,
         )
-
-    async def restore(self, key: str) -> LoadOutcome:
-        """Load a model named as in the manifest: a model name or a CLIP model's key."""
-        clip = split_clip_key(key)
-        return await (self.load_clip(*clip) if clip else self.load_sentence_transformer(key))
 
     async def _convert(self, spec: ConversionSpec, progress: Progress, staged: tuple[str, ...]) -> ModelMetadata:
         try:
@@ -268,7 +210,10 @@ class ModelRegistry:
         return metadata
 
     async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
-        model = ServedModel(name, triton_name, metadata, await off_loop(self._tokenizer, triton_name, metadata))
+        # A remote repository's tokenizer comes from the gateway's cache, fetched when the
+        # bucket holds a conversion the cache has no copy of.
+        tokenizer = await off_loop(kind_of(metadata).tokenizer, self.repository.fetch, triton_name)
+        model = ServedModel(name, triton_name, metadata, tokenizer)
         loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
         outcomes = await asyncio.gather(*loads, return_exceptions=True)
         failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
@@ -282,59 +227,34 @@ class ModelRegistry:
         log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
         return model
 
-    def _tokenizer(self, triton_name: str, metadata: ModelMetadata) -> TextTokenizer | ClipTokenizer:
-        # A remote repository's tokenizer comes from the gateway's cache, fetched when the
-        # bucket holds a conversion the cache has no copy of.
-        if metadata.clip is not None:
-            text_part = self.repository.fetch(clip_part_names(triton_name)[0])
-            return ClipTokenizer(text_part / TOKENIZER_DIR / "tokenizer.json", metadata.clip.text)
-        return TextTokenizer(
-            self.repository.fetch(triton_name) / TOKENIZER_DIR / "tokenizer.json",
-            metadata.max_seq_length,
-            metadata.strip_whitespace,
-        )
-
-    @staticmethod
-    def _key(name: str, pretrained: str | None) -> tuple[str, str]:
-        """(registry key, Triton name or CLIP base name) of a model named by a request."""
-        if pretrained is None:
-            return name, to_triton_name(name)
-        return clip_key(name, pretrained), clip_triton_name(name, pretrained)
-
     async def unload(self, name: str, pretrained: str | None = None) -> None:
-        key, triton_name = self._key(name, pretrained)
-        async with self._locks[triton_name]:
-            if key not in self._served:
+        ref = ModelRef.named(name, pretrained)
+        async with self._locks[ref.triton_name]:
+            if ref.key not in self._served:
                 self.served(name, pretrained)  # raises 404 or 409 with the right message
-            model = self._served.pop(key)
+            model = self._served.pop(ref.key)
             await self._write_manifest()
             for part in model.triton_names:
                 await self.client.unload(part)
-            log.info("model %s unloaded", key)
+            log.info("model %s unloaded", ref.key)
 
     async def delete(self, name: str, pretrained: str | None = None) -> None:
-        key, triton_name = self._key(name, pretrained)
-        async with self._locks[triton_name]:
-            if pretrained is None:
-                if await off_loop(self.read_metadata, triton_name) is None:
-                    raise ModelNotFound(f"model '{name}' is not in the repository")
-                parts: tuple[str, ...] = (triton_name,)
-            else:
-                state, _ = await off_loop(self._find_clip, triton_name, name, pretrained)
-                if state in (OnDisk.ABSENT, OnDisk.CONFLICT):
-                    raise ModelNotFound(f"CLIP model '{name}' ({pretrained}) is not in the repository")
-                # Text part first: without it the model is no longer listed.
-                parts = clip_part_names(triton_name)
-            model = self._served.pop(key, None)
+        ref = ModelRef.named(name, pretrained)
+        async with self._locks[ref.triton_name]:
+            state, _ = await off_loop(self._find, ref)
+            if state in (OnDisk.ABSENT, OnDisk.CONFLICT):
+                raise ModelNotFound(f"model '{ref.described()}' is not in the repository")
+            model = self._served.pop(ref.key, None)
             if model is not None:
                 await self._write_manifest()
                 for part in model.triton_names:
                     await self.client.unload(part)
-            for part in parts:
-                # A missing part (half of an interrupted CLIP publish) is no error.
+            # The first part first: without it the model is no longer listed.
+            for part in ref.parts():
+                # A missing part (of an interrupted publish) is no error.
                 await off_loop(self.repository.delete, part)
                 self._seen.discard(part)
-            log.info("model %s deleted from the repository", key)
+            log.info("model %s deleted from the repository", ref.key)
 
     def _remove_partial(self, triton_name: str) -> None:
         try:

@@ -14,9 +14,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 import tritonclient.http.aio as triton_http
-from tritonclient.utils import InferenceServerException
-
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from ..errors import DeadlineExceeded, EmbedgateError, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
 
@@ -63,35 +61,17 @@ class TritonClient:
     async def close(self) -> None:
         await asyncio.gather(self._infer.close(), self._control.close(), return_exceptions=True)
 
-    async def embed(
-        self,
-        triton_name: str,
-        input_ids: np.ndarray,
-        attention_mask: np.ndarray | None,
-        *,
-        timeout_s: float,
+    async def infer(
+        self, triton_name: str, tensors: dict[str, np.ndarray], output: str, *, timeout_s: float
     ) -> np.ndarray:
-        """Run one text batch; returns the ``embedding`` output as float32 [n, dim].
-
-        ``attention_mask`` is None for a CLIP text tower, which takes token ids only."""
-        tensors = [(INPUT_IDS, input_ids, "INT64")]
-        if attention_mask is not None:
-            tensors.append((ATTENTION_MASK, attention_mask, "INT64"))
-        return await self._infer_embedding(triton_name, tensors, timeout_s)
-
-    async def embed_images(self, triton_name: str, pixels: np.ndarray, *, timeout_s: float) -> np.ndarray:
-        """Run one batch of uint8 pixels [n, height, width, 3] through a CLIP image tower."""
-        return await self._infer_embedding(triton_name, [(PIXELS, pixels, "UINT8")], timeout_s)
-
-    async def _infer_embedding(
-        self, triton_name: str, tensors: list[tuple[str, np.ndarray, str]], timeout_s: float
-    ) -> np.ndarray:
+        """Run one batch (``tensors`` by input name: token ids and masks, or uint8 pixels)
+        and return its ``output`` [n, ...]."""
         inputs = []
-        for name, array, datatype in tensors:
-            tensor = triton_http.InferInput(name, list(array.shape), datatype)
+        for name, array in tensors.items():
+            tensor = triton_http.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
             tensor.set_data_from_numpy(array, binary_data=True)
             inputs.append(tensor)
-        outputs = [triton_http.InferRequestedOutput(EMBEDDING, binary_data=True)]
+        outputs = [triton_http.InferRequestedOutput(output, binary_data=True)]
         # One retry on a dropped connection: after a Triton restart the first use of a
         # pooled keep-alive connection fails although the server is back.
         for attempt in (0, 1):
@@ -104,7 +84,7 @@ class TritonClient:
                         headers=dict(_INFER_HEADERS),
                         timeout=int(timeout_s * 1_000_000),
                     )
-                return result.as_numpy(EMBEDDING)
+                return result.as_numpy(output)
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if attempt:
                     raise map_triton_error(exc, triton_name) from None

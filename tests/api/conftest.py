@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from embedgate.api.compute.embedding import Embeddings
 from embedgate.api.compute.prompts import DEFAULT, prompt_for
+from embedgate.api.compute.quantize import quantize
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
@@ -36,6 +37,12 @@ class FakeModel:
     @property
     def metadata(self) -> ModelMetadata:
         return fake_metadata(self.name, **self.changes)
+
+    @property
+    def kind(self):
+        from embedgate.api.compute.kinds import kind_of
+
+        return kind_of(self.metadata)
 
 
 @dataclass
@@ -72,13 +79,14 @@ class FakeEmbeddings:
     def admit(self, model):
         return contextlib.nullcontext()
 
-    async def embed_texts(self, model, texts, *, normalize, timeout_s, prompt=DEFAULT):
+    async def embed_texts(self, model, texts, *, normalize, timeout_s, prompt=DEFAULT, precision="float32"):
         # The prompt is chosen and prepended as the real service does: calls show it.
         prefix = prompt_for(model.name, model.metadata, prompt)
         texts = [prefix + text for text in texts]
         self.calls.append((model.name, list(texts), normalize))
         vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
-        return Embeddings(vectors, [len(t) for t in texts], 0, 0.1, 0.2)
+        return Embeddings(quantize(vectors, precision) if precision != "float32" else vectors,
+                          [len(t) for t in texts], 0, 0.1, 0.2)
 
 
 class FakeClient:

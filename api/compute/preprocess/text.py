@@ -22,6 +22,8 @@ class TokenBatch:
     attention_mask: np.ndarray  # int64 [n, longest]
     token_counts: list[int]
     truncated_rows: list[bool]  # each text: was it cut to max_length?
+    # Pairs: 0 for the first text's tokens, 1 for the second's (int64 [n, longest]).
+    token_type_ids: np.ndarray | None = None
 
     @property
     def truncated(self) -> int:
@@ -42,6 +44,25 @@ def bucket_length(length: int, max_length: int, smallest: int = 8) -> int:
     return min(bucket, max(max_length, length))
 
 
+def _batch(encodings: list, pad_to_bucket: bool, max_length: int, type_ids: bool = False) -> TokenBatch:
+    """Encodings right-padded with id 0 and mask 0 (and segment 0) to the longest, or to
+    its bucket (the native form)."""
+    counts = [len(e.ids) for e in encodings]
+    longest = max(counts)
+    if pad_to_bucket:
+        longest = bucket_length(longest, max_length)
+    input_ids = np.zeros((len(encodings), longest), dtype=np.int64)
+    attention_mask = np.zeros((len(encodings), longest), dtype=np.int64)
+    segments = np.zeros((len(encodings), longest), dtype=np.int64) if type_ids else None
+    for row, encoding in enumerate(encodings):
+        n = counts[row]
+        input_ids[row, :n] = encoding.ids
+        attention_mask[row, :n] = 1
+        if segments is not None:
+            segments[row, :n] = encoding.type_ids
+    return TokenBatch(input_ids, attention_mask, counts, [bool(e.overflowing) for e in encodings], segments)
+
+
 class TextTokenizer:
     def __init__(
         self,
@@ -57,15 +78,20 @@ class TextTokenizer:
 
     def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
         prepared = [t.strip() for t in texts] if self.strip_whitespace else texts
-        encodings = self._tokenizer.encode_batch(prepared)
-        counts = [len(e.ids) for e in encodings]
-        longest = max(counts)
-        if pad_to_bucket:
-            longest = bucket_length(longest, self.max_length)
-        input_ids = np.zeros((len(encodings), longest), dtype=np.int64)
-        attention_mask = np.zeros((len(encodings), longest), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            n = counts[row]
-            input_ids[row, :n] = encoding.ids
-            attention_mask[row, :n] = 1
-        return TokenBatch(input_ids, attention_mask, counts, [bool(e.overflowing) for e in encodings])
+        return _batch(self._tokenizer.encode_batch(prepared), pad_to_bucket, self.max_length)
+
+
+class PairTokenizer(TextTokenizer):
+    """(query, document) pairs tokenized together, as a CrossEncoder does: one sequence
+    (``[CLS] query [SEP] document [SEP]`` for BERT), cut longest-first to ``max_length``
+    (the truncation strategy the library uses), with token type ids where the model takes them."""
+
+    def __init__(self, tokenizer_file: Path, max_length: int, strip_whitespace: bool = False, type_ids: bool = False):
+        super().__init__(tokenizer_file, max_length, strip_whitespace)
+        self.type_ids = type_ids
+
+    def encode(self, pairs: list[tuple[str, str]], pad_to_bucket: bool = False) -> TokenBatch:
+        if self.strip_whitespace:
+            pairs = [(query.strip(), document.strip()) for query, document in pairs]
+        encodings = self._tokenizer.encode_batch(pairs)
+        return _batch(encodings, pad_to_bucket, self.max_length, self.type_ids)

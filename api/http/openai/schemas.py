@@ -59,7 +59,10 @@ class EmbeddingsRequest(BaseModel):
         json_schema_extra={"pattern": patterns.OPENAI_MODEL},
     )
     encoding_format: EncodingFormat = Field(
-        "float", description="'float' (numbers) or 'base64' (little-endian float32 bytes)."
+        "float",
+        description="'float' (numbers) or 'base64' (little-endian float32 bytes), as OpenAI; or integers as "
+        "sentence-transformers' quantize_embeddings gives them: 'int8'/'uint8' (a value per dimension, on ranges "
+        "calibrated once per model), 'binary'/'ubinary' (a bit per dimension, packed eight to a value).",
     )
     dimensions: Annotated[int, Field(ge=1), BeforeValidator(_integral)] | None = Field(
         None,
@@ -77,7 +80,7 @@ class EmbeddingsRequest(BaseModel):
 class Embedding(BaseModel):
     object: Literal["embedding"] = "embedding"
     index: int
-    embedding: list[float] | str
+    embedding: list[float] | list[int] | str
 
 
 class Usage(BaseModel):

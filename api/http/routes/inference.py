@@ -2,12 +2,13 @@
 in the seed's shape."""
 
 import time
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from ...compute.concurrency import run_all
 from ...compute.embedding import Embeddings, ImageEmbeddings
+from ...compute.kinds import Task
 from ...compute.prompts import PromptChoice
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
@@ -44,21 +45,40 @@ async def infer(
     _check_count(body.text, settings.max_texts_per_request, "texts")
     _check_count(body.image, settings.max_images_per_request, "images")
     model = serving(gateway, body.model_name, body.pretrained)
+    service = gateway.embeddings
+    sparse = Task.SPARSE in model.kind.tasks
+    _check_options(body, sparse)
     # One slot of the model's in-flight limit for the whole request, both parts included.
-    with gateway.embeddings.admit(model):
+    with service.admit(model):
         # A CLIP model's text and image parts run at the same time.
         calls = {}
         if body.text:
             prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt)
-            calls["text"] = gateway.embeddings.embed_texts(
-                model, body.text, normalize=body.normalize, timeout_s=timeout_s, prompt=prompt
+            calls["text"] = (
+                service.embed_sparse(model, body.text, timeout_s=timeout_s, prompt=prompt, top_k=body.top_k)
+                if sparse
+                else service.embed_texts(
+                    model, body.text, normalize=body.normalize, timeout_s=timeout_s, prompt=prompt,
+                    precision=body.precision,
+                )
             )
         if body.image:
-            calls["image"] = gateway.embeddings.embed_images(
-                model, body.image, normalize=body.normalize, timeout_s=timeout_s
+            calls["image"] = service.embed_images(
+                model, body.image, normalize=body.normalize, timeout_s=timeout_s, precision=body.precision
             )
         results = dict(zip(calls, await run_all(list(calls.values()))))
     return _answer(model.name, started, results.get("text"), results.get("image"))
+
+
+def _check_options(body: InferRequest, sparse: bool) -> None:
+    """Options that do not apply to the model's kind are refused, never ignored."""
+    if sparse:
+        if body.precision != "float32":
+            raise InvalidInput("precision is for dense embeddings; a sparse encoder's weights come as floats")
+        if "normalize" in body.model_fields_set and body.normalize:
+            raise InvalidInput("normalize is for dense embeddings; sparse embeddings come as the model computes them")
+    elif body.top_k is not None:
+        raise InvalidInput("top_k is for sparse encoders")
 
 
 @router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
@@ -90,6 +110,7 @@ async def infer_image(
         ),
     ],
     normalize: Annotated[bool, Form()] = True,
+    precision: Annotated[Literal["float32", "binary", "ubinary"], Form()] = "float32",
     gateway: Gateway = Depends(get_gateway),
     timeout_s: float = Depends(request_timeout),
 ) -> JSONResponse:
@@ -98,7 +119,9 @@ async def infer_image(
     _check_count(image, gateway.settings.max_images_per_request, "images")
     model = serving(gateway, model_name, pretrained)
     files = [await upload.read() for upload in image]
-    result = await gateway.embeddings.embed_images(model, files, normalize=normalize, timeout_s=timeout_s)
+    result = await gateway.embeddings.embed_images(
+        model, files, normalize=normalize, timeout_s=timeout_s, precision=precision
+    )
     return _answer(model.name, started, None, result)
 
 
@@ -111,7 +134,9 @@ def _answer(model: str, started: float, text: Embeddings | None, image: ImageEmb
     total_ms = (time.perf_counter() - started) * 1000
     body: dict = {}
     headers = inference_headers(model, text, total_ms) if text else {TOTAL_HEADER: f"{total_ms:.2f}"}
-    if text:
+    if text and text.sparse is not None:
+        body["sparse_embeddings"] = [{"indices": row.indices, "values": row.values} for row in text.sparse]
+    elif text:
         body["text_embeddings"] = text.vectors
     if image:
         body["image_embeddings"] = image.vectors

@@ -8,8 +8,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from embedgate.converters.spec import clip_part_names
-
 from ...gateway import Gateway
 from ...models.names import from_triton_name
 from ..openapi import errors
@@ -38,19 +36,18 @@ def model_stats_entry(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def clip_parts(gateway: Gateway) -> dict[str, dict[str, str]]:
-    """Triton name of each loaded CLIP part -> the user's names for it."""
+def part_names(gateway: Gateway) -> dict[str, dict[str, str]]:
+    """Triton name of each part of a loaded model of several parts (a CLIP model's towers)
+    -> the user's names for it."""
     parts = {}
     for model in gateway.registry.loaded():
-        metadata = model.metadata
-        if metadata.clip is not None:
-            for part, triton_name in zip(("text_encoder", "image_encoder"), clip_part_names(metadata.triton_name)):
-                parts[triton_name] = {"name": metadata.model_name, "pretrained": metadata.clip.pretrained, "part": part}
+        for triton_name, labels in model.kind.part_labels(model.triton_name).items():
+            parts[triton_name] = {"name": model.metadata.model_name, **labels}
     return parts
 
 
 @router.get("/metrics", response_model=MetricsResponse, responses=errors(500, 502, 503))
 async def metrics(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
     stats = await gateway.client.statistics()
-    parts = clip_parts(gateway)
+    parts = part_names(gateway)
     return JSONResponse({"model_stats": [model_stats_entry(s) | parts.get(s["name"], {}) for s in stats]})

@@ -3,8 +3,9 @@
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import StreamingResponse
 
-from embedgate.converters.spec import clip_part_names
+from embedgate.converters.spec import ModelMetadata
 
+from ...compute.kinds import kind_of
 from ...compute.served import ServedModel
 from ...gateway import Gateway
 from ...models.names import clip_key, clip_triton_name, validate_model_name
@@ -35,13 +36,12 @@ CHANGE_ANSWERS = errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
 READ_ANSWERS = errors(500, 503)
 
 
-def _info(metadata, loaded: bool) -> ModelInfo:
-    clip = metadata.clip
+def _info(metadata: ModelMetadata, loaded: bool) -> ModelInfo:
+    kind = kind_of(metadata)
     return ModelInfo(
         model_name=metadata.model_name,
-        pretrained=clip.pretrained if clip else None,
         triton_name=metadata.triton_name,
-        triton_parts=list(clip_part_names(metadata.triton_name)) if clip else [metadata.triton_name],
+        triton_parts=list(kind.parts(metadata.triton_name)),
         kind=metadata.kind,
         embedding_dim=metadata.embedding_dim,
         max_seq_length=metadata.max_seq_length,
@@ -55,6 +55,7 @@ def _info(metadata, loaded: bool) -> ModelInfo:
         prompts=metadata.prompts,
         default_prompt_name=metadata.default_prompt_name,
         prompts_refused=metadata.prompts_refused,
+        **kind.listing(),
     )
 
 
@@ -85,6 +86,7 @@ async def load_sentence_transformer_model(
         status, message = _outcome(outcome.already_loaded, model.name)
         return LoadResponse(
             model_name=model.name,
+            kind=metadata.kind,
             status=status,
             converted=outcome.converted,
             embedding_dim=metadata.embedding_dim,
@@ -114,6 +116,7 @@ async def load_clip_model(
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
         return LoadClipResponse(
             model_name=body.model_name,
+            kind=metadata.kind,
             pretrained=body.pretrained,
             status=status,
             converted=outcome.converted,

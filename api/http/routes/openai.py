@@ -16,6 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 
 from ...compute.prompts import PromptChoice
+from ...compute.quantize import CALIBRATED, PRECISIONS, quantize
 from ...compute.served import ServedModel
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
@@ -32,6 +33,8 @@ from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
 OWNER = "embedgate"
+# encoding_format values that are a precision of their own (float and base64 are float32).
+QUANTIZED = {name: name for name in PRECISIONS if name != "float32"}
 # Like /infer, the answer is built by hand and response_model only documents it.
 EMBEDDINGS_ANSWERS = {
     200: {"headers": documented_headers(text_always=True)},
@@ -67,12 +70,23 @@ async def create_embeddings(
         raise InvalidParameter(
             f"dimensions must be at most {full} for model '{model.name}'", "dimensions"
         )
+    precision = QUANTIZED.get(body.encoding_format, "float32")
+    shortened = body.dimensions is not None and body.dimensions < full
+    if shortened and precision in CALIBRATED:
+        raise InvalidParameter(
+            f"dimensions with {precision}: its ranges are calibrated on the model's full vectors", "dimensions"
+        )
     result = await gateway.embeddings.embed_texts(
-        model, body.input, normalize=True, timeout_s=timeout_s, prompt=PromptChoice(input_type=body.input_type)
+        model,
+        body.input,
+        normalize=True,
+        timeout_s=timeout_s,
+        prompt=PromptChoice(input_type=body.input_type),
+        precision="float32" if shortened else precision,
     )
     vectors = result.vectors
-    if body.dimensions is not None and body.dimensions < full:
-        vectors = shorten(vectors, body.dimensions)
+    if shortened:
+        vectors = quantize(shorten(vectors, body.dimensions), precision)
     # Tokens the model saw, its prompt's included: counted by its own tokenizer, after truncation.
     tokens = sum(result.token_counts)
     payload = {

@@ -23,13 +23,15 @@ class EchoClient:
     def __init__(self):
         self.shapes = []
 
-    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s):
+        input_ids, attention_mask = tensors["input_ids"], tensors["attention_mask"]
         self.shapes.append(input_ids.shape)
         return np.stack([attention_mask.sum(1), input_ids[:, 1]], axis=1).astype(np.float32)
 
 
 @dataclass
 class Meta:
+    kind: str = "sentence_transformer"
     max_batch_size: int = 4
     normalized: bool = False
     form: str = "python"
@@ -39,6 +41,7 @@ class Meta:
     prompts: dict | None = None
     default_prompt_name: str | None = None
     prompts_refused: str | None = None
+    calibration: None = None
 
 
 @pytest.fixture
@@ -129,11 +132,11 @@ class DiesOnceClient(EchoClient):
         super().__init__()
         self.calls = 0
 
-    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s):
         self.calls += 1
         if self.calls == 1:
             raise TritonConnectionLost("the inference server is unavailable; retry shortly")
-        return await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+        return await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
 
 
 class FakeSupervisor:
@@ -172,8 +175,8 @@ class HeldClient(EchoClient):
         super().__init__()
         self.release = asyncio.Event()
 
-    async def embed(self, triton_name, input_ids, attention_mask, *, timeout_s):
-        result = await super().embed(triton_name, input_ids, attention_mask, timeout_s=timeout_s)
+    async def infer(self, triton_name, tensors, output, *, timeout_s):
+        result = await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
         await self.release.wait()
         return result
 

@@ -18,6 +18,7 @@ class NoTriton:
 
 @dataclass
 class Meta:
+    kind: str = "sentence_transformer"
     embedding_dim: int = 384
     max_batch_size: int = 4
     normalized: bool = False
@@ -26,6 +27,7 @@ class Meta:
     prompts: dict | None = None
     default_prompt_name: str | None = None
     prompts_refused: str | None = None
+    calibration: None = None
 
 
 async def test_noop_inference_tokenizes_and_answers_zero_vectors_without_triton(minilm_path):

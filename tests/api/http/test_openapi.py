@@ -18,6 +18,8 @@ ANSWERS = {
     ("post", "/v1/embeddings"): "EmbeddingsResponse",
     ("get", "/v1/models"): "ModelsResponse",
     ("get", "/v1/models/{model}"): "Model",
+    ("post", "/rerank"): "RerankResponse",
+    ("post", "/v1/rerank"): "RerankResponse",
     ("get", "/metrics"): "MetricsResponse",
     ("get", "/loaded_models"): "ModelList",
     ("get", "/repository_models"): "ModelList",
@@ -83,7 +85,7 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
 
 def test_415_is_documented_wherever_a_body_is_read(doc):
     with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
-    assert len(with_bodies) == 7
+    assert len(with_bodies) == 9
     for path, operation in with_bodies:
         assert "415" in operation["responses"], path
 

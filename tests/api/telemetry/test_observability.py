@@ -135,7 +135,7 @@ def test_hostile_paths_share_one_label(scrape, client):
 
 
 def test_rejections_are_counted_with_their_reason(scrape, client, gateway):
-    async def overloaded(model, texts, *, normalize, timeout_s, prompt=None):
+    async def overloaded(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
         raise Overloaded("model 'org/loaded' has 256 requests in flight")
 
     gateway.embeddings.embed_texts = overloaded

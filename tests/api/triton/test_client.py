@@ -79,7 +79,7 @@ async def test_answers_come_back_uncompressed(fake_triton, triton_client):
     client = triton_client(url)
     ids = np.ones((2, 4), dtype=np.int64)
 
-    vectors = await client.embed("m", ids, ids, timeout_s=5)
+    vectors = await client.infer("m", {"input_ids": ids, "attention_mask": ids}, "embedding", timeout_s=5)
 
     np.testing.assert_array_equal(vectors, EMBEDDINGS)
     # Compressing a few floats on both ends of a loopback connection only costs CPU.
@@ -93,4 +93,4 @@ async def test_a_slow_answer_is_a_deadline(fake_triton, triton_client):
     ids = np.ones((1, 4), dtype=np.int64)
 
     with pytest.raises(DeadlineExceeded):
-        await client.embed("m", ids, ids, timeout_s=0.1)
+        await client.infer("m", {"input_ids": ids, "attention_mask": ids}, "embedding", timeout_s=0.1)

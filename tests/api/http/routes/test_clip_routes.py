@@ -18,7 +18,7 @@ MODEL = {"model_name": "org/loaded", "pretrained": "tag"}
 def image_calls(gateway):
     calls = []
 
-    async def embed_images(model, images, *, normalize, timeout_s):
+    async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
         calls.append((model.name, list(images), normalize))
         return ImageEmbeddings(np.ones((len(images), 3), dtype=np.float32), 1.0, 2.0)
 
@@ -67,11 +67,11 @@ def test_text_and_image_parts_run_at_the_same_time(client, gateway):
         # Each part waits for the other to have started: run one after the other, this hangs.
         await asyncio.wait_for(both_started.wait(), timeout=5)
 
-    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None):
+    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
         await arrive()
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt)
+        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt, precision=precision)
 
-    async def embed_images(model, images, *, normalize, timeout_s):
+    async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
         await arrive()
         return ImageEmbeddings(np.zeros((len(images), 3), dtype=np.float32), 0.0, 0.0)
 
@@ -86,14 +86,14 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
 
     cancelled = []
 
-    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None):
+    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
 
-    async def embed_images(model, images, *, normalize, timeout_s):
+    async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
         await asyncio.sleep(0.01)
         raise InvalidImage("invalid_image", "image 0: not an image")
 

@@ -97,9 +97,9 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
 def test_client_deadline_is_used_within_its_bound(client, gateway, settings):
     seen = []
 
-    async def record(model, texts, *, normalize, timeout_s, prompt=None):
+    async def record(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
         seen.append(timeout_s)
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt)
+        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt, precision=precision)
 
     gateway.embeddings.embed_texts = record
     body = {"model_name": "org/loaded", "text": ["a"]}

@@ -89,7 +89,7 @@ def test_more_dimensions_than_the_model_has_is_a_400_naming_the_parameter(client
         ({"model": "org/loaded", "input": [1, 2, 3]}, "input"),
         ({"model": "org/loaded", "input": [[1, 2], [3]]}, "input"),
         ({"model": "org/loaded", "input": ["a", 2]}, "input.1"),
-        ({"model": "org/loaded", "input": "a", "encoding_format": "int8"}, "encoding_format"),
+        ({"model": "org/loaded", "input": "a", "encoding_format": "int4"}, "encoding_format"),
         ({"model": "org/loaded", "input": "a", "dimensions": 0}, "dimensions"),
         ({"model": "org/loaded", "input": "a", "dimension": 2}, "dimension"),
         ({"input": "a"}, "model"),

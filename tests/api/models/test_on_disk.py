@@ -1,11 +1,10 @@
-"""A CLIP model on disk is two directories: published, half published, absent or in conflict."""
+"""A model on disk is one directory or several (a CLIP model's two): published, half published,
+absent or in conflict."""
 
 import pytest
 
-from embedgate.api.errors import InvalidInput, ModelNotFound
-from embedgate.api.http.auth import Forbidden
-from embedgate.api.models.clip import OnDisk, check_pretrained, find_on_disk
-from embedgate.api.settings import Settings
+from embedgate.api.models.on_disk import OnDisk, find_on_disk
+from embedgate.api.models.refs import ModelRef
 from embedgate.converters.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata
 from tests.api.conftest import fake_metadata
 
@@ -33,7 +32,7 @@ def repository(tmp_path):
         on_disk[part] = metadata
 
     def find(model_name="ViT-B-32", pretrained="tag"):
-        return find_on_disk(lambda part: (tmp_path / part).exists(), on_disk.get, "ViT-B-32_tag", model_name, pretrained)
+        return find_on_disk(lambda part: (tmp_path / part).exists(), on_disk.get, ModelRef.named(model_name, pretrained))
 
     return put, find
 
@@ -66,18 +65,16 @@ def test_directories_holding_something_else_conflict(repository, metadata):
     assert find() == (OnDisk.CONFLICT, None)
 
 
-def test_pretrained_paths_are_checked(tmp_path):
-    checkpoint = tmp_path / "allowed" / "model.pt"
-    checkpoint.parent.mkdir()
-    checkpoint.write_bytes(b"weights")
-    check_pretrained(Settings(), "laion2b_s34b_b79k")  # a tag: nothing to check here
-    check_pretrained(Settings(), str(checkpoint))
-    check_pretrained(Settings(local_model_dirs=[checkpoint.parent]), str(checkpoint))
-    with pytest.raises(Forbidden):
-        check_pretrained(Settings(local_model_dirs=[tmp_path / "elsewhere"]), str(checkpoint))
-    with pytest.raises(ModelNotFound):
-        check_pretrained(Settings(), str(tmp_path / "missing.pt"))
-    with pytest.raises(InvalidInput):
-        check_pretrained(Settings(), "relative/model.pt")
-    with pytest.raises(InvalidInput):  # Path.resolve() would raise ValueError: a 500
-        check_pretrained(Settings(), str(tmp_path / "nul\0byte.pt"))
+def test_a_single_part_model_is_published_or_conflicts(tmp_path):
+    on_disk = {}
+
+    def find():
+        return find_on_disk(lambda part: part in on_disk, on_disk.get, ModelRef.named("org/model"))
+
+    assert find() == (OnDisk.ABSENT, None)
+    on_disk["org--model"] = None  # a directory that is no embedgate model
+    assert find() == (OnDisk.CONFLICT, None)
+    on_disk["org--model"] = fake_metadata("org/other")
+    assert find() == (OnDisk.CONFLICT, None)
+    on_disk["org--model"] = metadata = fake_metadata("org/model")
+    assert find() == (OnDisk.PUBLISHED, metadata)

@@ -1,0 +1,53 @@
+"""An OpenCLIP model: text and image embeddings in one space, two Triton models (the text
+tower, with the tokenizer, and the image tower), served as one model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from embedgate.converters.spec import INPUT_IDS, clip_part_names
+
+from ..preprocess.clip_text import ClipTokenizer
+from ..preprocess.text import TokenBatch
+from ..quantize import available
+from .base import Files, ServedKind, Task
+
+
+class ClipKind(ServedKind):
+    name = "clip"
+    title = "an OpenCLIP model (text and image embeddings)"
+    tasks = frozenset({Task.EMBED, Task.IMAGES})
+
+    def parts(self, triton_name: str) -> tuple[str, ...]:
+        return clip_part_names(triton_name)
+
+    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
+        assert self.metadata.clip is not None
+        pretrained = self.metadata.clip.pretrained
+        labels = ("text_encoder", "image_encoder")
+        return {part: {"pretrained": pretrained, "part": label} for part, label in zip(self.parts(triton_name), labels)}
+
+    def tokenizer(self, files: Files, triton_name: str) -> ClipTokenizer:
+        assert self.metadata.clip is not None
+        text_part = self.parts(triton_name)[0]
+        return ClipTokenizer(self.tokenizer_file(files, text_part), self.metadata.clip.text)
+
+    def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
+        # The text tower takes token ids only: it pools at the end-of-text token.
+        return {INPUT_IDS: np.ascontiguousarray(batch.input_ids[rows, :width])}
+
+    def fixed_width(self) -> int | None:
+        assert self.metadata.clip is not None
+        return self.metadata.clip.text.context_length
+
+    def listing(self) -> dict[str, Any]:
+        clip = self.metadata.clip
+        assert clip is not None
+        return {
+            "pretrained": clip.pretrained,
+            "image_size": [clip.image.height, clip.image.width],
+            # Image embeddings have no calibrated ranges: int8/uint8 are for the text's.
+            "precisions": list(available(self.metadata.calibration)),
+        }

@@ -1,0 +1,75 @@
+"""``POST /rerank`` and ``POST /v1/rerank``: a cross-encoder's relevance score for a query and
+each document, best first, as ``CrossEncoder.rank`` orders them. The pairs go through the
+same batching as every text (merged with other requests' pairs, or sent in length-sorted
+chunks); ``/v1/rerank`` answers errors in OpenAI's shape like the other ``/v1`` routes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from fastapi import APIRouter, Depends
+
+from ...compute.prompts import PromptChoice
+from ...errors import InvalidInput, TooManyInputs
+from ...gateway import Gateway
+from ..openapi import errors, openai_errors
+from ..rerank_schemas import RerankRequest, RerankResponse
+from ..responses import JSONResponse
+from ..routing import BodyRoute
+from ..timing import documented_headers, inference_headers
+from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
+
+router = APIRouter(tags=["rerank"], route_class=BodyRoute)
+v1_router = APIRouter(prefix="/v1", tags=["rerank"], route_class=BodyRoute)
+STATUSES = (400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
+ANSWER = {200: {"headers": documented_headers(text_always=True)}}
+
+
+async def rerank(
+    body: RerankRequest,
+    gateway: Gateway = Depends(get_gateway),
+    timeout_s: float = Depends(request_timeout),
+) -> JSONResponse:
+    started = time.perf_counter()
+    if not body.documents:
+        raise InvalidInput("documents must be a non-empty list")
+    if body.prompt_name is not None and body.prompt is not None:
+        raise InvalidInput("give prompt_name or prompt, not both")
+    limit = gateway.settings.max_texts_per_request
+    if len(body.documents) > limit:
+        raise TooManyInputs(f"{len(body.documents)} documents in one request; the limit is {limit}")
+    model = serving(gateway, body.model)
+    result = await gateway.embeddings.score_pairs(
+        model,
+        body.query,
+        body.documents,
+        timeout_s=timeout_s,
+        prompt=PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt),
+    )
+    scores = result.vectors[:, 0]
+    # Best first; equal scores keep the documents' order.
+    order = np.argsort(-scores, kind="stable")[: body.top_n]
+    results = [
+        {
+            "index": int(index),
+            "relevance_score": float(scores[index]),
+            **({"document": {"text": body.documents[index]}} if body.return_documents else {}),
+        }
+        for index in order
+    ]
+    tokens = sum(result.token_counts)
+    payload = {"model": model.name, "results": results, "usage": {"total_tokens": tokens}}
+    total_ms = (time.perf_counter() - started) * 1000
+    return JSONResponse(payload, headers=inference_headers(model.name, result, total_ms))
+
+
+router.post(
+    "/rerank", response_model=RerankResponse, responses={**ANSWER, **errors(*STATUSES)}, openapi_extra=TAKES_A_DEADLINE
+)(rerank)
+v1_router.post(
+    "/rerank",
+    response_model=RerankResponse,
+    responses={**ANSWER, **openai_errors(*STATUSES)},
+    openapi_extra=TAKES_A_DEADLINE,
+)(rerank)

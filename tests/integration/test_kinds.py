@@ -1,0 +1,158 @@
+"""Every sentence-transformers model class, served as its library computes it, through the
+real gateway and tritonserver: a CrossEncoder reranks (scores equal to ``CrossEncoder.predict``),
+a SPLADE SparseEncoder gives sparse vectors (the same non-zero weights as
+``SparseEncoder.encode``), and each kind refuses the requests of the others, saying where
+to go."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests import tiny_models
+
+CROSS = "org/tiny-reranker"
+SPARSE = "org/tiny-splade"
+QUERY = "what is the quick brown fox"
+DOCUMENTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "stocks fell at the bank",
+    "a man is eating food",
+    # Past the model's 64 tokens with the query: cut longest first, as the model cuts it.
+    " ".join(["the lazy dog is over the brown fox"] * 20),
+    "hello",
+]
+TEXTS = ["the quick brown fox", "hello world", "a man is eating food", " ".join(["stocks fell"] * 60), "a"]
+PROMPTS = {"query": "query: "}
+
+
+def _library(name):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    import sentence_transformers
+
+    return getattr(sentence_transformers, name)
+
+
+@pytest.fixture(scope="module")
+def models(gateway, tmp_path_factory):
+    """A tiny reranker (with a prompt) and a tiny SPLADE model (with a default top-k of its
+    own), loaded through the API; deleted afterwards (other tests count the models)."""
+    root = tmp_path_factory.mktemp("kinds")
+    directories = {
+        CROSS: tiny_models.cross_encoder(root / "reranker", prompts=PROMPTS),
+        SPARSE: tiny_models.sparse_encoder(root / "splade", max_active_dims=20),
+    }
+    answers = {}
+    with gateway.client(timeout=600) as http:
+        for name, directory in directories.items():
+            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            assert response.status_code == 200, response.text
+            answers[name] = response.json()
+        yield directories, answers
+        for name in directories:
+            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def reranker(models):
+    return _library("CrossEncoder")(str(models[0][CROSS]), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def splade(models):
+    return _library("SparseEncoder")(str(models[0][SPARSE]), device="cpu")
+
+
+def test_the_load_answer_and_the_listings_say_the_kind(http, models):
+    _, answers = models
+    assert answers[CROSS]["kind"] == "cross_encoder" and answers[CROSS]["embedding_dim"] == 1
+    assert answers[SPARSE]["kind"] == "sparse_encoder"
+    listed = {m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
+    assert listed[CROSS]["kind"] == "cross_encoder" and listed[CROSS]["num_labels"] == 1
+    assert listed[CROSS]["activation"] == "torch.nn.modules.activation.Sigmoid"
+    assert listed[CROSS]["prompts"] == PROMPTS
+    assert listed[SPARSE]["kind"] == "sparse_encoder" and listed[SPARSE]["max_active_dims"] == 20
+
+
+@pytest.mark.parametrize("path", ["/rerank", "/v1/rerank"])
+def test_rerank_scores_are_predicts_best_first(http, models, reranker, path):
+    response = http.post(path, json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS])
+    assert np.ptp(expected) > 0.1  # scores far enough apart for the tolerance to mean something
+    scores = {result["index"]: result["relevance_score"] for result in body["results"]}
+    assert sorted(scores) == list(range(len(DOCUMENTS)))
+    np.testing.assert_allclose([scores[i] for i in range(len(DOCUMENTS))], expected, atol=1e-4)
+    assert [result["index"] for result in body["results"]] == list(np.argsort(-expected, kind="stable"))
+    assert "document" not in body["results"][0]
+    assert body["usage"]["total_tokens"] > 0 and int(response.headers["x-truncated-inputs"]) == 1
+
+
+def test_top_n_documents_as_objects_and_the_documents_returned(http, models, reranker):
+    objects = [{"text": document} for document in DOCUMENTS]
+    response = http.post(
+        "/rerank", json={"model": CROSS, "query": QUERY, "documents": objects, "top_n": 2, "return_documents": True}
+    )
+    assert response.status_code == 200, response.text
+    ranked = [(hit["index"], hit["document"]["text"]) for hit in response.json()["results"]]
+    expected = reranker.rank(QUERY, DOCUMENTS, top_k=2, return_documents=True)
+    assert ranked == [(hit["corpus_id"], hit["text"]) for hit in expected]
+
+
+def test_a_prompt_goes_before_the_query_as_predict_puts_it(http, models, reranker):
+    response = http.post("/rerank", json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS, "prompt_name": "query"})
+    assert response.status_code == 200, response.text
+    scores = sorted((hit["index"], hit["relevance_score"]) for hit in response.json()["results"])
+    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS], prompt_name="query")
+    np.testing.assert_allclose([score for _, score in scores], expected, atol=1e-4)
+    unprompted = reranker.predict([[QUERY, document] for document in DOCUMENTS])
+    assert np.abs(expected - unprompted).max() > 0.01  # the prompt changed the scores
+
+
+def test_sparse_embeddings_have_encodes_non_zero_weights(http, models, splade):
+    # The model's own max_active_dims (20) applies, as encode applies it.
+    for top_k, request in ((20, {}), (5, {"top_k": 5}), (None, {"top_k": 100_000})):
+        response = http.post("/infer", json={"model_name": SPARSE, "text": TEXTS, **request})
+        assert response.status_code == 200, response.text
+        rows = response.json()["sparse_embeddings"]
+        expected = splade.encode(TEXTS, max_active_dims=top_k or 100_000, convert_to_sparse_tensor=False).numpy()
+        assert len(rows) == len(TEXTS)
+        for row, want in zip(rows, expected):
+            assert row["indices"] == np.flatnonzero(want).tolist()
+            np.testing.assert_allclose(row["values"], want[row["indices"]], rtol=1e-4, atol=1e-5)
+        if top_k:
+            assert max(len(row["indices"]) for row in rows) == top_k
+
+
+def test_each_kind_refuses_the_others_requests_saying_where_to_go(http, models):
+    def refusal(response, pointer):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "wrong_model_kind", error
+        assert pointer in error["message"], error["message"]
+
+    refusal(http.post("/infer", json={"model_name": CROSS, "text": ["a"]}), "/rerank")
+    refusal(http.post("/v1/embeddings", json={"model": CROSS, "input": ["a"]}), "/rerank")
+    refusal(http.post("/v1/embeddings", json={"model": SPARSE, "input": ["a"]}), "/infer")
+    refusal(http.post("/rerank", json={"model": SPARSE, "query": "a", "documents": ["b"]}), "/infer")
+    bad = http.post("/infer", json={"model_name": SPARSE, "text": ["a"], "precision": "int8"})
+    assert bad.status_code == 400 and "precision" in bad.json()["error"]["message"]
+
+
+def test_the_models_keep_serving_everyone_else(http, models, reranker):
+    # After every refusal above, a good request is answered as before.
+    response = http.post("/v1/rerank", json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS[:2]})
+    assert response.status_code == 200
+    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS[:2]])
+    np.testing.assert_allclose(sorted(hit["relevance_score"] for hit in response.json()["results"]), sorted(expected), atol=1e-4)
+
+
+def test_the_metadata_records_the_kind(gateway, models):
+    for name, kind in ((CROSS, "cross_encoder"), (SPARSE, "sparse_encoder")):
+        metadata = json.loads((gateway.repository / name.replace("/", "--") / "metadata.json").read_text())
+        assert metadata["kind"] == kind and metadata["parity"]["passed"]
