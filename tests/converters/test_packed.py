@@ -3,8 +3,8 @@ the real MiniLM in test_sentence_transformer.py)."""
 
 import numpy as np
 
-from embedgate.converters.packed import pack_in_order, packed_inputs, unsupported_reason
-from embedgate.converters.spec import INPUT_IDS
+from embedgate.converters.packed import one_text_per_row, pack_in_order, packed_inputs, unsupported_reason
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
 
 
 class Pooling:
@@ -71,3 +71,34 @@ def test_packed_inputs_point_each_text_at_its_own_tokens():
     for text, ids in enumerate(token_ids):
         gathered = flat[inputs["token_index"][text]]
         assert list(gathered[: len(ids)]) == ids and (gathered[len(ids) :] == -1).all()
+
+
+def right_padded(lengths: list[int], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    width = max(lengths)
+    mask = (np.arange(width)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
+    return {INPUT_IDS: rng.integers(1, 50, size=mask.shape) * mask, ATTENTION_MASK: mask}
+
+
+def test_one_text_per_row_feeds_the_packed_graph_what_model_py_feeds_it(load_python_model):
+    """The converter's parity check runs the packed graph the way model.py runs a batch it
+    does not pack (``_run_rows``): the two must stay the same."""
+    feeds = right_padded([3, 5, 1])
+    seen = {}
+
+    class Session:
+        def run(self, outputs, inputs):
+            seen.update(inputs)
+            return [np.zeros((len(inputs[INPUT_IDS]), 1))]
+
+    model = load_python_model().TritonPythonModel()
+    model.packed, model.length_input, model.outputs, model.session = True, ATTENTION_MASK, [EMBEDDING], Session()
+    model._run_rows(dict(feeds))
+
+    expected = one_text_per_row(feeds)
+    assert seen.keys() == expected.keys()
+    for name, values in expected.items():
+        np.testing.assert_array_equal(seen[name], values, err_msg=name)
+    np.testing.assert_array_equal(expected["position_ids"][1], [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(expected["token_index"][2], [10, 15, 15, 15, 15])
+
