@@ -6,7 +6,8 @@ sub-batch. ``model.packed.onnx`` takes the texts laid end to end in rows of a fi
 instead, so one run computes almost no padding:
 
 - ``input_ids`` [rows, width]: the texts' tokens, one after another, 0 after the last;
-- ``position_ids`` [rows, width]: each text counts its positions from 0;
+- ``position_ids`` [rows, width]: each text counts its positions from 0 (the graph adds
+  the model's own first position, 2 for RoBERTa-family embeddings);
 - ``segment_ids`` [rows, width]: 1, 2, ... for the texts of a row, 0 for padding; the
   attention mask is block-diagonal (a token attends to its own text only), built inside;
 - ``token_index`` [texts, longest]: where each text's tokens lie in the flattened rows,
@@ -104,11 +105,28 @@ def one_text_per_row(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+def position_offset(transformer) -> int:
+    """The position the model gives a text's first token: padding_idx + 1 for RoBERTa-family
+    embeddings (XLM-R, MPNet, ...), which count positions past their padding index, 0 for
+    the others. (sentence-transformers infers it the same way when it packs texts for flash
+    attention.)"""
+    import torch
+
+    for module in transformer.modules():
+        padding_idx = getattr(module, "padding_idx", None)
+        positions = getattr(module, "position_embeddings", None)
+        if isinstance(padding_idx, int) and isinstance(positions, torch.nn.Embedding):
+            return padding_idx + 1
+    return 0
+
+
 def _graph(model, needs_token_type_ids: bool):
     import torch
 
     transformer = model[0].auto_model
     after_pooling = torch.nn.ModuleList(list(model)[2:])
+    # The graph's position_ids count from 0 (model.py builds them so); the model's own may not.
+    first_position = position_offset(transformer)
 
     class PackedGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -119,7 +137,11 @@ def _graph(model, needs_token_type_ids: bool):
         def forward(self, input_ids, position_ids, segment_ids, token_index):
             # Block-diagonal: a token attends to the tokens of its own text, padding to none.
             mask = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
-            arguments = {"input_ids": input_ids, "attention_mask": mask[:, None, :, :], "position_ids": position_ids}
+            arguments = {
+                "input_ids": input_ids,
+                "attention_mask": mask[:, None, :, :],
+                "position_ids": position_ids + first_position,
+            }
             if needs_token_type_ids:
                 arguments["token_type_ids"] = torch.zeros_like(input_ids)
             tokens = self.transformer(**arguments).last_hidden_state

@@ -102,3 +102,16 @@ def test_one_text_per_row_feeds_the_packed_graph_what_model_py_feeds_it(load_pyt
     np.testing.assert_array_equal(expected["position_ids"][1], [0, 1, 2, 3, 4])
     np.testing.assert_array_equal(expected["token_index"][2], [10, 15, 15, 15, 15])
 
+
+
+def test_roberta_family_positions_start_past_the_padding_index():
+    from embedgate.converters.packed import position_offset
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    import transformers
+
+    small = {"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}
+    assert position_offset(transformers.XLMRobertaModel(transformers.XLMRobertaConfig(pad_token_id=1, **small))) == 2
+    assert position_offset(transformers.MPNetModel(transformers.MPNetConfig(**small))) == 2
+    assert position_offset(transformers.BertModel(transformers.BertConfig(**small))) == 0
