@@ -136,10 +136,10 @@ def _graph(model, needs_token_type_ids: bool):
 
         def forward(self, input_ids, position_ids, segment_ids, token_index):
             # Block-diagonal: a token attends to the tokens of its own text, padding to none.
-            mask = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
+            same_text = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
             arguments = {
                 "input_ids": input_ids,
-                "attention_mask": mask[:, None, :, :],
+                "attention_mask": _additive(same_text),
                 "position_ids": position_ids + first_position,
             }
             if needs_token_type_ids:
@@ -155,6 +155,18 @@ def _graph(model, needs_token_type_ids: bool):
             return features["sentence_embedding"].to(torch.float32)
 
     return PackedGraph().eval()
+
+
+def _additive(allowed):
+    """A [rows, 1, width, width] mask added to the attention scores: 0 where a token may
+    attend, the float minimum where not, as transformers builds masks for eager attention.
+    It passes a 4D mask on unchanged, and models that add the mask to their scores
+    themselves (MPNet) would read a boolean one as +1 and +0, masking nothing; SDPA takes
+    either."""
+    import torch
+
+    blocked = torch.tensor(torch.finfo(torch.float32).min)
+    return torch.where(allowed, torch.tensor(0.0), blocked)[:, None, :, :]
 
 
 def build(
