@@ -38,6 +38,8 @@ SEGMENT_IDS = "segment_ids"
 TOKEN_INDEX = "token_index"
 PACKED_INPUTS = (INPUT_IDS, POSITION_IDS, SEGMENT_IDS, TOKEN_INDEX)
 _AFTER_POOLING = {"Dense", "Normalize"}
+# Kinds of attention layer whose masks the packed graph builds (ModernBERT has both).
+_LAYER_TYPES = {"full_attention", "sliding_attention"}
 
 
 def unsupported_reason(model) -> str | None:
@@ -53,7 +55,15 @@ def unsupported_reason(model) -> str | None:
     auto_model = getattr(modules[0], "auto_model", None)
     if auto_model is None or POSITION_IDS not in inspect.signature(auto_model.forward).parameters:
         return "the transformer takes no position_ids"
+    others = sorted(set(_layer_types(auto_model)) - _LAYER_TYPES)
+    if others:
+        return f"attention layers of kind {', '.join(others)}"
     return None
+
+
+def _layer_types(auto_model) -> list[str]:
+    """The kinds of attention layer a transformers model declares (none for most encoders)."""
+    return list(getattr(getattr(auto_model, "config", None), "layer_types", None) or ())
 
 
 def pack_in_order(lengths: list[int], width: int) -> list[list[int]]:
@@ -127,6 +137,8 @@ def _graph(model, needs_token_type_ids: bool):
     after_pooling = torch.nn.ModuleList(list(model)[2:])
     # The graph's position_ids count from 0 (model.py builds them so); the model's own may not.
     first_position = position_offset(transformer)
+    layer_types = sorted(set(_layer_types(transformer)))
+    window = transformer.config.sliding_window if "sliding_attention" in layer_types else None
 
     class PackedGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -137,9 +149,17 @@ def _graph(model, needs_token_type_ids: bool):
         def forward(self, input_ids, position_ids, segment_ids, token_index):
             # Block-diagonal: a token attends to the tokens of its own text, padding to none.
             same_text = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
+            mask = _additive(same_text)
+            if window is not None:
+                # A 4D mask is used as given, also by sliding-window layers, which would then
+                # see the whole text: such models take one mask per kind of layer instead, the
+                # sliding one also limited to tokens at most ``window`` positions away.
+                near = (position_ids[:, :, None] - position_ids[:, None, :]).abs() <= window
+                sliding = _additive(same_text & near)
+                mask = {kind: sliding if kind == "sliding_attention" else mask for kind in layer_types}
             arguments = {
                 "input_ids": input_ids,
-                "attention_mask": _additive(same_text),
+                "attention_mask": mask,
                 "position_ids": position_ids + first_position,
             }
             if needs_token_type_ids:

@@ -115,3 +115,17 @@ def test_roberta_family_positions_start_past_the_padding_index():
     assert position_offset(transformers.XLMRobertaModel(transformers.XLMRobertaConfig(pad_token_id=1, **small))) == 2
     assert position_offset(transformers.MPNetModel(transformers.MPNetConfig(**small))) == 2
     assert position_offset(transformers.BertModel(transformers.BertConfig(**small))) == 0
+
+
+class Config:
+    def __init__(self, layer_types):
+        self.layer_types = layer_types
+
+
+def test_models_with_attention_layers_the_graph_cannot_mask_are_refused():
+    modernbert = AutoModel()
+    modernbert.config = Config(["full_attention", "sliding_attention", "sliding_attention"])
+    assert unsupported_reason([Transformer(modernbert), Pooling()]) is None
+    chunked = AutoModel()
+    chunked.config = Config(["full_attention", "chunked_attention"])
+    assert unsupported_reason([Transformer(chunked), Pooling()]) == "attention layers of kind chunked_attention"
