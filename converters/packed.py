@@ -6,7 +6,8 @@ sub-batch. ``model.packed.onnx`` takes the texts laid end to end in rows of a fi
 instead, so one run computes almost no padding:
 
 - ``input_ids`` [rows, width]: the texts' tokens, one after another, 0 after the last;
-- ``position_ids`` [rows, width]: each text counts its positions from 0;
+- ``position_ids`` [rows, width]: each text counts its positions from 0 (the graph adds
+  the model's own first position, 2 for RoBERTa-family embeddings);
 - ``segment_ids`` [rows, width]: 1, 2, ... for the texts of a row, 0 for padding; the
   attention mask is block-diagonal (a token attends to its own text only), built inside;
 - ``token_index`` [texts, longest]: where each text's tokens lie in the flattened rows,
@@ -14,9 +15,11 @@ instead, so one run computes almost no padding:
   after pooling (Dense, Normalize) run as in ``model.onnx``.
 
 Built only where that is the same computation: a Transformer whose model takes
-``position_ids``, mean pooling, and nothing after it but Dense and Normalize. It is
-checked for parity against the PyTorch model like ``model.onnx``; a graph that cannot be
-built or fails parity is left out (the plain graph serves everything), never published.
+``position_ids``, mean pooling, and nothing after it but Dense and Normalize. model.py
+loads it instead of ``model.onnx``, so it is checked for parity against the PyTorch model
+as ``model.onnx`` is (every parity sentence, one per row, in one padded batch and alone)
+and also with the short ones packed; a graph that cannot be built or fails parity is left
+out (the plain graph serves everything), never published.
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ from pathlib import Path
 import numpy as np
 
 from embedgate.converters import parity
-from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
+from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
 
 POSITION_IDS = "position_ids"
 SEGMENT_IDS = "segment_ids"
 TOKEN_INDEX = "token_index"
 PACKED_INPUTS = (INPUT_IDS, POSITION_IDS, SEGMENT_IDS, TOKEN_INDEX)
 _AFTER_POOLING = {"Dense", "Normalize"}
+# Kinds of attention layer whose masks the packed graph builds (ModernBERT has both).
+_LAYER_TYPES = {"full_attention", "sliding_attention"}
 
 
 def unsupported_reason(model) -> str | None:
@@ -50,7 +55,15 @@ def unsupported_reason(model) -> str | None:
     auto_model = getattr(modules[0], "auto_model", None)
     if auto_model is None or POSITION_IDS not in inspect.signature(auto_model.forward).parameters:
         return "the transformer takes no position_ids"
+    others = sorted(set(_layer_types(auto_model)) - _LAYER_TYPES)
+    if others:
+        return f"attention layers of kind {', '.join(others)}"
     return None
+
+
+def _layer_types(auto_model) -> list[str]:
+    """The kinds of attention layer a transformers model declares (none for most encoders)."""
+    return list(getattr(getattr(auto_model, "config", None), "layer_types", None) or ())
 
 
 def pack_in_order(lengths: list[int], width: int) -> list[list[int]]:
@@ -88,11 +101,44 @@ def packed_inputs(token_ids: list[list[int]], rows: list[list[int]], width: int)
     return {INPUT_IDS: input_ids, POSITION_IDS: position_ids, SEGMENT_IDS: segment_ids, TOKEN_INDEX: token_index}
 
 
+def one_text_per_row(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The packed graph's inputs for a right-padded batch (``input_ids``, ``attention_mask``)
+    left one text per row, as model.py runs a batch it does not pack (``_run_rows``)."""
+    tokens = feeds[ATTENTION_MASK] > 0
+    rows, width = tokens.shape
+    cells = np.arange(rows * width, dtype=np.int64).reshape(rows, width)
+    return {
+        INPUT_IDS: feeds[INPUT_IDS],
+        POSITION_IDS: np.where(tokens, np.arange(width, dtype=np.int64), 0),
+        SEGMENT_IDS: tokens.astype(np.int64),
+        TOKEN_INDEX: np.where(tokens, cells, rows * width),
+    }
+
+
+def position_offset(transformer) -> int:
+    """The position the model gives a text's first token: padding_idx + 1 for RoBERTa-family
+    embeddings (XLM-R, MPNet, ...), which count positions past their padding index, 0 for
+    the others. (sentence-transformers infers it the same way when it packs texts for flash
+    attention.)"""
+    import torch
+
+    for module in transformer.modules():
+        padding_idx = getattr(module, "padding_idx", None)
+        positions = getattr(module, "position_embeddings", None)
+        if isinstance(padding_idx, int) and isinstance(positions, torch.nn.Embedding):
+            return padding_idx + 1
+    return 0
+
+
 def _graph(model, needs_token_type_ids: bool):
     import torch
 
     transformer = model[0].auto_model
     after_pooling = torch.nn.ModuleList(list(model)[2:])
+    # The graph's position_ids count from 0 (model.py builds them so); the model's own may not.
+    first_position = position_offset(transformer)
+    layer_types = sorted(set(_layer_types(transformer)))
+    window = transformer.config.sliding_window if "sliding_attention" in layer_types else None
 
     class PackedGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -102,8 +148,20 @@ def _graph(model, needs_token_type_ids: bool):
 
         def forward(self, input_ids, position_ids, segment_ids, token_index):
             # Block-diagonal: a token attends to the tokens of its own text, padding to none.
-            mask = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
-            arguments = {"input_ids": input_ids, "attention_mask": mask[:, None, :, :], "position_ids": position_ids}
+            same_text = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
+            mask = _additive(same_text)
+            if window is not None:
+                # A 4D mask is used as given, also by sliding-window layers, which would then
+                # see the whole text: such models take one mask per kind of layer instead, the
+                # sliding one also limited to tokens at most ``window`` positions away.
+                near = (position_ids[:, :, None] - position_ids[:, None, :]).abs() <= window
+                sliding = _additive(same_text & near)
+                mask = {kind: sliding if kind == "sliding_attention" else mask for kind in layer_types}
+            arguments = {
+                "input_ids": input_ids,
+                "attention_mask": mask,
+                "position_ids": position_ids + first_position,
+            }
             if needs_token_type_ids:
                 arguments["token_type_ids"] = torch.zeros_like(input_ids)
             tokens = self.transformer(**arguments).last_hidden_state
@@ -117,6 +175,18 @@ def _graph(model, needs_token_type_ids: bool):
             return features["sentence_embedding"].to(torch.float32)
 
     return PackedGraph().eval()
+
+
+def _additive(allowed):
+    """A [rows, 1, width, width] mask added to the attention scores: 0 where a token may
+    attend, the float minimum where not, as transformers builds masks for eager attention.
+    It passes a 4D mask on unchanged, and models that add the mask to their scores
+    themselves (MPNet) would read a boolean one as +1 and +0, masking nothing; SDPA takes
+    either."""
+    import torch
+
+    blocked = torch.tensor(torch.finfo(torch.float32).min)
+    return torch.where(allowed, torch.tensor(0.0), blocked)[:, None, :, :]
 
 
 def build(
@@ -142,14 +212,23 @@ def build(
     onnx_file = out_dir / "1" / PACKED_ONNX_FILE
     try:
         _export(_graph(model, needs_token_type_ids), inputs, onnx_file)
-        result, worst = parity.measure_graph(onnx_file, inputs, reference[short], threshold)
+        run = parity.onnx_runner(onnx_file)
+        # model.py loads this graph instead of model.onnx, also for batches it runs one text
+        # per row (any text longer than the pack width): those must pass model.onnx's checks.
+        checks = parity.embedding_checks(lambda feeds: run(one_text_per_row(feeds)), token_ids, reference)
+        packed_check = f"{len(texts)} short sentences packed in {len(rows)} rows"
+        checks[packed_check] = parity.cosines(run(inputs), reference[short])
+        result, worst = parity.summarize(checks, threshold, len(token_ids))
     except Exception as error:  # noqa: BLE001 - the plain graph still serves; say why
         onnx_file.unlink(missing_ok=True)
         return None, f"no packed graph: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     if not result.passed:
         onnx_file.unlink(missing_ok=True)
         return None, f"no packed graph: min cosine {result.min_cosine:.6f} < {threshold} ({worst})"
-    return result, f"packed graph: min cosine {result.min_cosine:.6f} on {len(texts)} sentences in {len(rows)} rows"
+    return result, (
+        f"packed graph: min cosine {result.min_cosine:.6f} on {len(token_ids)} sentences one per row "
+        f"and {len(texts)} short ones in {len(rows)} rows"
+    )
 
 
 def _export(graph, inputs: dict[str, np.ndarray], onnx_file: Path) -> None:

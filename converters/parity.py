@@ -147,42 +147,28 @@ def embedding_checks(run: Run, token_ids: list[list[int]], reference: np.ndarray
     }
 
 
+def summarize(checks: dict[str, np.ndarray], threshold: float, sentences: int) -> tuple[ParityResult, str]:
+    """Judge ``checks`` (each check's cosines against the reference): the result, and where
+    it was worst."""
+    values = np.concatenate(list(checks.values()))
+    min_cosine = float(values.min())
+    result = ParityResult(
+        passed=min_cosine >= threshold,
+        threshold=threshold,
+        min_cosine=min_cosine,
+        sentences=sentences,
+        mean_cosine=float(values.mean()),
+    )
+    worst_check, worst = min(checks.items(), key=lambda item: item[1].min())
+    return result, f"sentence {int(worst.argmin()) + 1} of {len(worst)}, {worst_check}"
+
+
 def measure_embeddings(
     onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
 ) -> tuple[ParityResult, str]:
     """The parity of ``onnx_file`` without judging it: the result, and where it was worst."""
     checks = embedding_checks(onnx_runner(onnx_file), token_ids, reference)
-    min_cosine = float(min(values.min() for values in checks.values()))
-    result = ParityResult(
-        passed=min_cosine >= threshold,
-        threshold=threshold,
-        min_cosine=min_cosine,
-        sentences=len(token_ids),
-        mean_cosine=float(np.mean(np.concatenate(list(checks.values())))),
-    )
-    worst_check, values = min(checks.items(), key=lambda item: item[1].min())
-    return result, f"sentence {int(values.argmin()) + 1} of {len(token_ids)}, {worst_check}"
-
-
-def measure_graph(
-    onnx_file: Path, feeds: dict[str, np.ndarray], reference: np.ndarray, threshold: float
-) -> tuple[ParityResult, str]:
-    """The parity of a graph with inputs of its own (one batch, ``feeds``) against ``reference``."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    embeddings = session.run([EMBEDDING], feeds)[0]
-    if embeddings.shape != reference.shape:
-        raise ParityError(f"ONNX output shape {list(embeddings.shape)} differs from the model's {list(reference.shape)}")
-    values = cosines(embeddings, reference)
-    result = ParityResult(
-        passed=float(values.min()) >= threshold,
-        threshold=threshold,
-        min_cosine=float(values.min()),
-        sentences=len(reference),
-        mean_cosine=float(values.mean()),
-    )
-    return result, f"sentence {int(values.argmin()) + 1} of {len(reference)}"
+    return summarize(checks, threshold, len(token_ids))
 
 
 def check_embeddings(

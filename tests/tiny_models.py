@@ -58,7 +58,7 @@ def save_bert(directory: Path, head: str = "base", seed: int = 0, **config) -> P
         # With BERT's usual initialization every pair scores 0.4923...: the scores differ in
         # the fifth decimal. Wider weights spread them over (0, 1), so a test can tell them
         # apart (and a wrong score fails).
-        config.setdefault("initializer_range", 0.5)
+        config.setdefault("initializer_range", INITIALIZER_RANGE)
     model = model_class(bert_config(len(tokenizer), **config)).eval()
     model.save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
@@ -103,3 +103,231 @@ def sparse_encoder(directory: Path, seed: int = 0, **options) -> Path:
     mlm = Transformer(str(mlm_dir), max_seq_length=64, transformer_task="fill-mask")
     SparseEncoder(modules=[mlm, SpladePooling("max")], device="cpu", **options).save(str(directory))
     return directory
+
+
+# --- the architectures people serve, each tiny: hidden 32, 2 or 3 layers, max_seq_length 64 ---
+
+MAX_SEQ_LENGTH = 64
+# Weights drawn wider than the 0.02 of a fresh pretrained config: with that, attention is
+# nearly uniform and every text embeds to nearly the same vector, so a wrong position, mask
+# or pooled token would still pass a cosine check. With these, such mistakes show.
+INITIALIZER_RANGE = 0.5
+# What the trained tokenizers learn from: enough words that the parity sentences and the
+# tests' texts split into several pieces, a few accents so Unicode normalization matters.
+CORPUS = (
+    "the quick brown fox jumps over the lazy dog",
+    "hello world, this is a small embedding model",
+    "a man is eating food while watching a movie",
+    "stocks fell sharply at the bank on monday",
+    "embedding servers batch requests of different lengths",
+    "how do I convert a model to onnx and serve it with triton?",
+    "the search engine ranks every document for a query",
+    "first line. second line. third line after a blank one.",
+    "what is the capital of france? paris is the capital.",
+    "numbers such as 3.14159, 2718 and 100% appear in text",
+    "def square(x): return x ** 2  # code and a comment",
+    "MiXeD CaSe ShOuTiNg AND lower case words",
+    "a café in the façade of a naïve old building",
+    "Ünïcödé text, Привет мир and 日本語のテキスト",
+    "the movie was awesome and the food was great",
+    "servers and models answer queries with vectors",
+    "tokenizers split words into pieces from a vocabulary",
+    "padding on the left or the right must not change a vector",
+    "the last token of a decoder carries the whole sentence",
+    "multilingual models read many languages at once",
+    "the dog sleeps, the fox runs, the man reads a book",
+    "long texts are truncated to the maximum sequence length",
+    "short ones like a or hi are a single token",
+    "triton inference server runs onnx graphs on cpus and gpus",
+    "sentence transformers pool token states into one embedding",
+    "the bank of the river is green in spring",
+    "what? no... (really) -- yes; 'single' \"double\" #hash @at $5.00",
+    "2024-01-31T12:00:00Z 0x1F 1e-10 are dates and numbers",
+    "emoji such as 😀 and 🚀 are rare in this corpus",
+    "query: how tall is the tower? passage: it is tall.",
+    "the model normalizes every embedding to unit length",
+    "attention lets each token look at the others",
+)
+
+
+def _save_sentence_transformer(directory: Path, transformer_dir: Path, pooling: str, after=()) -> Path:
+    """Transformer -> Pooling(``pooling``) -> ``after`` modules, saved as sentence-transformers saves it."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
+    pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+    SentenceTransformer(modules=[transformer, pool, *after], device="cpu").save(str(directory))
+    return directory
+
+
+def _normalize():
+    from sentence_transformers.base.modules import Normalize
+
+    return Normalize()
+
+
+def bert_cls_model(directory: Path, seed: int = 0) -> Path:
+    """BERT with CLS pooling and Normalize (bge-style)."""
+    ensure_torchvision_importable()
+    bert_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
+    return _save_sentence_transformer(directory, bert_dir, "cls", [_normalize()])
+
+
+def bert_dense_model(directory: Path, seed: int = 0) -> Path:
+    """BERT -> mean pooling -> Dense(32 -> 16, tanh) -> Normalize."""
+    ensure_torchvision_importable()
+    import torch
+    from sentence_transformers.base.modules import Dense
+
+    bert_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
+    _torch_seed(seed + 1)
+    dense = Dense(32, 16, activation_function=torch.nn.Tanh())
+    return _save_sentence_transformer(directory, bert_dir, "mean", [dense, _normalize()])
+
+
+def _unigram_tokenizer():
+    """A SentencePiece-style Unigram tokenizer (XLM-R's layout: <s> <pad> </s> <unk> first,
+    ▁ for spaces, ``<s> text </s>``), trained on CORPUS."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>")
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", tokenizer.token_to_id("<s>")), ("</s>", tokenizer.token_to_id("</s>"))],
+    )
+    return tokenizer
+
+
+def xlm_roberta_model(directory: Path, seed: int = 0) -> Path:
+    """XLM-RoBERTa with a Unigram tokenizer, mean pooling and Normalize (multilingual-e5-style)."""
+    ensure_torchvision_importable()
+    from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-xlmr"
+    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=_unigram_tokenizer())
+    config = XLMRobertaConfig(
+        initializer_range=INITIALIZER_RANGE,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37, max_position_embeddings=MAX_SEQ_LENGTH + 2, type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    XLMRobertaModel(config, add_pooling_layer=False).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    return _save_sentence_transformer(directory, base, "mean", [_normalize()])
+
+
+def mpnet_model(directory: Path, seed: int = 0) -> Path:
+    """MPNet with a WordPiece tokenizer, mean pooling and Normalize (all-mpnet-base-v2's layout)."""
+    ensure_torchvision_importable()
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-mpnet"
+    # MPNet's vocabulary: <s> <pad> </s> <unk> first, BERT's [UNK] among the words (the
+    # unknown token it actually uses), <mask> last.
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", *WORDS, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
+             *"abcdefghijklmnopqrstuvwxyz0123456789.,?!'", "<mask>"]
+    tokenizer = MPNetTokenizerFast(vocab={token: i for i, token in enumerate(dict.fromkeys(vocab))}, do_lower_case=True)
+    config = MPNetConfig(
+        initializer_range=INITIALIZER_RANGE,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37, max_position_embeddings=MAX_SEQ_LENGTH + 2, relative_attention_num_buckets=32,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    MPNetModel(config, add_pooling_layer=False).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    return _save_sentence_transformer(directory, base, "mean", [_normalize()])
+
+
+def _byte_level_bpe(specials: list[str], vocab_size: int = 600):
+    """A byte-level BPE tokenizer (GPT-2 style: every byte is a symbol) trained on CORPUS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return tokenizer
+
+
+def modernbert_model(directory: Path, seed: int = 0) -> Path:
+    """ModernBERT with a byte-level BPE tokenizer, ``[CLS] text [SEP]``, mean pooling and
+    Normalize (nomic-modernbert-style). Its sliding-window layers see 24 tokens either
+    side: all of a short text, not all of one of max_seq_length."""
+    ensure_torchvision_importable()
+    from tokenizers import processors
+    from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-modernbert"
+    backend = _byte_level_bpe(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", backend.token_to_id("[CLS]")), ("[SEP]", backend.token_to_id("[SEP]"))],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+        mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
+    )
+    config = ModernBertConfig(
+        initializer_range=INITIALIZER_RANGE,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=48, max_position_embeddings=128, global_attn_every_n_layers=3, local_attention=48,
+        pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+    )
+    ModernBertModel(config).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    return _save_sentence_transformer(directory, base, "mean", [_normalize()])
+
+
+def qwen3_model(directory: Path, seed: int = 0) -> Path:
+    """A decoder built as Qwen3-Embedding is: a byte-level BPE tokenizer whose
+    post-processor appends <|endoftext|>, left padding, last-token pooling, Normalize."""
+    ensure_torchvision_importable()
+    from tokenizers import processors
+    from transformers import Qwen2TokenizerFast, Qwen3Config, Qwen3Model
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-qwen3"
+    eos = "<|endoftext|>"
+    backend = _byte_level_bpe([eos, "<|im_start|>", "<|im_end|>"])
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"$A:0 {eos}:0", pair=f"$A:0 {eos}:0 $B:1 {eos}:1", special_tokens=[(eos, backend.token_to_id(eos))]
+    )
+    tokenizer = Qwen2TokenizerFast(
+        tokenizer_object=backend, eos_token=eos, pad_token=eos, unk_token=None, padding_side="left"
+    )
+    config = Qwen3Config(
+        initializer_range=INITIALIZER_RANGE,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, intermediate_size=48, max_position_embeddings=128,
+        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    Qwen3Model(config).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    return _save_sentence_transformer(directory, base, "lasttoken", [_normalize()])
+
+
+# name -> (builder, pooling) for the architecture tests.
+ARCHITECTURES = {
+    "bert-mean": (dense_model, "mean"),
+    "bert-cls": (bert_cls_model, "cls"),
+    "xlm-roberta": (xlm_roberta_model, "mean"),
+    "mpnet": (mpnet_model, "mean"),
+    "modernbert": (modernbert_model, "mean"),
+    "qwen3": (qwen3_model, "lasttoken"),
+    "bert-dense": (bert_dense_model, "mean"),
+}

@@ -1,0 +1,131 @@
+"""The architectures people serve, end to end: each tiny model (tests/tiny_models.py) is
+converted and loaded by the real gateway and tritonserver, and what it serves is compared
+with ``SentenceTransformer.encode``.
+
+Each batch mixes lengths: a single word, one text longer than max_seq_length (cut as
+encode cuts it) and one longer than half the pack width. A batch whose texts all fit in
+the pack width runs packed, several texts to a row, where the model has a packed graph;
+a batch with a longer text runs one text per row. Each text alone must embed as it does
+in a batch: the gateway right-pads, whatever side the model's tokenizer pads on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedgate.converters.spec import PACKED_ONNX_FILE, TritonConfigOptions
+from tests import tiny_models
+from tests.helpers import cosine_rows
+
+THRESHOLD = 0.9999
+PACK_WIDTH = TritonConfigOptions().pack_width
+# Only mean pooling (then Dense, Normalize) can run packed.
+PACKED = {"mean"}
+WORDS = (
+    "embedding servers batch requests of different lengths while the quick brown fox jumps over the lazy dog "
+    "and a man is eating food at the bank"
+).split()
+
+
+@pytest.fixture(scope="module")
+def models_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("architectures")
+
+
+@pytest.fixture(scope="module", params=list(tiny_models.ARCHITECTURES))
+def architecture(request, gateway, models_root):
+    """One architecture built, converted and loaded (once for all its tests), deleted after."""
+    name = request.param
+    build, pooling = tiny_models.ARCHITECTURES[name]
+    model_dir = build(models_root / name)
+    model_name = f"arch/{name}"
+    with gateway.client(timeout=600) as http:
+        body = {"model_name": model_name, "model_path": str(model_dir)}
+        response = http.post("/load_sentence_transformer_model", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["parity_min_cosine"] >= THRESHOLD
+        (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == model_name]
+        yield Served(name, model_name, pooling, _reference(model_dir), gateway.repository / listed["triton_name"])
+        # Other tests count the loaded models.
+        assert http.post("/delete_model", json={"model_name": model_name}).status_code == 200
+
+
+class Served:
+    def __init__(self, name, model_name, pooling, reference, published):
+        self.name = name
+        self.model_name = model_name
+        self.pooling = pooling
+        self.reference = reference
+        self.published = published
+
+    def tokens(self, text: str) -> int:
+        return len(self.reference.tokenizer(text)["input_ids"])
+
+    def text_of(self, tokens: int) -> str:
+        """A text of at least ``tokens`` tokens (specials included) in this model's tokenizer."""
+        words: list[str] = []
+        while not words or self.tokens(" ".join(words)) < tokens:
+            words.append(WORDS[len(words) % len(WORDS)])
+        return " ".join(words)
+
+    def texts(self) -> dict[str, list[str]]:
+        """Two batches: one whose texts all fit in the pack width, one with a text past
+        max_seq_length."""
+        single_word = "hello"
+        # Longer than half the pack width: in ModernBERT it reaches past the sliding window.
+        medium = self.text_of(PACK_WIDTH // 2 + 6)
+        unicode = "  Ünïcödé façade, naïve café  "
+        short = [single_word, "The quick brown fox.", medium, unicode, "a man eats food"]
+        assert max(self.tokens(text) for text in short) <= PACK_WIDTH, "this batch must run packed"
+        long = self.text_of(self.reference.max_seq_length + 16)
+        mixed = [long, single_word, medium, "Hello world!", "stocks fell at the bank"]
+        return {"packed": short, "one text per row": mixed}
+
+
+def _reference(model_dir):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
+def embeddings(response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    rows = body["text_embeddings"] if "text_embeddings" in body else [d["embedding"] for d in body["data"]]
+    return np.asarray(rows, dtype=np.float64)
+
+
+def assert_matches(served: np.ndarray, expected: np.ndarray, what: str) -> None:
+    cosines = cosine_rows(served, expected)
+    assert cosines.min() >= THRESHOLD, f"{what}: cosines {np.round(cosines, 6).tolist()}"
+
+
+def test_a_packed_graph_is_published_for_mean_pooling_only(architecture):
+    assert (architecture.published / "1" / PACKED_ONNX_FILE).is_file() == (architecture.pooling in PACKED)
+
+
+def test_a_batch_matches_encode(http, architecture):
+    for batch, texts in architecture.texts().items():
+        served = embeddings(http.post("/infer", json={"model_name": architecture.model_name, "text": texts}))
+        assert_matches(served, architecture.reference.encode(texts), f"{architecture.name}, {batch}")
+
+
+def test_each_text_alone_matches_encode(http, architecture):
+    texts = architecture.texts()["one text per row"]
+    expected = architecture.reference.encode(texts)
+    alone = [http.post("/infer", json={"model_name": architecture.model_name, "text": [text]}) for text in texts]
+    served = np.concatenate([embeddings(response) for response in alone])
+    assert_matches(served, expected, f"{architecture.name}, alone")
+
+
+def test_the_openai_endpoint_serves_the_same_vectors(http, architecture):
+    texts = architecture.texts()["one text per row"]
+    body = {"model": architecture.model_name, "input": texts, "encoding_format": "float"}
+    response = http.post("/v1/embeddings", json=body)
+    assert_matches(embeddings(response), architecture.reference.encode(texts), f"{architecture.name}, /v1/embeddings")
+    tokens = sum(min(architecture.tokens(text), architecture.reference.max_seq_length) for text in texts)
+    assert response.json()["usage"]["prompt_tokens"] == tokens
