@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from embedgate.converters.spec import ModelMetadata, clip_part_names
 
-from .preprocess.clip_text import ClipTokenizer
+from .preprocess.clip_text import AnyClipTokenizer
 from .preprocess.text import TextTokenizer
 
 
@@ -16,7 +16,7 @@ class ServedModel:
     name: str
     triton_name: str
     metadata: ModelMetadata
-    tokenizer: TextTokenizer | ClipTokenizer
+    tokenizer: TextTokenizer | AnyClipTokenizer
     # Requests holding an admission slot (compute/admission.py).
     inflight: int = field(default=0)
 

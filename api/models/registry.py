@@ -24,7 +24,7 @@ from embedgate.converters.spec import (
 )
 
 from ..compute.batching import BatchingPolicy
-from ..compute.preprocess.clip_text import ClipTokenizer
+from ..compute.preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
 from ..compute.preprocess.text import TextTokenizer
 from ..compute.served import ServedModel
 from ..errors import (
@@ -282,12 +282,12 @@ class ModelRegistry:
         log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
         return model
 
-    def _tokenizer(self, triton_name: str, metadata: ModelMetadata) -> TextTokenizer | ClipTokenizer:
+    def _tokenizer(self, triton_name: str, metadata: ModelMetadata) -> TextTokenizer | AnyClipTokenizer:
         # A remote repository's tokenizer comes from the gateway's cache, fetched when the
         # bucket holds a conversion the cache has no copy of.
         if metadata.clip is not None:
             text_part = self.repository.fetch(clip_part_names(triton_name)[0])
-            return ClipTokenizer(text_part / TOKENIZER_DIR / "tokenizer.json", metadata.clip.text)
+            return clip_tokenizer(text_part / TOKENIZER_DIR / "tokenizer.json", metadata.clip.text)
         return TextTokenizer(
             self.repository.fetch(triton_name) / TOKENIZER_DIR / "tokenizer.json",
             metadata.max_seq_length,
