@@ -66,7 +66,7 @@ class HFClipTokenizer:
         for row, encoding in enumerate(encodings):
             # The same slices as HFTokenizer._clips_tokenize and _pad_and_add_class_token.
             tokens = [clips.bos_token_id, *encoding.ids[: length - 3], clips.eos_token_id][: length - 1]
-            truncated.append(len(encoding.ids) > len(tokens) - 2)
+            truncated.append(len(encoding.ids) > length - 3)
             padded = [*tokens, *[pad] * (length - 1 - len(tokens)), clips.cls_token_id]
             input_ids[row, : len(padded)] = padded
             attention_mask[row, : len(tokens)] = 1
