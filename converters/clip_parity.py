@@ -23,7 +23,7 @@ from embedgate.converters.spec import (
     EMBEDDING,
     INPUT_IDS,
     PIXELS,
-    ClipText,
+    AnyClipText,
     ImageParityResult,
     ImagePreprocessing,
     ParityResult,
@@ -79,11 +79,11 @@ def parity_images() -> list[tuple[str, bytes]]:
     ]
 
 
-def check_tokenization(tokenizer_file: Path, text: ClipText, sentences: Sequence[str], expected: np.ndarray) -> np.ndarray:
+def check_tokenization(tokenizer_file: Path, text: AnyClipText, sentences: Sequence[str], expected: np.ndarray) -> np.ndarray:
     """The gateway's token ids for ``sentences``, which must equal OpenCLIP's ``expected``."""
-    from embedgate.api.compute.preprocess.clip_text import ClipTokenizer
+    from embedgate.api.compute.preprocess.clip_text import clip_tokenizer
 
-    ids = ClipTokenizer(tokenizer_file, text).encode(list(sentences)).input_ids
+    ids = clip_tokenizer(tokenizer_file, text).encode(list(sentences)).input_ids
     for row, sentence in enumerate(sentences):
         if not np.array_equal(ids[row], expected[row]):
             raise ParityError(

@@ -8,9 +8,9 @@ anything heavy: the serving path may import it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
@@ -205,16 +205,66 @@ class ImagePreprocessing(BaseModel):
     std: tuple[float, float, float]
 
 
+# OpenCLIP's text cleaning modes (open_clip.tokenizer.get_clean_fn).
+ClipClean = Literal["lower", "whitespace", "canonicalize"]
+
+
 class ClipText(BaseModel):
     """How the gateway tokenizes for the text tower, as OpenCLIP's SimpleTokenizer does."""
 
+    # Metadata written before Hugging Face tokenizers were served has no such field.
+    tokenizer: Literal["simple"] = "simple"
     context_length: int = Field(ge=2)
     sot_token_id: int
     eot_token_id: int
-    # SimpleTokenizer's cleaning ("lower", "whitespace" or "canonicalize") and the pattern
-    # that splits cleaned text into words (matched case-insensitively).
-    clean: Literal["lower", "whitespace", "canonicalize"] = "lower"
+    # SimpleTokenizer's cleaning and the pattern that splits cleaned text into words
+    # (matched case-insensitively).
+    clean: ClipClean = "lower"
     word_pattern: str
+
+
+class ClipsLayout(BaseModel):
+    """HFTokenizer's tokenizer_mode "clips": the text's tokens (no special tokens, at most
+    context_length - 3) between the begin and end tokens, padded, and the class token in
+    the last place."""
+
+    bos_token_id: int
+    eos_token_id: int
+    cls_token_id: int
+
+
+class HFClipText(BaseModel):
+    """How the gateway tokenizes for the text tower, as OpenCLIP's HFTokenizer does (SigLIP,
+    SigLIP2 and others): clean the text, then run the Hugging Face tokenizer saved as
+    tokenizer.json with its special tokens, truncated and padded to the context length."""
+
+    tokenizer: Literal["hf"] = "hf"
+    context_length: int = Field(ge=2)
+    clean: ClipClean = "whitespace"
+    pad_token_id: int
+    # The Hugging Face tokenizer's own settings, which transformers applies around
+    # tokenizer.json: which end is cut and which end is padded, and whether special tokens
+    # written in a text are split like words.
+    truncation_side: Literal["right", "left"] = "right"
+    padding_side: Literal["right", "left"] = "right"
+    split_special_tokens: bool = False
+    # strip_sep_token: OpenCLIP sets every occurrence of this id (the separator) to 0.
+    strip_sep_token_id: int | None = None
+    # tokenizer_mode "clips" (None: the standard mode above).
+    clips: ClipsLayout | None = None
+
+
+def _clip_tokenizer_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("tokenizer", "simple")
+    return getattr(value, "tokenizer", "simple")
+
+
+# The text tokenization of a CLIP model, by the kind of tokenizer OpenCLIP gives it.
+AnyClipText = Annotated[
+    Annotated[ClipText, Tag("simple")] | Annotated[HFClipText, Tag("hf")],
+    Discriminator(_clip_tokenizer_kind),
+]
 
 
 class ImageParityResult(BaseModel):
@@ -226,7 +276,7 @@ class ImageParityResult(BaseModel):
 
 class ClipMetadata(BaseModel):
     pretrained: str
-    text: ClipText
+    text: AnyClipText
     image: ImagePreprocessing
     image_parity: ImageParityResult
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from embedgate.converters.spec import ModelMetadata
 
 from .kinds import ServedKind, kind_of
-from .preprocess.clip_text import ClipTokenizer
+from .preprocess.clip_text import AnyClipTokenizer
 from .preprocess.text import TextTokenizer
 
 
@@ -17,7 +17,7 @@ class ServedModel:
     name: str
     triton_name: str
     metadata: ModelMetadata
-    tokenizer: TextTokenizer | ClipTokenizer
+    tokenizer: TextTokenizer | AnyClipTokenizer
     # Requests holding an admission slot (compute/admission.py).
     inflight: int = field(default=0)
     kind: ServedKind = field(init=False)

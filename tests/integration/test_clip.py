@@ -1,5 +1,5 @@
 """OpenCLIP end to end: HTTP -> gateway -> real tritonserver, on a small model with random
-weights built at test time. Images come from a local HTTP server on 127.0.0.2, the one
+weights built at test time (and a small SigLIP, whose tokenizer is a Hugging Face one). Images come from a local HTTP server on 127.0.0.2, the one
 address the allow-list admits; everything else on loopback stays refused."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.clip_model import build_tiny_clip, reference_model
+from tests.clip_model import build_tiny_clip, build_tiny_siglip, reference_model
 from tests.helpers import cosine_rows
 from tests.image_server import ImageServer
 
@@ -204,6 +204,42 @@ def test_text_and_images_in_one_request_and_chunked(http, loaded, model, referen
     body = response.json()
     assert cosine_rows(body["text_embeddings"], reference_text(reference, texts)).min() >= 0.9999
     assert cosine_rows(body["image_embeddings"], reference_images(reference, [IMAGES[n] for n in names])).min() >= 0.9999
+
+
+@pytest.fixture(scope="module")
+def siglip(tiny):
+    """A tiny SigLIP whose config lies beside the tiny CLIP's, in the directory the gateway reads."""
+    return build_tiny_siglip(tiny.config_dir.parent)
+
+
+@pytest.fixture
+def siglip_loaded(clip_gateway, siglip):
+    """Loaded for one test, then unloaded and deleted: the tests after it see the CLIP model alone."""
+    model = {"model_name": siglip.model_name, "pretrained": str(siglip.checkpoint)}
+    response = httpx.post(f"{clip_gateway.url}/load_clip_model", json=model, timeout=300)
+    assert response.status_code == 200, response.text
+    try:
+        yield model, response.json()
+    finally:
+        for route in ("/unload_model", "/delete_model"):
+            httpx.post(f"{clip_gateway.url}{route}", json=model, timeout=60)
+
+
+def test_a_siglip_model_with_a_hugging_face_tokenizer_matches_open_clip(http, siglip_loaded, siglip, images):
+    model, loaded = siglip_loaded
+    assert loaded["status"] == "loaded" and loaded["converted"] is True
+    assert (loaded["max_seq_length"], loaded["image_size"]) == (16, [32, 32])
+    reference = reference_model(siglip)
+    texts = ["A photo of a CAT!", "a diagram", "a very long caption that goes on " * 10, "Ünïcödé ☃ &amp; co", ""]
+    names = ["photo.jpg", "portrait.png", "alpha.png", "palette.gif", "cmyk.jpg"]
+    response = http.post("/infer", json={**model, "text": texts, "image": [images.url(f"/{n}") for n in names]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert cosine_rows(body["text_embeddings"], reference_text(reference, texts)).min() >= 0.9999
+    assert cosine_rows(body["image_embeddings"], reference_images(reference, [IMAGES[n] for n in names])).min() >= 0.9999
+    assert response.headers["x-truncated-inputs"] == "1"
+    raw = http.post("/infer", json={**model, "text": texts[:1], "normalize": False}).json()["text_embeddings"]
+    np.testing.assert_allclose(raw, reference_text(reference, texts[:1]), rtol=1e-3, atol=1e-4)
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from embedgate.converters.spec import INPUT_IDS, clip_part_names
 
-from ..preprocess.clip_text import ClipTokenizer
+from ..preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
 from ..preprocess.text import TokenBatch
 from ..quantize import available
 from .base import Files, ServedKind, Task
@@ -29,10 +29,10 @@ class ClipKind(ServedKind):
         labels = ("text_encoder", "image_encoder")
         return {part: {"pretrained": pretrained, "part": label} for part, label in zip(self.parts(triton_name), labels)}
 
-    def tokenizer(self, files: Files, triton_name: str) -> ClipTokenizer:
+    def tokenizer(self, files: Files, triton_name: str) -> AnyClipTokenizer:
         assert self.metadata.clip is not None
         text_part = self.parts(triton_name)[0]
-        return ClipTokenizer(self.tokenizer_file(files, text_part), self.metadata.clip.text)
+        return clip_tokenizer(self.tokenizer_file(files, text_part), self.metadata.clip.text)
 
     def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
         # The text tower takes token ids only: it pools at the end-of-text token.

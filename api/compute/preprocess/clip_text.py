@@ -8,44 +8,24 @@ encoding runs in the Rust ``tokenizers`` library from the vocabulary the convert
 context length; a longer text is cut and its last token set back to the end-of-text token,
 as OpenCLIP does (the text tower pools at that token). The converter checks, before it
 publishes, that this module reproduces OpenCLIP's token ids.
+
+Models whose OpenCLIP tokenizer is a Hugging Face one are tokenized by ``clip_hf_text``;
+``clip_tokenizer`` chooses by the model's metadata.
 """
 
 from __future__ import annotations
 
-import html
-import string
 from pathlib import Path
 
-import ftfy
 import numpy as np
 import regex
 from tokenizers import Tokenizer
 
-from embedgate.converters.spec import ClipText
+from embedgate.converters.spec import AnyClipText, ClipText, HFClipText
 
+from .clip_clean import CLEANERS
+from .clip_hf_text import HFClipTokenizer
 from .text import TokenBatch
-
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-
-
-def _basic_clean(text: str) -> str:
-    return html.unescape(html.unescape(ftfy.fix_text(text))).strip()
-
-
-def _whitespace_clean(text: str) -> str:
-    return " ".join(text.split()).strip()
-
-
-def _canonicalize(text: str) -> str:
-    text = text.replace("_", " ").translate(_PUNCTUATION).lower()
-    return " ".join(text.split()).strip()
-
-
-CLEANERS = {
-    "lower": lambda text: _whitespace_clean(_basic_clean(text)).lower(),
-    "whitespace": lambda text: _whitespace_clean(_basic_clean(text)),
-    "canonicalize": lambda text: _canonicalize(_basic_clean(text)),
-}
 
 
 class ClipTokenizer:
@@ -89,3 +69,14 @@ class ClipTokenizer:
             attention_mask[row, : len(tokens)] = 1
             counts.append(len(tokens))
         return TokenBatch(input_ids, attention_mask, counts, truncated)
+
+
+# The gateway's tokenizer of a CLIP text tower, one kind per OpenCLIP tokenizer class.
+AnyClipTokenizer = ClipTokenizer | HFClipTokenizer
+
+
+def clip_tokenizer(tokenizer_file: Path, text: AnyClipText) -> AnyClipTokenizer:
+    """The tokenizer that replays the one OpenCLIP gives the model, as its metadata records it."""
+    if isinstance(text, HFClipText):
+        return HFClipTokenizer(tokenizer_file, text)
+    return ClipTokenizer(tokenizer_file, text)

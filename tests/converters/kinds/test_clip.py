@@ -10,11 +10,11 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.api.compute.preprocess.clip_text import ClipTokenizer
+from embedgate.api.compute.preprocess.clip_text import ClipTokenizer, clip_tokenizer
 from embedgate.api.compute.preprocess.images import prepare_image
 from embedgate.converters.clip_parity import parity_images
-from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PIXELS, ModelMetadata, clip_part_names
-from tests.clip_model import TINY_CLIP_CONFIG, build_tiny_clip, reference_model
+from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PIXELS, HFClipText, ModelMetadata, clip_part_names
+from tests.clip_model import TINY_CLIP_CONFIG, build_tiny_clip, build_tiny_siglip, reference_model
 from tests.helpers import cosine_rows
 
 BASE = "tiny_clip"
@@ -78,10 +78,10 @@ def test_configs_declare_each_towers_inputs(converted):
         assert config.backend == "python" and config.HasField("dynamic_batching")
 
 
-def onnx_session(converted, part: int):
+def onnx_session(converted, part: int, base: str = BASE):
     import onnxruntime as ort
 
-    path = converted.repository / clip_part_names(BASE)[part] / "1" / "model.onnx"
+    path = converted.repository / clip_part_names(base)[part] / "1" / "model.onnx"
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
@@ -177,3 +177,32 @@ def test_failures_publish_nothing(tiny, run_conversion, tmp_path, overrides, cod
 def test_stdout_is_only_the_metadata_line(converted):
     assert len(converted.stdout.strip().splitlines()) == 1
     assert json.loads(converted.stdout)["kind"] == "clip"
+
+
+@pytest.fixture(scope="module", params=["t5", "gemma"], ids=["siglip", "siglip2"])
+def siglip(request, tmp_path_factory):
+    """A tiny SigLIP (T5-like Unigram tokenizer) or SigLIP2 (Gemma-like BPE tokenizer)."""
+    return build_tiny_siglip(tmp_path_factory.mktemp("tiny-siglip"), tokenizer=request.param)
+
+
+def test_a_model_with_a_hugging_face_tokenizer_converts_and_reproduces_open_clip(siglip, run_conversion, tmp_path):
+    import torch
+
+    run = run_conversion(clip_spec(siglip, tmp_path / "repo", triton_name="tiny_siglip"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    metadata = ModelMetadata.model_validate(run.last_line)
+    model, _, tokenizer = reference_model(siglip)
+    text_dir = run.repository / clip_part_names("tiny_siglip")[0]
+    assert ModelMetadata.model_validate_json((text_dir / "metadata.json").read_text()) == metadata
+    text = metadata.clip.text
+    assert text == HFClipText(context_length=16, clean="canonicalize", pad_token_id=tokenizer.tokenizer.pad_token_id)
+    assert metadata.max_seq_length == 16 and metadata.embedding_dim == 32
+    assert metadata.parity.min_cosine >= 0.9999 and metadata.clip.image_parity.min_cosine >= 0.9999
+
+    texts = ["A Photo of a CAT!", "a photo of a dog playing in the snow " * 8, "Ünïcödé ☃ &amp; co", "", "   "]
+    ids = clip_tokenizer(text_dir / "tokenizer" / "tokenizer.json", text).encode(texts).input_ids
+    np.testing.assert_array_equal(ids, tokenizer(texts).numpy())
+    with torch.no_grad():
+        expected = model.encode_text(tokenizer(texts)).numpy()
+    (served,) = onnx_session(run, 0, "tiny_siglip").run([EMBEDDING], {INPUT_IDS: ids})
+    assert cosine_rows(served, expected).min() >= 0.9999
