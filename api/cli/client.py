@@ -45,6 +45,10 @@ def _checked(response: httpx.Response) -> Any:
     return body
 
 
+def _timings(response: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.startswith("x-") and k.endswith("-ms")}
+
+
 def _named(model_name: str, pretrained: str | None) -> dict[str, str]:
     """How requests name a model: a CLIP model also by its pretrained."""
     return {"model_name": model_name, **({"pretrained": pretrained} if pretrained else {})}
@@ -131,11 +135,36 @@ class EmbedgateClient:
         return _checked(self._http.get(path))["models"]
 
     def embed(
-        self, model_name: str, texts: list[str], *, pretrained: str | None = None, normalize: bool = True
-    ) -> tuple[list[list[float]], dict[str, str]]:
-        """The embeddings, and the response's timing headers."""
-        body = {**_named(model_name, pretrained), "text": texts, "normalize": normalize}
+        self,
+        model_name: str,
+        texts: list[str],
+        *,
+        pretrained: str | None = None,
+        normalize: bool = True,
+        prompt_name: str | None = None,
+        precision: str = "float32",
+    ) -> tuple[list, dict[str, str]]:
+        """The embeddings (dense rows, or a sparse encoder's ``{"indices", "values"}``), and
+        the response's timing headers."""
+        body: dict[str, Any] = {**_named(model_name, pretrained), "text": texts}
+        # Sent only when asked: a sparse encoder refuses normalize=true, which is the default.
+        if not normalize:
+            body["normalize"] = False
+        if prompt_name is not None:
+            body["prompt_name"] = prompt_name
+        if precision != "float32":
+            body["precision"] = precision
         response = self._http.post("/infer", json=body)
-        body = _checked(response)
-        timings = {k: v for k, v in response.headers.items() if k.startswith("x-") and k.endswith("-ms")}
-        return body["text_embeddings"], timings
+        answer = _checked(response)
+        rows = answer["sparse_embeddings"] if "sparse_embeddings" in answer else answer["text_embeddings"]
+        return rows, _timings(response)
+
+    def rerank(
+        self, model_name: str, query: str, documents: list[str], *, top_n: int | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """A cross-encoder's results, best first, with their documents; and the timing headers."""
+        body: dict[str, Any] = {"model": model_name, "query": query, "documents": documents, "return_documents": True}
+        if top_n is not None:
+            body["top_n"] = top_n
+        response = self._http.post("/rerank", json=body)
+        return _checked(response)["results"], _timings(response)

@@ -124,7 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("texts", nargs="+", metavar="TEXT")
     embed.add_argument("--no-normalize", dest="normalize", action="store_false",
                        help="raw vectors instead of unit length")
+    embed.add_argument("--prompt-name", help="the model's prompt of this name goes before every text")
+    embed.add_argument("--precision", default="float32", choices=["float32", "int8", "uint8", "binary", "ubinary"],
+                       help="dense embeddings in this precision (as sentence-transformers' quantize_embeddings)")
     embed.add_argument("--timings", action="store_true", help="print the server's timing headers to stderr")
+
+    rerank = commands.add_parser("rerank", parents=client,
+                                 help="score documents against a query with a cross-encoder; best first")
+    rerank.add_argument("model_name", metavar="MODEL")
+    rerank.add_argument("query", metavar="QUERY")
+    rerank.add_argument("documents", nargs="+", metavar="DOCUMENT")
+    rerank.add_argument("--top-n", type=int, help="only the best N")
+    rerank.add_argument("--timings", action="store_true", help="print the server's timing headers to stderr")
 
     # Listed for --help; main() hands every argument after "bench" to the benchmark as is.
     commands.add_parser("bench", add_help=False, help="run the benchmark against a server "
@@ -173,14 +184,34 @@ def _models(client: EmbedgateClient, args: argparse.Namespace) -> None:
 
 
 def _embed(client: EmbedgateClient, args: argparse.Namespace) -> None:
-    vectors, timings = client.embed(args.model_name, args.texts, pretrained=args.pretrained, normalize=args.normalize)
-    for vector in vectors:
-        print(json.dumps(vector))
+    rows, timings = client.embed(
+        args.model_name,
+        args.texts,
+        pretrained=args.pretrained,
+        normalize=args.normalize,
+        prompt_name=args.prompt_name,
+        precision=args.precision,
+    )
+    for row in rows:
+        print(json.dumps(row))
+    _show_timings(args, timings)
+
+
+def _rerank(client: EmbedgateClient, args: argparse.Namespace) -> None:
+    results, timings = client.rerank(args.model_name, args.query, args.documents, top_n=args.top_n)
+    for result in results:
+        print(f"{result['relevance_score']:.6f}\t{result['index']}\t{result['document']['text']}")
+    _show_timings(args, timings)
+
+
+def _show_timings(args: argparse.Namespace, timings: dict[str, str]) -> None:
     if args.timings:
         print(" ".join(f"{k}={v}" for k, v in sorted(timings.items())), file=sys.stderr)
 
 
-CLIENT_COMMANDS = {"load": _load, "unload": _unload, "delete": _delete, "models": _models, "embed": _embed}
+CLIENT_COMMANDS = {
+    "load": _load, "unload": _unload, "delete": _delete, "models": _models, "embed": _embed, "rerank": _rerank,
+}
 
 
 def bench(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from . import patterns
-from .schemas import FROM_SETTINGS, PromptName, PromptText
+from .schemas import FROM_SETTINGS, Count, PromptName, PromptText
 
 MAX_DOCUMENT_CHARS = 1_000_000
 
@@ -59,7 +59,7 @@ class RerankRequest(BaseModel):
         description="The documents to score against the query: strings, or {\"text\": ...} objects.",
         examples=[["Paris is the capital of France.", "Berlin is in Germany."]],
     )
-    top_n: Annotated[int, Field(ge=1)] | None = Field(
+    top_n: Count | None = Field(
         None, description="Return only the top_n best documents (all when absent)."
     )
     return_documents: bool = Field(False, description="Give each result its document's text.")

@@ -24,6 +24,15 @@ from . import patterns
 FROM_SETTINGS = "x-from-settings"
 
 
+def _integral(value: Any) -> Any:
+    # JSON Schema's integer includes 7.0; strict mode alone would refuse it.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# A count the schema calls an integer (>= 1): 7 or 7.0, never "7" or 7.5.
+Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
+
+
 def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
@@ -237,7 +246,7 @@ class InferRequest(_Body):
         "'int8'/'uint8' (a byte per dimension, on ranges calibrated once per model at conversion; text only), "
         "'binary'/'ubinary' (a bit per dimension, packed eight to a value). Not for sparse encoders.",
     )
-    top_k: Annotated[int, Field(ge=1)] | None = Field(
+    top_k: Count | None = Field(
         None,
         description="Sparse encoders: keep each text's top_k largest weights (encode(max_active_dims=top_k)); "
         "without it, the model's own max_active_dims, or all non-zero weights.",

@@ -83,8 +83,9 @@ class ModelRegistry:
         if model is not None:
             return model
         ref = ModelRef.named(name, pretrained)
-        if pretrained is None and any(m.metadata.clip and m.metadata.model_name == name for m in self._served.values()):
-            raise InvalidInput(f"model '{name}' is a CLIP model: give its pretrained too")
+        served_as = next((m.name for m in self._served.values() if m.metadata.model_name == name), None)
+        if pretrained is None and served_as is not None:
+            raise InvalidInput(f"model '{name}' is served as '{served_as}': give its pretrained too")
         if self._in_repository(ref):
             raise ModelNotLoaded(f"model '{ref.described()}' is in the repository but not loaded")
         raise ModelNotFound(f"model '{ref.described()}' is not in the repository; load it first")

@@ -56,8 +56,8 @@ STAGE_SECONDS = Histogram(
 )
 CONVERSIONS = Histogram(
     "embedgate_conversion_duration_seconds",
-    "Model conversions (PyTorch to Triton model), by kind and outcome ('published' or the error code).",
-    ["kind", "outcome"],
+    "Model conversions (PyTorch to Triton model), by library and outcome ('published' or the error code).",
+    ["library", "outcome"],
     buckets=CONVERSION_BUCKETS,
     registry=REGISTRY,
 )
@@ -77,7 +77,7 @@ def observe_conversion(run: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[
 
     @functools.wraps(run)
     async def timed(*args: P.args, **kwargs: P.kwargs) -> T:
-        kind = getattr(args[0], "kind", "unknown") if args else "unknown"
+        library = getattr(args[0], "library", "unknown") if args else "unknown"
         started = time.monotonic()
         outcome = "published"
         try:
@@ -90,7 +90,7 @@ def observe_conversion(run: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[
             outcome = code if isinstance(code, str) else "internal_error"
             raise
         finally:
-            CONVERSIONS.labels(kind, outcome).observe(time.monotonic() - started)
+            CONVERSIONS.labels(library, outcome).observe(time.monotonic() - started)
 
     return timed
 

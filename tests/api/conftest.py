@@ -89,6 +89,13 @@ class FakeEmbeddings:
                           [len(t) for t in texts], 0, 0.1, 0.2)
 
 
+    async def score_pairs(self, model, query, documents, *, timeout_s, prompt=DEFAULT):
+        # A score per document: its length, so the best is the longest.
+        self.calls.append((model.name, [query, *documents], None))
+        scores = np.array([[len(document)] for document in documents], dtype=np.float32)
+        return Embeddings(scores, [len(query) + len(d) for d in documents], 0, 0.1, 0.2)
+
+
 class FakeClient:
     async def statistics(self):
         return [

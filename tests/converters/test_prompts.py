@@ -58,7 +58,7 @@ def test_an_ordinary_pooling_takes_prompts(tmp_path):
 
 
 def test_older_metadata_loads_with_prompts_unknown_and_clip_models_have_none():
-    from tests.api.models.test_clip import clip_metadata
+    from tests.api.models.test_on_disk import clip_metadata
 
     unrecorded = {"prompts", "default_prompt_name", "prompts_refused"}
     old = fake_metadata("org/old").model_dump(exclude=unrecorded)

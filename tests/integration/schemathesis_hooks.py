@@ -29,21 +29,27 @@ def before_call(context, case, kwargs):
             case.headers[name] = str(FLOOR_S)
 
 
-# Refusals that depend on the loaded model, by path: (code, param) of the 400 forgiven.
+# Refusals that depend on the loaded model, by path: (code, param) of each 400 forgiven.
+WRONG_KIND = ("wrong_model_kind", None)
 STATE_DEPENDENT = {
-    "/v1/embeddings": ("bad_request", "dimensions"),
-    "/infer": ("unknown_prompt", None),
+    "/v1/embeddings": [("bad_request", "dimensions"), WRONG_KIND],
+    "/infer": [("unknown_prompt", None), WRONG_KIND],
+    "/rerank": [("unknown_prompt", None), WRONG_KIND],
+    "/v1/rerank": [("unknown_prompt", None), WRONG_KIND],
 }
 
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
-    """Every failure counts but two, each a refusal of a valid-looking value that only the
+    """Every failure counts but three, each a refusal of a valid-looking value that only the
     loaded model can judge, server state no document can carry: /v1/embeddings refusing a
     ``dimensions`` above the named model's own size (400 bad_request, param "dimensions";
-    the schema says ``dimensions >= 1`` and its description says the rest), and /infer
-    refusing a ``prompt_name`` the model has no prompt of (400 unknown_prompt; which prompts
-    a model has, /loaded_models says). A run drops them and says how many it dropped."""
+    the schema says ``dimensions >= 1`` and its description says the rest); a
+    ``prompt_name`` the model has no prompt of (400 unknown_prompt; which prompts a model
+    has, /loaded_models says); and a request the model's kind does not answer (400
+    wrong_model_kind: reranking with the embedding model loaded here, ``top_k`` for a dense
+    model; each model's kind, /loaded_models says). A run drops them and says how many it
+    dropped."""
     forgiven = STATE_DEPENDENT.get(case.operation.path)
     if failure.code != "ST202" or response.status_code != 400 or forgiven is None:
         return True
@@ -51,5 +57,6 @@ def filter_failure(context, failure, case, response):
         error = response.json()["error"]
     except (ValueError, KeyError, TypeError):
         return True
-    code, param = forgiven
-    return not (error.get("code") == code and (param is None or error.get("param") == param))
+    return not any(
+        error.get("code") == code and (param is None or error.get("param") == param) for code, param in forgiven
+    )

@@ -49,7 +49,7 @@ def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded)
     assert sample(families, "embedgate_model_loaded", "embedgate_model_loaded", model=MINILM) == 1
     assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
     # MiniLM was converted in this session, through the same gateway.
-    assert sample(families, "embedgate_conversion_duration_seconds", "embedgate_conversion_duration_seconds_count", kind="sentence_transformer", outcome="published") >= 1
+    assert sample(families, "embedgate_conversion_duration_seconds", "embedgate_conversion_duration_seconds_count", library="sentence_transformers", outcome="published") >= 1
     # Triton's own counters, from its metrics port, in the same scrape.
     assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) >= 4
     assert sample(families, "nv_inference_exec_count", "nv_inference_exec_count_total", model=TRITON_NAME) >= 1

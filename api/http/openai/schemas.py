@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from pydantic_core import PydanticCustomError
 
 from .. import patterns
-from ..schemas import FROM_SETTINGS
+from ..schemas import FROM_SETTINGS, Count
 from .vectors import EncodingFormat
 
 
@@ -22,11 +22,6 @@ def _texts(value: Any) -> Any:
             "token_ids", "token id arrays are not supported by this server; send the text itself"
         )
     return value
-
-
-def _integral(value: Any) -> Any:
-    # JSON Schema's integer includes 256.0; strict mode alone would refuse it.
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # An empty list is refused too (400), as are token id arrays.
@@ -64,7 +59,7 @@ class EmbeddingsRequest(BaseModel):
         "sentence-transformers' quantize_embeddings gives them: 'int8'/'uint8' (a value per dimension, on ranges "
         "calibrated once per model), 'binary'/'ubinary' (a bit per dimension, packed eight to a value).",
     )
-    dimensions: Annotated[int, Field(ge=1), BeforeValidator(_integral)] | None = Field(
+    dimensions: Count | None = Field(
         None,
         description="Keep the first N dimensions, then scale back to unit length (at most the model's own).",
     )

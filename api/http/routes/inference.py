@@ -10,7 +10,7 @@ from ...compute.concurrency import run_all
 from ...compute.embedding import Embeddings, ImageEmbeddings
 from ...compute.kinds import Task
 from ...compute.prompts import PromptChoice
-from ...errors import InvalidInput, TooManyInputs
+from ...errors import InvalidInput, TooManyInputs, WrongModelKind
 from ...gateway import Gateway
 from .. import patterns
 from ..openapi import errors
@@ -74,11 +74,11 @@ def _check_options(body: InferRequest, sparse: bool) -> None:
     """Options that do not apply to the model's kind are refused, never ignored."""
     if sparse:
         if body.precision != "float32":
-            raise InvalidInput("precision is for dense embeddings; a sparse encoder's weights come as floats")
+            raise WrongModelKind("precision is for dense embeddings; a sparse encoder's weights come as floats")
         if "normalize" in body.model_fields_set and body.normalize:
-            raise InvalidInput("normalize is for dense embeddings; sparse embeddings come as the model computes them")
+            raise WrongModelKind("normalize is for dense embeddings; sparse embeddings come as the model computes them")
     elif body.top_k is not None:
-        raise InvalidInput("top_k is for sparse encoders")
+        raise WrongModelKind("top_k is for sparse encoders")
 
 
 @router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)

@@ -79,6 +79,23 @@ def test_embed_prints_one_json_array_per_text(run, gateway):
         assert timing in err
 
 
+def test_embed_with_a_prompt_in_a_precision(run, gateway):
+    gateway.registry.changes = {"org/loaded": {"prompts": {"query": "query: "}}}
+    code, out, err = run("embed", "org/loaded", "a text", "--prompt-name", "query", "--precision", "ubinary")
+    assert code == 0, err
+    # The fake's vector [0, 1, 2] has two dimensions above zero: bits 0b01100000.
+    assert [json.loads(line) for line in out.splitlines()] == [[96]]
+    assert gateway.embeddings.calls == [("org/loaded", ["query: a text"], True)]
+
+
+def test_rerank_prints_the_best_first(run, gateway):
+    code, out, err = run("rerank", "org/loaded", "q", "short", "the longest one", "middle", "--top-n", "2")
+    assert code == 0, err
+    assert [line.split("\t") for line in out.splitlines()] == [
+        ["15.000000", "1", "the longest one"], ["6.000000", "2", "middle"]
+    ]
+
+
 def test_models_as_a_table_and_as_json(run, gateway):
     gateway.registry.loaded_names = {"org/loaded", "other/model"}
     code, out, _ = run("models")

@@ -152,11 +152,11 @@ def test_an_unreachable_triton_is_reported_not_fatal(scrape, gateway):
     assert "embedgate_requests" in families and "nv_inference_request_success" not in families
 
 
-async def test_conversions_are_timed_by_kind_and_outcome():
-    spec = SimpleNamespace(kind="sentence_transformer")
+async def test_conversions_are_timed_by_library_and_outcome():
+    spec = SimpleNamespace(library="sentence_transformers")
 
     def count(outcome: str) -> float:
-        labels = {"kind": "sentence_transformer", "outcome": outcome}
+        labels = {"library": "sentence_transformers", "outcome": outcome}
         return REGISTRY.get_sample_value("embedgate_conversion_duration_seconds_count", labels) or 0.0
 
     @observe_conversion

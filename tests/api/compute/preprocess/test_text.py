@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedgate.api.compute.preprocess.text import TextTokenizer, bucket_length
+from embedgate.api.compute.preprocess.text import PairTokenizer, TextTokenizer, bucket_length
 
 TEXTS = [
     "A man is eating food.",
@@ -59,3 +59,27 @@ def test_bucketed_batches_pad_to_the_bucket_and_keep_the_mask(minilm_path):
     np.testing.assert_array_equal(bucketed.input_ids[:, :11], plain.input_ids)
     assert bucketed.input_ids[:, 11:].sum() == 0 and bucketed.attention_mask[:, 11:].sum() == 0
     np.testing.assert_array_equal(bucketed.attention_mask.sum(1), plain.attention_mask.sum(1))
+
+
+PAIRS = [
+    ("what is a fox", "The quick brown fox jumps over the lazy dog."),
+    ("word " * 300, "a short document"),  # the query is the long one: it loses tokens first
+    ("a short query", "word " * 300),
+    ("word " * 200, "other " * 200),  # both long: cut in turns, longest first
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize("max_length", [32, 128])
+def test_pairs_match_the_libraries_pair_tokenization(minilm, minilm_path, max_length):
+    # A CrossEncoder tokenizes [query, document] with its (fast) tokenizer, longest first.
+    hf = minilm.tokenizer([list(pair) for pair in PAIRS], padding=True, truncation="longest_first",
+                          max_length=max_length, return_tensors="np")
+    ours = PairTokenizer(Path(minilm_path) / "tokenizer.json", max_length, type_ids=True).encode(PAIRS)
+    np.testing.assert_array_equal(ours.input_ids, hf["input_ids"])
+    np.testing.assert_array_equal(ours.attention_mask, hf["attention_mask"])
+    np.testing.assert_array_equal(ours.token_type_ids, hf["token_type_ids"])
+    assert ours.truncated_rows == [False, True, True, True, False]
+    # Without type ids (models that take none), the rest is the same.
+    plain = PairTokenizer(Path(minilm_path) / "tokenizer.json", max_length).encode(PAIRS)
+    assert plain.token_type_ids is None and np.array_equal(plain.input_ids, ours.input_ids)
