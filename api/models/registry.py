@@ -147,8 +147,12 @@ class ModelRegistry:
         return await self._load(ref, progress)
 
     async def restore(self, key: str) -> LoadOutcome:
-        """Load a model named as in the manifest: a model name or a CLIP model's key."""
-        return await self._load(ModelRef.from_key(key), None)
+        """Load a model named as in the manifest: a model name or a CLIP model's key (its
+        source checked against today's settings, as any load's)."""
+        ref = ModelRef.from_key(key)
+        if ref.pretrained is not None:
+            return await self.load_clip(ref.model_name, ref.pretrained)
+        return await self.load_sentence_transformer(ref.key)
 
     async def _load(self, ref: ModelRef, progress: Progress | None, **source: Any) -> LoadOutcome:
         progress = progress or Progress(ref.key)
