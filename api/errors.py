@@ -74,6 +74,30 @@ class InvalidImage(EmbedgateError):
         self.code = code
 
 
+class InvalidBatchFile(InvalidInput):
+    """An uploaded batch file that cannot be run: the message names the first bad line."""
+
+    code = "invalid_batch_file"
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message if line is None else f"line {line}: {message}")
+        self.line = line
+
+
+class FileNotFound(EmbedgateError):
+    code = "file_not_found"
+
+
+class BatchNotFound(EmbedgateError):
+    code = "batch_not_found"
+
+
+class BatchStateConflict(EmbedgateError):
+    """The batch is in a state that does not allow this (cancelling a completed batch)."""
+
+    code = "batch_state_conflict"
+
+
 # --- who is asking
 class Unauthorized(EmbedgateError):
     code = "unauthorized"

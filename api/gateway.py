@@ -5,10 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from .compute.embedding import EmbeddingService
 from .errors import EmbedgateError
+from .jobs.coordinator import Coordinator
+from .jobs.files import JobFiles, open_files
+from .jobs.queue import JobQueue, LocalQueue
+from .jobs.service import JobService
+from .jobs.store import JobStore
+from .jobs.worker import BatchEndpoint
 from .models.registry import ModelControl, ModelRegistry
 from .settings import Settings
 from .triton.client import TritonClient
@@ -17,19 +24,28 @@ from .triton.supervisor import ExternalTriton, TritonSupervisor
 log = logging.getLogger("embedgate")
 # How often the gateway checks that an external Triton still has the models it serves.
 EXTERNAL_CHECK_S = 2.0
+JOB_STORE = "jobs.sqlite3"
+# What serves a batch job's lines of one URL, made once the gateway's parts exist.
+EndpointFactory = Callable[[ModelRegistry, EmbeddingService, Settings], BatchEndpoint]
 
 
 class Cluster(Protocol):
     """Where the set of loaded models lives when the gateway is one of many replicas
-    (the Ray Serve application): loads and unloads go through it, not the manifest."""
+    (the Ray Serve application): loads and unloads go through it, not the manifest; and
+    where bulk jobs are coordinated, for every replica's worker."""
 
     def control(self, registry: ModelRegistry) -> ModelControl: ...
 
+    def job_queue(self, settings: Settings, files: JobFiles) -> JobQueue: ...
+
 
 class Gateway:
-    def __init__(self, settings: Settings, cluster: Cluster | None = None):
+    def __init__(
+        self, settings: Settings, cluster: Cluster | None = None, batch_endpoints: tuple[EndpointFactory, ...] = ()
+    ):
         self.settings = settings
         self.cluster = cluster
+        self.batch_endpoints = batch_endpoints
         self.triton: TritonSupervisor | ExternalTriton = (
             TritonSupervisor(settings, settings.model_repository)
             if settings.embedded
@@ -40,6 +56,7 @@ class Gateway:
         # Loads, unloads and deletes: this gateway's registry, or the cluster's desired state.
         self.models: ModelControl
         self.embeddings: EmbeddingService
+        self.jobs: JobService
         self.restoring = True
         self._restore_task: asyncio.Task | None = None
         self._external_watch: asyncio.Task | None = None
@@ -63,12 +80,31 @@ class Gateway:
             # The cluster hands this replica its models (Ray Serve's reconfigure).
             self.models = self.cluster.control(self.registry)
             self.restoring = False
+        self.jobs = self._jobs()
+        self.jobs.start()
+
+    def _jobs(self) -> JobService:
+        settings = self.settings
+        files = open_files(settings.model_repository, settings.jobs_state_dir)
+        if self.cluster is not None:
+            queue = self.cluster.job_queue(settings, files)
+        else:
+            store = JobStore(settings.jobs_state_dir / JOB_STORE)
+            queue = LocalQueue(Coordinator(store, files, lease_s=settings.batch_lease_s))
+        endpoints = {}
+        for make in self.batch_endpoints:
+            endpoint = make(self.registry, self.embeddings, settings)
+            endpoints[endpoint.url] = endpoint
+        return JobService(
+            settings, queue, files, endpoints, is_served=self.registry.is_served, ready=lambda: not self.restoring
+        )
 
     async def stop(self) -> None:
         for task in (self._restore_task, self._external_watch):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self.jobs.stop()
         # Close keep-alive connections before Triton stops (else it waits, then segfaults).
         await self.client.close()
         self.embeddings.close()

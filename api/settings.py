@@ -160,6 +160,17 @@ class Settings(BaseSettings):
     coalesce_in_flight: int = Field(
         24, ge=1, le=1024, description="Merged calls in flight per model; requests arriving meanwhile wait and merge."
     )
+    bulk_busy_texts: int = Field(
+        8, ge=1, le=4096,
+        description="Bulk jobs: texts in one Triton call while online requests come and go (an online request "
+        "arriving waits at most for a call this small).",
+    )
+    bulk_idle_texts: int = Field(
+        64, ge=1, le=4096, description="Bulk jobs: texts in one Triton call once online requests have been quiet."
+    )
+    bulk_quiet_s: float = Field(
+        0.25, ge=0, description="Bulk jobs: seconds without an online request before bulk calls grow."
+    )
     max_concurrent_chunks: int = Field(
         4, ge=1, description="Chunks of one large request sent to Triton at once (fairness to others)."
     )
@@ -252,6 +263,25 @@ class Settings(BaseSettings):
         0, ge=0, description="At most this many replicas on one Ray node; 0: no limit."
     )
 
+    # Bulk jobs (OpenAI's Files and Batch APIs).
+    jobs_dir: Path | None = Field(
+        None,
+        description="Where bulk jobs keep their state (SQLite) and, for a local model repository, their files. "
+        "Default: .embedgate-jobs in a local repository; for an S3 one, jobs/ in the repository cache "
+        "(the files then live in the bucket, under .embedgate-jobs/).",
+    )
+    batch_max_file_bytes: int = Field(200_000_000, ge=1, description="Largest batch file an upload may be.")
+    batch_max_requests: int = Field(50_000, ge=1, description="Most requests (lines) in one batch file.")
+    batch_chunk_texts: int = Field(
+        512, ge=1, description="Texts in one chunk: the unit a worker leases, runs and records at once."
+    )
+    batch_lease_s: float = Field(
+        60.0, gt=0, description="How long a worker holds a chunk without renewing; a dead worker's chunks "
+        "are run again after it (at once, for a dead process of the same host)."
+    )
+    batch_chunks_in_hand: int = Field(2, ge=1, description="Chunks one gateway runs at a time.")
+    batch_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for work.")
+
     @field_validator(
         "preload_models", "api_keys", "admin_keys", "local_model_dirs", "image_fetch_allow", mode="before"
     )
@@ -265,6 +295,15 @@ class Settings(BaseSettings):
     def repository_cache(self) -> Path:
         """Where the gateway keeps its copies from a remote repository (and stages conversions)."""
         return self.repository_cache_dir or self.triton_work_dir / "repository-cache"
+
+    @property
+    def jobs_state_dir(self) -> Path:
+        """Where the bulk jobs' SQLite store lives."""
+        if self.jobs_dir is not None:
+            return self.jobs_dir
+        if self.model_repository.startswith("s3://"):
+            return self.repository_cache / "jobs"
+        return Path(self.model_repository) / ".embedgate-jobs"
 
     @property
     def embedded(self) -> bool:

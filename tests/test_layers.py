@@ -15,6 +15,7 @@ LAYERS = [
     ("cli", "ray_serve", "__main__"),
     ("http",),
     ("gateway",),
+    ("jobs",),
     ("models",),
     ("compute",),
     ("compute.preprocess", "triton"),

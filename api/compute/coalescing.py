@@ -17,6 +17,13 @@ batch while the other runs small ones and waits between them.
 A request that is cancelled (its client went away, its deadline passed) before its call
 leaves is dropped from it; one cancelled after gets no answer, and the others still do.
 A failed call fails each of its requests with the same error.
+
+Bulk work (``submit(..., bulk=True)``: a batch job's texts) waits in a lane of its own and
+only takes what online requests leave: a bulk call leaves only when no online request waits,
+never takes the last slot (an online request arriving finds one free), and is small
+(``bulk_busy_rows``) while online requests come and go, so one arriving waits at most for a
+small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
+at full speed.
 """
 
 from __future__ import annotations
@@ -54,26 +61,44 @@ class Coalescer(Generic[Item, Merged, Share]):
         *,
         max_rows: int,
         max_in_flight: int,
+        bulk_slots: int = 1,
+        bulk_busy_rows: int = 8,
+        bulk_idle_rows: int = 64,
+        quiet_s: float = 0.25,
     ):
         self._work = work
         self._share = share
         self.max_rows = max_rows
         self.max_in_flight = max_in_flight
+        # Bulk calls in flight at most: never the last slot (where there is more than one).
+        self._reserved = 1 if max_in_flight > 1 else 0
+        self.bulk_slots = max(1, min(bulk_slots, max_in_flight - self._reserved))
+        self.bulk_busy_rows = bulk_busy_rows
+        self.bulk_idle_rows = min(bulk_idle_rows, max_rows)
+        self.quiet_s = quiet_s
         self._waiting: deque[_Waiter[Item, Share]] = deque()
+        self._bulk: deque[_Waiter[Item, Share]] = deque()
         self._in_flight = 0
+        self._bulk_in_flight = 0
         self._in_flight_rows = 0
         self._waiting_rows = 0
+        self._last_online = float("-inf")
         self._calls: set[asyncio.Task[None]] = set()
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
-    async def submit(self, items: list[Item], timeout_s: float) -> Share:
+    async def submit(self, items: list[Item], timeout_s: float, *, bulk: bool = False) -> Share:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
-        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future))
-        self._waiting_rows += len(items)
+        waiter = _Waiter(items, loop.time() + timeout_s, time.perf_counter(), future)
+        if bulk:
+            self._bulk.append(waiter)
+        else:
+            self._last_online = loop.time()
+            self._waiting.append(waiter)
+            self._waiting_rows += len(items)
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
@@ -81,20 +106,47 @@ class Coalescer(Generic[Item, Merged, Share]):
     def close(self) -> None:
         for call in list(self._calls):
             call.cancel()
-        while self._waiting:
-            self._waiting.popleft().future.cancel()
+        for queue in (self._waiting, self._bulk):
+            while queue:
+                queue.popleft().future.cancel()
 
     def _send_waiting(self) -> None:
         while self._in_flight < self.max_in_flight:
+            bulk = False
             taken = self._take()
+            if not taken:
+                if self._bulk_in_flight >= self.bulk_slots or self._in_flight >= self.max_in_flight - self._reserved:
+                    return
+                taken = self._take_bulk()
+                bulk = True
             if not taken:
                 return
             rows = sum(len(waiter.items) for waiter in taken)
             self._in_flight += 1
-            self._in_flight_rows += rows
-            call = asyncio.get_running_loop().create_task(self._call(taken, rows))
+            self._bulk_in_flight += bulk
+            self._in_flight_rows += 0 if bulk else rows
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk))
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
+
+    def _take_bulk(self) -> list[_Waiter[Item, Share]]:
+        """Bulk waiters, first come first served, up to the rows bulk calls may carry now."""
+        quiet = self._in_flight == self._bulk_in_flight and (
+            asyncio.get_running_loop().time() - self._last_online > self.quiet_s
+        )
+        limit = self.bulk_idle_rows if quiet else self.bulk_busy_rows
+        taken: list[_Waiter[Item, Share]] = []
+        rows = 0
+        while self._bulk:
+            waiter = self._bulk[0]
+            if waiter.future.done():
+                self._bulk.popleft()
+                continue
+            if taken and rows + len(waiter.items) > limit:
+                break
+            taken.append(self._bulk.popleft())
+            rows += len(waiter.items)
+        return taken
 
     def _take(self) -> list[_Waiter[Item, Share]]:
         taken: list[_Waiter[Item, Share]] = []
@@ -112,7 +164,7 @@ class Coalescer(Generic[Item, Merged, Share]):
             self._waiting_rows -= len(waiter.items)
         return taken
 
-    async def _call(self, taken: list[_Waiter[Item, Share]], row_count: int) -> None:
+    async def _call(self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False) -> None:
         loop = asyncio.get_running_loop()
         try:
             items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
@@ -140,5 +192,6 @@ class Coalescer(Generic[Item, Merged, Share]):
                     waiter.future.set_exception(exc)
         finally:
             self._in_flight -= 1
-            self._in_flight_rows -= row_count
+            self._bulk_in_flight -= bulk
+            self._in_flight_rows -= 0 if bulk else row_count
             self._send_waiting()

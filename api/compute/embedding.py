@@ -42,6 +42,8 @@ from .quantize import Precision, quantized
 from .served import ServedModel
 
 log = logging.getLogger("embedgate.embedding")
+# A bulk call's deadline: the job's lease, renewed while it runs, is what bounds bulk work.
+BULK_TIMEOUT_S = 3600.0
 T = TypeVar("T")
 
 
@@ -154,12 +156,7 @@ class EmbeddingService:
         model.kind.require(Task.EMBED, model.name)
         prefix = prompt_for(model.name, model.metadata, prompt)
         result = await _within(timeout_s, self._run(model, texts, timeout_s, prefix))
-        vectors = result.vectors
-        if normalize and not model.metadata.normalized:
-            vectors = _unit_rows(vectors)
-        unit = normalize or model.metadata.normalized
-        vectors = quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
-        return dataclasses.replace(result, vectors=vectors)
+        return dataclasses.replace(result, vectors=dense(model, result.vectors, normalize=normalize, precision=precision))
 
     async def embed_sparse(
         self,
@@ -193,6 +190,27 @@ class EmbeddingService:
         query = prompt_for(model.name, model.metadata, prompt) + query
         return await _within(timeout_s, self._run(model, [(query, document) for document in documents], timeout_s))
 
+    async def run_bulk(self, model: ServedModel, inputs: list[TextInput]) -> Embeddings:
+        """The text graph's outputs for a batch job's inputs (prompts already in them), in the
+        coalescer's bulk lane: behind every online request, in calls of texts of about the
+        same length. No admission slot and no request deadline: the job's lease bounds it."""
+        order = sorted(range(len(inputs)), key=lambda row: _length(inputs[row]))
+        step = self.settings.bulk_busy_texts
+        coalescer = self._coalescer(model)
+        groups = [[inputs[row] for row in order[start : start + step]] for start in range(0, len(order), step)]
+        arrived = time.perf_counter()
+        parts = await run_all([coalescer.submit(group, BULK_TIMEOUT_S, bulk=True) for group in groups])
+        vectors = np.empty((len(inputs),) + parts[0].vectors.shape[1:], dtype=parts[0].vectors.dtype)
+        vectors[order] = np.concatenate([part.vectors for part in parts])
+        counts = [0] * len(inputs)
+        for row, count in zip(order, (count for part in parts for count in part.token_counts)):
+            counts[row] = count
+        return Embeddings(
+            vectors, counts, sum(part.truncated for part in parts),
+            tokenize_ms=sum(part.tokenize_ms for part in parts),
+            inference_ms=(time.perf_counter() - arrived) * 1000,
+        )
+
     async def _run(
         self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
@@ -213,11 +231,16 @@ class EmbeddingService:
         key = model.triton_names[0]
         known = self._coalescers.get(key)
         if known is None or known[0] is not model:
+            settings = self.settings
             coalescer = Coalescer(
                 lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
                 _Embedded.share,
                 max_rows=model.metadata.max_batch_size,
                 max_in_flight=self.batching.calls_in_flight(model.metadata),
+                bulk_slots=model.metadata.instance_count,
+                bulk_busy_rows=settings.bulk_busy_texts,
+                bulk_idle_rows=settings.bulk_idle_texts,
+                quiet_s=settings.bulk_quiet_s,
             )
             known = self._coalescers[key] = (model, coalescer)
         return known[1]
@@ -339,6 +362,19 @@ async def _within(timeout_s: float, work: Awaitable[T]) -> T:
             return await work
     except TimeoutError:
         raise DeadlineExceeded(f"the request did not finish within its {timeout_s:g}s deadline") from None
+
+
+def dense(model: ServedModel, vectors: np.ndarray, *, normalize: bool, precision: Precision) -> np.ndarray:
+    """A model's dense output as a request asks for it: unit length where asked (a model
+    ending in Normalize already is), then in ``precision`` with the model's ranges."""
+    if normalize and not model.metadata.normalized:
+        vectors = _unit_rows(vectors)
+    unit = normalize or model.metadata.normalized
+    return quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
+
+
+def _length(text: TextInput) -> int:
+    return len(text) if isinstance(text, str) else len(text[0]) + len(text[1])
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:

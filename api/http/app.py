@@ -17,10 +17,16 @@ from .auth import KeyRing, key_guard
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .routes import health, inference, metrics, models, openai, prometheus, rerank
+from .openai.batch_lines import EmbeddingsLines
+from .routes import batches, health, inference, metrics, models, openai, prometheus, rerank
 
 # Requests on these paths are cancelled when their client disconnects.
 INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank")
+# What a batch job's lines may call, each served by its route's own code.
+BATCH_ENDPOINTS = (EmbeddingsLines,)
+# Uploads may be as large as a batch file; the multipart envelope adds a little.
+UPLOAD_PATHS = ("/v1/files",)
+MULTIPART_ALLOWANCE = 1 << 20
 
 
 def create_app(settings: Settings | None = None, *, cluster: Cluster | None = None) -> FastAPI:
@@ -29,7 +35,7 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        gateway = Gateway(settings, cluster)
+        gateway = Gateway(settings, cluster, batch_endpoints=BATCH_ENDPOINTS)
         await gateway.start()
         app.state.gateway = gateway
         try:
@@ -58,11 +64,15 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     app.include_router(health.router)
     for router in (inference.router, rerank.router, metrics.router, prometheus.router, models.listing):
         app.include_router(router, **key_guard(settings))
-    for router in (openai.router, rerank.v1_router):
+    for router in (openai.router, rerank.v1_router, batches.router):
         app.include_router(router, **key_guard(settings, openai=True))
     app.include_router(models.router, **key_guard(settings, admin=True))
     app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        RequestLimits,
+        max_body_bytes=settings.max_request_bytes,
+        larger={path: settings.batch_max_file_bytes + MULTIPART_ALLOWANCE for path in UPLOAD_PATHS},
+    )
     # Outermost, so that it counts and times every answer, the middlewares' own included.
     app.add_middleware(MetricsMiddleware)
     logging.getLogger("embedgate").setLevel(settings.log_level.upper())

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors
@@ -35,6 +36,9 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
     errors.ModelNotFound: 404,
+    errors.FileNotFound: 404,
+    errors.BatchNotFound: 404,
+    errors.BatchStateConflict: 409,
     errors.ModelNotLoaded: 409,
     errors.ModelConflict: 409,
     errors.TooManyInputs: 413,
@@ -81,7 +85,7 @@ def error_response(
     return JSONResponse(error_body(status, code, message), status_code=status, headers=headers)
 
 
-def _describe_validation(exc: RequestValidationError) -> tuple[int, str, str]:
+def _describe_validation(exc: RequestValidationError | ValidationError) -> tuple[int, str, str]:
     errors = exc.errors()
     if any(err.get("type") == "json_invalid" for err in errors):
         return 400, "malformed_json", "request body is not valid JSON"
@@ -93,7 +97,7 @@ def _describe_validation(exc: RequestValidationError) -> tuple[int, str, str]:
     return 422, "invalid_request", "; ".join(parts) + more
 
 
-def _first_field(exc: RequestValidationError) -> str | None:
+def _first_field(exc: RequestValidationError | ValidationError) -> str | None:
     """The parameter the first validation error is about (OpenAI's ``param``)."""
     for err in exc.errors()[:1]:
         if err.get("type") == "json_invalid":  # its location is a character offset
@@ -117,6 +121,15 @@ def error_response_for(
         status, body = openai_error(status, code, message, param)
         return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, code, message, headers)
+
+
+def openai_error_of(exc: EmbedgateError | ValidationError) -> tuple[int, dict[str, Any]]:
+    """The status and OpenAI-shaped body a ``/v1/`` route would answer ``exc`` with (for a
+    batch job's lines, answered without a route)."""
+    if isinstance(exc, ValidationError):
+        status, code, message = _describe_validation(exc)
+        return openai_error(status, code, message, _first_field(exc))
+    return openai_error(status_of(exc), exc.code, exc.message, getattr(exc, "param", None))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -36,14 +36,17 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class RequestLimits:
-    def __init__(self, app: ASGIApp, max_body_bytes: int):
+    """``max_body_bytes`` for every body, but the paths in ``larger`` (file uploads)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int, larger: dict[str, int] | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
             return await self.app(scope, receive, send)
-        limit = self.max_body_bytes
+        limit = self.larger.get(scope["path"], self.max_body_bytes)
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             error = BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")

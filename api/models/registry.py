@@ -101,6 +101,10 @@ class ModelRegistry:
     def loaded(self) -> list[ServedModel]:
         return list(self._served.values())
 
+    def is_served(self, key: str) -> bool:
+        """Whether the model a registry key names is loaded (a bulk job's models)."""
+        return key in self._served
+
     def read_metadata(self, triton_name: str) -> ModelMetadata | None:
         """The model's metadata.json (blocking: off the event loop for a remote repository)."""
         metadata = self.repository.metadata(triton_name)

@@ -16,14 +16,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 
 from ...compute.prompts import PromptChoice
-from ...compute.quantize import CALIBRATED, PRECISIONS, quantize
 from ...compute.served import ServedModel
-from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
 from ...models.names import split_clip_key
 from .. import patterns
+from ..openai import embeddings
+from ..openai.embeddings import InvalidParameter
 from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, Model, ModelsResponse
-from ..openai.vectors import encode_rows, shorten
 from ..openapi import openai_errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
@@ -33,21 +32,11 @@ from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
 OWNER = "embedgate"
-# encoding_format values that are a precision of their own (float and base64 are float32).
-QUANTIZED = {name: name for name in PRECISIONS if name != "float32"}
 # Like /infer, the answer is built by hand and response_model only documents it.
 EMBEDDINGS_ANSWERS = {
     200: {"headers": documented_headers(text_always=True)},
     **openai_errors(400, 404, 409, 413, 415, 500, 502, 503, 504),
 }
-
-
-class InvalidParameter(InvalidInput):
-    """A bad value for one request parameter; OpenAI's error shape names it in ``param``."""
-
-    def __init__(self, message: str, param: str):
-        super().__init__(message)
-        self.param = param
 
 
 @router.post(
@@ -61,48 +50,21 @@ async def create_embeddings(
     started = time.perf_counter()
     if not body.input:
         raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
-    limit = gateway.settings.max_texts_per_request
-    if len(body.input) > limit:
-        raise TooManyInputs(f"{len(body.input)} inputs in one request; the limit is {limit}")
-    model = _served(gateway, body.model)
-    full = model.metadata.embedding_dim
-    if body.dimensions is not None and body.dimensions > full:
-        raise InvalidParameter(
-            f"dimensions must be at most {full} for model '{model.name}'", "dimensions"
-        )
-    precision = QUANTIZED.get(body.encoding_format, "float32")
-    shortened = body.dimensions is not None and body.dimensions < full
-    if shortened and precision in CALIBRATED:
-        raise InvalidParameter(
-            f"dimensions with {precision}: its ranges are calibrated on the model's full vectors", "dimensions"
-        )
+    plan = embeddings.check(body, served_openai(gateway, body.model), gateway.settings.max_texts_per_request)
     result = await gateway.embeddings.embed_texts(
-        model,
+        plan.model,
         body.input,
         normalize=True,
         timeout_s=timeout_s,
         prompt=PromptChoice(input_type=body.input_type),
-        precision="float32" if shortened else precision,
+        precision=plan.service_precision,
     )
-    vectors = result.vectors
-    if shortened:
-        vectors = quantize(shorten(vectors, body.dimensions), precision)
-    # Tokens the model saw, its prompt's included: counted by its own tokenizer, after truncation.
-    tokens = sum(result.token_counts)
-    payload = {
-        "object": "list",
-        "data": [
-            {"object": "embedding", "index": index, "embedding": row}
-            for index, row in enumerate(encode_rows(vectors, body.encoding_format))
-        ],
-        "model": model.name,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }
+    payload = embeddings.answer(plan, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
-    return JSONResponse(payload, headers=inference_headers(model.name, result, total_ms))
+    return JSONResponse(payload, headers=inference_headers(plan.model.name, result, total_ms))
 
 
-def _served(gateway: Gateway, model: str) -> ServedModel:
+def served_openai(gateway: Gateway, model: str) -> ServedModel:
     """OpenAI names a model with one string; a CLIP model is ``<model_name>:<pretrained>``,
     as ``/v1/models`` lists it, and answers with its text encoder."""
     clip = split_clip_key(model)
@@ -148,4 +110,4 @@ async def retrieve_model(
     ],
     gateway: Gateway = Depends(get_gateway),
 ) -> Model:
-    return _model(_served(gateway, model))
+    return _model(served_openai(gateway, model))

@@ -1,0 +1,172 @@
+"""What the Files and Batches routes call: uploads checked and stored, batches planned and
+created, read, listed and cancelled; and this gateway's worker, started and stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BatchNotFound, FileNotFound, InvalidBatchFile, InvalidInput
+from ..settings import Settings
+from . import chunks, lines
+from .coordinator import file_name
+from .files import JobFiles
+from .queue import JobQueue
+from .store import BatchRecord, FileRecord, Progress
+from .worker import BatchEndpoint, JobWorker
+
+COMPLETION_WINDOWS = {"24h": 24 * 3600}
+
+
+@dataclass(frozen=True)
+class BatchView:
+    batch: BatchRecord
+    progress: Progress
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+class JobService:
+    def __init__(
+        self,
+        settings: Settings,
+        queue: JobQueue,
+        files: JobFiles,
+        endpoints: dict[str, BatchEndpoint],
+        *,
+        is_served: Callable[[str], bool],
+        ready: Callable[[], bool],
+    ):
+        self.settings = settings
+        self.queue = queue
+        self.files = files
+        self.endpoints = endpoints
+        self.is_served = is_served
+        self.worker = JobWorker(
+            queue,
+            files,
+            endpoints,
+            is_served=is_served,
+            ready=ready,
+            chunks_in_hand=settings.batch_chunks_in_hand,
+            poll_s=settings.batch_poll_s,
+            lease_s=settings.batch_lease_s,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.worker.run(), name="bulk-job-worker")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.worker.stop()
+
+    # --- files
+    async def upload(self, filename: str, purpose: str, path: Path) -> FileRecord:
+        """Store an uploaded file; a batch file is checked line by line first."""
+        if purpose != "batch":
+            raise InvalidInput(f"purpose must be 'batch' (the files this server stores are batch inputs), not {purpose!r}")
+        size = path.stat().st_size
+        if size > self.settings.batch_max_file_bytes:
+            raise InvalidBatchFile(f"the file has {size} bytes; the limit is {self.settings.batch_max_file_bytes}")
+        count = await asyncio.to_thread(
+            lines.check_upload, path, tuple(self.endpoints), self.settings.batch_max_requests
+        )
+        record = FileRecord(new_id("file-"), filename, purpose, size, int(time.time()), count)
+        await asyncio.to_thread(self.files.put, file_name(record.id), path)
+        await self.queue.call("add_file", record)
+        return record
+
+    async def file(self, file_id: str) -> FileRecord:
+        record = await self.queue.call("file", file_id)
+        if record is None:
+            raise FileNotFound(f"no file '{file_id}'")
+        return record
+
+    async def list_files(self, purpose: str | None) -> list[FileRecord]:
+        return await self.queue.call("list_files", purpose)
+
+    async def delete_file(self, file_id: str) -> None:
+        if not await self.queue.call("delete_file", file_id):
+            raise FileNotFound(f"no file '{file_id}'")
+
+    async def content(self, file_id: str) -> Iterator[bytes]:
+        await self.file(file_id)
+        return self.files.stream(file_name(file_id))
+
+    # --- batches
+    async def create_batch(
+        self, input_file_id: str, endpoint: str, completion_window: str, metadata: dict[str, str] | None
+    ) -> BatchView:
+        source = await self.file(input_file_id)
+        if source.purpose != "batch":
+            raise InvalidInput(f"file '{input_file_id}' is a {source.purpose} file, not a batch input")
+        if endpoint not in self.endpoints:
+            raise InvalidInput(f"endpoint must be one of {', '.join(self.endpoints)}")
+        window = COMPLETION_WINDOWS.get(completion_window)
+        if window is None:
+            raise InvalidInput(f"completion_window must be one of {', '.join(COMPLETION_WINDOWS)}")
+        now = int(time.time())
+        batch = BatchRecord(
+            id=new_id("batch_"),
+            input_file_id=input_file_id,
+            endpoint=endpoint,
+            completion_window=completion_window,
+            status="in_progress",
+            created_at=now,
+            in_progress_at=now,
+            expires_at=now + window,
+            metadata=metadata,
+            total=source.lines,
+        )
+        planned, errors = await asyncio.to_thread(self._plan, batch)
+        if errors:
+            batch.status, batch.in_progress_at, batch.failed_at, batch.errors = "failed", None, now, errors
+            planned = []
+        else:
+            batch.models = sorted({chunk.model for chunk in planned if self.is_served(chunk.model)})
+        await self.queue.call("add_batch", batch, planned)
+        self.worker.wake()
+        return BatchView(batch, Progress(len(planned), 0, 0, 0, 0))
+
+    def _plan(self, batch: BatchRecord):
+        """The batch's chunks, or the errors that fail it (lines whose URL is not the batch's)."""
+        endpoint = self.endpoints[batch.endpoint]
+        path = self.files.local(file_name(batch.input_file_id))
+        requests, errors = [], []
+        for line, content in lines.iterate(path):
+            if not content.strip():
+                continue
+            request = lines.parse(line.number, content)
+            if request.url != batch.endpoint:
+                errors.append({
+                    "code": "mismatched_url", "line": line.number, "param": "url",
+                    "message": f"the request's url {request.url!r} is not the batch's endpoint {batch.endpoint!r}",
+                })
+                continue
+            requests.append((line, request.body))
+        if errors:
+            return [], errors[:100]
+        return chunks.plan(batch.id, requests, endpoint.measure, self.settings.batch_chunk_texts), []
+
+    async def batch(self, batch_id: str) -> BatchView:
+        found = await self.queue.call("batch", batch_id)
+        if found is None:
+            raise BatchNotFound(f"no batch '{batch_id}'")
+        return BatchView(*found)
+
+    async def list_batches(self, after: str | None, limit: int) -> list[BatchView]:
+        return [BatchView(*found) for found in await self.queue.call("list_batches", after, limit)]
+
+    async def cancel(self, batch_id: str) -> BatchView:
+        await self.queue.call("cancel", batch_id)
+        return await self.batch(batch_id)
+

@@ -1,0 +1,342 @@
+"""Job state in SQLite (WAL): uploaded files, batches, and each batch's chunks with their leases.
+
+One file beside the model repository, written by every worker of the machine. The chunk
+table is the queue: a worker leases the oldest pending chunk (or one whose lease ran out)
+for a while, renews the lease while it works, and records the chunk done only while the
+lease is still its own, so a chunk is done once whoever finished it. Calls block: the
+gateway makes them off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY,
+    filename TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    lines INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    input_file_id TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    completion_window TEXT NOT NULL,
+    metadata TEXT,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    in_progress_at INTEGER, finalizing_at INTEGER, completed_at INTEGER, failed_at INTEGER,
+    expired_at INTEGER, cancelling_at INTEGER, cancelled_at INTEGER,
+    output_file_id TEXT, error_file_id TEXT,
+    errors TEXT,
+    total INTEGER NOT NULL DEFAULT 0,
+    models TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    batch_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    lines TEXT NOT NULL,
+    texts INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    owner TEXT,
+    lease_until REAL,
+    completed INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch_id, idx)
+);
+CREATE INDEX IF NOT EXISTS chunks_queue ON chunks (state, lease_until);
+"""
+
+# Batch states that have work left for the workers.
+ACTIVE = ("in_progress",)
+
+
+@dataclass
+class FileRecord:
+    id: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: int
+    lines: int = 0
+
+
+@dataclass
+class BatchRecord:
+    id: str
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    status: str
+    created_at: int
+    expires_at: int
+    metadata: dict[str, str] | None = None
+    in_progress_at: int | None = None
+    finalizing_at: int | None = None
+    completed_at: int | None = None
+    failed_at: int | None = None
+    expired_at: int | None = None
+    cancelling_at: int | None = None
+    cancelled_at: int | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    # [{"code", "message", "line"?, "param"?}]: why the batch failed.
+    errors: list[dict[str, Any]] | None = None
+    total: int = 0
+    # The models its lines name that were loaded when it was created.
+    models: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One request line of the input file: its number (from 1) and where its bytes are."""
+
+    number: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    batch_id: str
+    index: int
+    model: str
+    lines: tuple[Line, ...]
+    texts: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    chunks: int
+    done: int
+    completed: int
+    failed: int
+    tokens: int
+
+
+_JSON_FIELDS = {"metadata", "errors", "models"}
+_BATCH_FIELDS = [f.name for f in fields(BatchRecord)]
+
+
+class JobStore:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL with NORMAL survives a killed process (only a power loss can drop the last commits).
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _run(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    # --- files
+    def add_file(self, record: FileRecord) -> None:
+        self._run(
+            "INSERT INTO files (id, filename, purpose, bytes, created_at, lines) VALUES (?, ?, ?, ?, ?, ?)",
+            record.id, record.filename, record.purpose, record.bytes, record.created_at, record.lines,
+        )
+
+    def put_file(self, record: FileRecord) -> None:
+        """Add or replace: a batch's output file, written again when its batch is finished again."""
+        self._run(
+            "INSERT OR REPLACE INTO files (id, filename, purpose, bytes, created_at, lines) VALUES (?, ?, ?, ?, ?, ?)",
+            record.id, record.filename, record.purpose, record.bytes, record.created_at, record.lines,
+        )
+
+    def file(self, file_id: str) -> FileRecord | None:
+        row = self._run("SELECT * FROM files WHERE id = ?", file_id).fetchone()
+        return FileRecord(**dict(row)) if row else None
+
+    def files(self, purpose: str | None = None) -> list[FileRecord]:
+        rows = (
+            self._run("SELECT * FROM files WHERE purpose = ? ORDER BY created_at DESC, id", purpose)
+            if purpose
+            else self._run("SELECT * FROM files ORDER BY created_at DESC, id")
+        )
+        return [FileRecord(**dict(row)) for row in rows.fetchall()]
+
+    def delete_file(self, file_id: str) -> bool:
+        return self._run("DELETE FROM files WHERE id = ?", file_id).rowcount == 1
+
+    # --- batches
+    def add_batch(self, batch: BatchRecord, chunks: list[Chunk]) -> None:
+        values = _batch_row(batch)
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM batches").fetchone()[0]
+                self._db.execute(f"INSERT INTO batches (seq, {columns}) VALUES (?, {marks})", (seq, *values.values()))
+                self._db.executemany(
+                    "INSERT INTO chunks (batch_id, idx, model, lines, texts) VALUES (?, ?, ?, ?, ?)",
+                    [(c.batch_id, c.index, c.model, _lines_json(c.lines), c.texts) for c in chunks],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def batch(self, batch_id: str) -> BatchRecord | None:
+        row = self._run("SELECT * FROM batches WHERE id = ?", batch_id).fetchone()
+        return _batch_record(row) if row else None
+
+    def batches(self, *, after: str | None = None, limit: int = 20) -> list[BatchRecord]:
+        """Newest first; ``after``: the id the previous page ended with."""
+        if after is None:
+            rows = self._run("SELECT * FROM batches ORDER BY seq DESC LIMIT ?", limit)
+        else:
+            rows = self._run(
+                "SELECT * FROM batches WHERE seq < (SELECT seq FROM batches WHERE id = ?) ORDER BY seq DESC LIMIT ?",
+                after, limit,
+            )
+        return [_batch_record(row) for row in rows.fetchall()]
+
+    def active_batches(self) -> list[BatchRecord]:
+        """Batches a worker may still have to act on (work, cancel, finalize), oldest first."""
+        rows = self._run(
+            "SELECT * FROM batches WHERE status IN ('in_progress', 'finalizing', 'cancelling') ORDER BY seq"
+        )
+        return [_batch_record(row) for row in rows.fetchall()]
+
+    def update_batch(self, batch_id: str, *, when: tuple[str, ...] = (), **changes: Any) -> bool:
+        """Set ``changes``; with ``when``, only while the batch is in one of those states."""
+        unknown = set(changes) - set(_BATCH_FIELDS)
+        if unknown:
+            raise ValueError(f"not batch fields: {sorted(unknown)}")
+        values = _columns(changes)
+        sets = ", ".join(f"{name} = ?" for name in values)
+        sql = f"UPDATE batches SET {sets} WHERE id = ?"
+        args: list[Any] = [*values.values(), batch_id]
+        if when:
+            sql += f" AND status IN ({', '.join('?' for _ in when)})"
+            args += list(when)
+        return self._run(sql, *args).rowcount == 1
+
+    # --- chunks: the queue
+    def lease(self, owner: str, lease_s: float, now: float) -> Chunk | None:
+        """The oldest batch's next chunk nobody holds (pending, or its lease ran out), now
+        ``owner``'s until ``now + lease_s``."""
+        row = self._run(
+            """
+            UPDATE chunks SET state = 'leased', owner = ?, lease_until = ?
+            WHERE rowid = (
+                SELECT chunks.rowid FROM chunks JOIN batches ON batches.id = chunks.batch_id
+                WHERE batches.status = 'in_progress'
+                  AND (chunks.state = 'pending' OR (chunks.state = 'leased' AND chunks.lease_until < ?))
+                ORDER BY batches.seq, chunks.idx LIMIT 1
+            )
+            RETURNING batch_id, idx, model, lines, texts
+            """,
+            owner, now + lease_s, now,
+        ).fetchone()
+        if row is None:
+            return None
+        return Chunk(row["batch_id"], row["idx"], row["model"], _lines(row["lines"]), row["texts"])
+
+    def renew(self, chunk: Chunk, owner: str, lease_s: float, now: float) -> bool:
+        """Extend ``owner``'s lease; False if it is no longer theirs."""
+        return self._run(
+            "UPDATE chunks SET lease_until = ? WHERE batch_id = ? AND idx = ? AND state = 'leased' "
+            "AND owner = ? AND lease_until >= ?",
+            now + lease_s, chunk.batch_id, chunk.index, owner, now,
+        ).rowcount == 1
+
+    def complete(self, chunk: Chunk, owner: str, now: float, *, completed: int, failed: int, tokens: int) -> bool:
+        """Record ``chunk`` done, while ``owner``'s lease still holds; False otherwise."""
+        return self._run(
+            "UPDATE chunks SET state = 'done', completed = ?, failed = ?, tokens = ?, lease_until = NULL "
+            "WHERE batch_id = ? AND idx = ? AND state = 'leased' AND owner = ? AND lease_until >= ?",
+            completed, failed, tokens, chunk.batch_id, chunk.index, owner, now,
+        ).rowcount == 1
+
+    def release(self, owners: list[str]) -> int:
+        """Leases of owners that are gone (a killed process), back to pending at once."""
+        if not owners:
+            return 0
+        marks = ", ".join("?" for _ in owners)
+        return self._run(
+            f"UPDATE chunks SET state = 'pending', owner = NULL, lease_until = NULL "
+            f"WHERE state = 'leased' AND owner IN ({marks})",
+            *owners,
+        ).rowcount
+
+    def release_chunk(self, chunk: Chunk, owner: str) -> None:
+        """``owner`` gives its lease on ``chunk`` back (its batch no longer wants the work)."""
+        self._run(
+            "UPDATE chunks SET state = 'pending', owner = NULL, lease_until = NULL "
+            "WHERE batch_id = ? AND idx = ? AND state = 'leased' AND owner = ?",
+            chunk.batch_id, chunk.index, owner,
+        )
+
+    def live_leases(self, batch_id: str, now: float) -> int:
+        return self._run(
+            "SELECT COUNT(*) FROM chunks WHERE batch_id = ? AND state = 'leased' AND lease_until >= ?", batch_id, now
+        ).fetchone()[0]
+
+    def chunks(self, batch_id: str) -> list[Chunk]:
+        rows = self._run("SELECT batch_id, idx, model, lines, texts FROM chunks WHERE batch_id = ? ORDER BY idx", batch_id)
+        return [Chunk(r["batch_id"], r["idx"], r["model"], _lines(r["lines"]), r["texts"]) for r in rows.fetchall()]
+
+    def lease_owners(self) -> list[str]:
+        return [row[0] for row in self._run("SELECT DISTINCT owner FROM chunks WHERE state = 'leased'").fetchall()]
+
+    def progress(self, batch_id: str) -> Progress:
+        row = self._run(
+            "SELECT COUNT(*), COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(completed), 0), "
+            "COALESCE(SUM(failed), 0), COALESCE(SUM(tokens), 0) FROM chunks WHERE batch_id = ?",
+            batch_id,
+        ).fetchone()
+        return Progress(*row)
+
+    def done_chunks(self, batch_id: str) -> list[int]:
+        rows = self._run("SELECT idx FROM chunks WHERE batch_id = ? AND state = 'done' ORDER BY idx", batch_id)
+        return [row[0] for row in rows.fetchall()]
+
+    def chunk_count(self, batch_id: str) -> int:
+        return self._run("SELECT COUNT(*) FROM chunks WHERE batch_id = ?", batch_id).fetchone()[0]
+
+
+def _lines_json(lines: tuple[Line, ...]) -> str:
+    return json.dumps([[line.number, line.offset, line.length] for line in lines], separators=(",", ":"))
+
+
+def _lines(text: str) -> tuple[Line, ...]:
+    return tuple(Line(*entry) for entry in json.loads(text))
+
+
+def _columns(values: dict[str, Any]) -> dict[str, Any]:
+    return {name: json.dumps(value) if name in _JSON_FIELDS else value for name, value in values.items()}
+
+
+def _batch_row(batch: BatchRecord) -> dict[str, Any]:
+    return _columns(asdict(batch))
+
+
+def _batch_record(row: sqlite3.Row) -> BatchRecord:
+    values = {name: row[name] for name in _BATCH_FIELDS}
+    for name in _JSON_FIELDS:
+        values[name] = json.loads(values[name]) if values[name] is not None else None
+    values["models"] = values["models"] or []
+    return BatchRecord(**values)
