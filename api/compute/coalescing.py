@@ -18,7 +18,7 @@ A request that is cancelled (its client went away, its deadline passed) before i
 leaves is dropped from it; one cancelled after gets no answer, and the others still do.
 A failed call fails each of its requests with the same error.
 
-Bulk work (``submit(..., bulk=True)``: a batch job's texts) waits in a lane of its own and
+Bulk work (``submit_bulk``: a batch job's texts) waits in a lane of its own and
 only takes what online requests leave: a bulk call leaves only when no online request waits,
 never takes the last slot (an online request arriving finds one free), and is small
 (``bulk_busy_rows``) while online requests come and go, so one arriving waits at most for a
@@ -89,19 +89,31 @@ class Coalescer(Generic[Item, Merged, Share]):
     def in_flight(self) -> int:
         return self._in_flight
 
-    async def submit(self, items: list[Item], timeout_s: float, *, bulk: bool = False) -> Share:
+    async def submit(self, items: list[Item], timeout_s: float) -> Share:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
-        waiter = _Waiter(items, loop.time() + timeout_s, time.perf_counter(), future)
-        if bulk:
-            self._bulk.append(waiter)
-        else:
-            self._last_online = loop.time()
-            self._waiting.append(waiter)
-            self._waiting_rows += len(items)
+        self._last_online = loop.time()
+        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future))
+        self._waiting_rows += len(items)
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
+
+    async def submit_bulk(self, groups: list[list[Item]], timeout_s: float) -> list[Share]:
+        """Bulk work, in groups that calls merge (whole) up to the size bulk calls may have:
+        all queued before any leaves, so the first calls are as full as the later ones."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Share]] = [loop.create_future() for _ in groups]
+        arrived = time.perf_counter()
+        for items, future in zip(groups, futures):
+            self._bulk.append(_Waiter(items, loop.time() + timeout_s, arrived, future))
+        self._send_waiting()
+        try:
+            return list(await asyncio.gather(*futures))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
     def close(self) -> None:
         for call in list(self._calls):

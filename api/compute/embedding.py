@@ -199,7 +199,7 @@ class EmbeddingService:
         coalescer = self._coalescer(model)
         groups = [[inputs[row] for row in order[start : start + step]] for start in range(0, len(order), step)]
         arrived = time.perf_counter()
-        parts = await run_all([coalescer.submit(group, BULK_TIMEOUT_S, bulk=True) for group in groups])
+        parts = await coalescer.submit_bulk(groups, BULK_TIMEOUT_S)
         vectors = np.empty((len(inputs),) + parts[0].vectors.shape[1:], dtype=parts[0].vectors.dtype)
         vectors[order] = np.concatenate([part.vectors for part in parts])
         counts = [0] * len(inputs)

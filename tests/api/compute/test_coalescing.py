@@ -190,3 +190,64 @@ async def test_close_cancels_calls_and_waiting_requests():
     for task in (running, waiting):
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def bulk_coalescer(calls, **options):
+    settings = {"max_rows": 100, "max_in_flight": 3, "bulk_slots": 2, "bulk_busy_rows": 2, "bulk_idle_rows": 6,
+                "quiet_s": 0.0, **options}
+    return Coalescer(calls.work, share, **settings)
+
+
+async def settle():
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_bulk_work_fills_the_idle_slots_but_never_the_last_and_grows_when_online_is_quiet():
+    calls = Calls()
+    merged = bulk_coalescer(calls)
+    bulk = asyncio.create_task(merged.submit_bulk([[f"b{i}"] for i in range(10)], 60))
+    await calls.started(2)
+    await settle()
+    # Two bulk calls (bulk_slots), each of bulk_idle_rows: nobody online, the last slot free.
+    assert calls.items == [["b0", "b1", "b2", "b3", "b4", "b5"], ["b6", "b7", "b8", "b9"]]
+    online = asyncio.create_task(merged.submit(["o"], 5))
+    await calls.started(3)
+    assert calls.items[2] == ["o"]  # the free slot: an online request leaves at once
+    for release in calls.releases:
+        release.set()
+    assert await online == ["O"]
+    assert await bulk == [[f"B{i}"] for i in range(10)]
+
+
+async def test_online_requests_go_first_and_bulk_calls_stay_small_while_they_come():
+    calls = Calls()
+    merged = bulk_coalescer(calls, quiet_s=60.0, max_in_flight=2, bulk_slots=2)
+    online = [asyncio.create_task(merged.submit([f"o{i}"], 5)) for i in range(2)]
+    bulk = asyncio.create_task(merged.submit_bulk([[f"b{i}"] for i in range(4)], 60))
+    await calls.started(1)
+    await settle()
+    # One online call takes o0 (and o1 waits, or rides along); no bulk call while online waits.
+    assert all(not item.startswith("b") for call in calls.items for item in call)
+    while not all(task.done() for task in online):
+        for release in calls.releases:
+            release.set()
+        await settle()
+    await settle()
+    # Online requests came recently: bulk calls carry bulk_busy_rows (2) texts.
+    bulk_calls = [call for call in calls.items if call[0].startswith("b")]
+    assert bulk_calls and all(len(call) <= 2 for call in bulk_calls)
+    while not bulk.done():
+        for release in calls.releases:
+            release.set()
+        await settle()
+    assert bulk.result() == [[f"B{i}"] for i in range(4)]
+
+
+async def test_with_one_slot_bulk_work_still_runs_when_nothing_else_does():
+    calls = Calls()
+    merged = bulk_coalescer(calls, max_in_flight=1, bulk_slots=1)
+    task = asyncio.create_task(merged.submit_bulk([["b"]], 60))
+    await calls.started(1)
+    calls.releases[0].set()
+    assert await task == [["B"]]
