@@ -17,13 +17,13 @@ from .auth import KeyRing, key_guard
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .openai.batch_lines import EmbeddingsLines
+from .batch_lines import EmbeddingsLines, RerankLines
 from .routes import batches, health, inference, metrics, models, openai, prometheus, rerank
 
 # Requests on these paths are cancelled when their client disconnects.
 INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank")
 # What a batch job's lines may call, each served by its route's own code.
-BATCH_ENDPOINTS = (EmbeddingsLines,)
+BATCH_ENDPOINTS = (EmbeddingsLines, RerankLines)
 # Uploads may be as large as a batch file; the multipart envelope adds a little.
 UPLOAD_PATHS = ("/v1/files",)
 MULTIPART_ALLOWANCE = 1 << 20

@@ -193,3 +193,28 @@ def test_a_gateway_killed_mid_job_resumes_from_its_last_recorded_chunk(gateway, 
             )
     finally:
         second.stop()
+
+
+def test_a_job_whose_model_is_unloaded_fails_with_a_clear_message(gateway, http, tmp_path):
+    from tests import tiny_models
+
+    name = "org/tiny-batch-model"
+    directory = tiny_models.dense_model(tmp_path / "model")
+    loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+    assert loaded.status_code == 200, loaded.text
+    requests = [line(f"r{i}", {"model": name, "input": text}) for i, text in enumerate(texts(4000, seed=3))]
+    try:
+        with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
+            uploaded = client.files.create(file=("tiny.jsonl", io.BytesIO(jsonl(requests))), purpose="batch")
+            batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
+            deadline = time.monotonic() + 120
+            while client.batches.retrieve(batch.id).request_counts.completed == 0:
+                assert time.monotonic() < deadline, "the job did not start"
+                time.sleep(0.05)
+            assert http.post("/unload_model", json={"model_name": name}).status_code == 200
+            done = wait_done(client, batch.id, timeout_s=180)
+        assert done.status == "failed", done
+        assert done.errors.data[0].code == "model_unloaded" and name in done.errors.data[0].message
+        assert 0 < done.request_counts.completed < 4000 and done.output_file_id is not None
+    finally:
+        http.post("/delete_model", json={"model_name": name})

@@ -156,3 +156,34 @@ def test_the_metadata_records_the_kind(gateway, models):
     for name, kind in ((CROSS, "cross_encoder"), (SPARSE, "sparse_encoder")):
         metadata = json.loads((gateway.repository / name.replace("/", "--") / "metadata.json").read_text())
         assert metadata["kind"] == kind and metadata["parity"]["passed"]
+
+
+def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models):
+    import io
+    import time
+
+    import openai
+
+    bodies = [{"model": CROSS, "query": QUERY, "documents": DOCUMENTS[i:] or DOCUMENTS, "top_n": 3} for i in range(4)]
+    lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/rerank", "body": body})
+             for i, body in enumerate(bodies)]
+    lines.append(json.dumps({"custom_id": "wrong-kind", "method": "POST", "url": "/v1/rerank",
+                             "body": {"model": SPARSE, "query": "a", "documents": ["b"]}}))
+    with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
+        uploaded = client.files.create(file=("rerank.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/rerank", completion_window="24h")
+        deadline = time.monotonic() + 120
+        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert batch.status == "completed" and batch.request_counts.failed == 1
+        output = {row["custom_id"]: row for row in map(json.loads, client.files.content(batch.output_file_id).text.splitlines())}
+        errors = [json.loads(row) for row in client.files.content(batch.error_file_id).text.splitlines()]
+    assert errors[0]["response"]["body"]["error"]["code"] == "wrong_model_kind"
+    for i, body in enumerate(bodies):
+        online = http.post("/v1/rerank", json=body).json()
+        answer = output[f"q{i}"]["response"]["body"]
+        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
+        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
+                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
+        assert answer["usage"] == online["usage"]

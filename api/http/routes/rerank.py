@@ -26,29 +26,10 @@ STATUSES = (400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
 ANSWER = {200: {"headers": documented_headers(text_always=True)}}
 
 
-async def rerank(
-    body: RerankRequest,
-    gateway: Gateway = Depends(get_gateway),
-    timeout_s: float = Depends(request_timeout),
-) -> JSONResponse:
-    started = time.perf_counter()
-    if not body.documents:
-        raise InvalidInput("documents must be a non-empty list")
-    if body.prompt_name is not None and body.prompt is not None:
-        raise InvalidInput("give prompt_name or prompt, not both")
-    limit = gateway.settings.max_texts_per_request
-    if len(body.documents) > limit:
-        raise TooManyInputs(f"{len(body.documents)} documents in one request; the limit is {limit}")
-    model = serving(gateway, body.model)
-    result = await gateway.embeddings.score_pairs(
-        model,
-        body.query,
-        body.documents,
-        timeout_s=timeout_s,
-        prompt=PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt),
-    )
-    scores = result.vectors[:, 0]
-    # Best first; equal scores keep the documents' order.
+def answer(body: RerankRequest, model: str, scores: np.ndarray, token_counts: list[int]) -> dict:
+    """The answer's body, from each pair's scores ([documents, 1]): best first (equal scores
+    keep the documents' order), at most ``top_n``; also a batch job's rerank lines' answer."""
+    scores = scores[:, 0]
     order = np.argsort(-scores, kind="stable")[: body.top_n]
     results = [
         {
@@ -58,8 +39,34 @@ async def rerank(
         }
         for index in order
     ]
-    tokens = sum(result.token_counts)
-    payload = {"model": model.name, "results": results, "usage": {"total_tokens": tokens}}
+    return {"model": model, "results": results, "usage": {"total_tokens": sum(token_counts)}}
+
+
+def check(body: RerankRequest, max_documents: int) -> None:
+    if not body.documents:
+        raise InvalidInput("documents must be a non-empty list")
+    if body.prompt_name is not None and body.prompt is not None:
+        raise InvalidInput("give prompt_name or prompt, not both")
+    if len(body.documents) > max_documents:
+        raise TooManyInputs(f"{len(body.documents)} documents in one request; the limit is {max_documents}")
+
+
+async def rerank(
+    body: RerankRequest,
+    gateway: Gateway = Depends(get_gateway),
+    timeout_s: float = Depends(request_timeout),
+) -> JSONResponse:
+    started = time.perf_counter()
+    check(body, gateway.settings.max_texts_per_request)
+    model = serving(gateway, body.model)
+    result = await gateway.embeddings.score_pairs(
+        model,
+        body.query,
+        body.documents,
+        timeout_s=timeout_s,
+        prompt=PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt),
+    )
+    payload = answer(body, model.name, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
     return JSONResponse(payload, headers=inference_headers(model.name, result, total_ms))
 
