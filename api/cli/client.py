@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -168,3 +168,29 @@ class EmbedgateClient:
             body["top_n"] = top_n
         response = self._http.post("/rerank", json=body)
         return _checked(response)["results"], _timings(response)
+
+    # --- bulk jobs (OpenAI's Files and Batch APIs)
+    def upload_batch_file(self, filename: str, content: bytes) -> dict[str, Any]:
+        files = {"file": (filename, content, "application/jsonl")}
+        return _checked(self._http.post("/v1/files", files=files, data={"purpose": "batch"}))
+
+    def create_batch(self, input_file_id: str, endpoint: str) -> dict[str, Any]:
+        body = {"input_file_id": input_file_id, "endpoint": endpoint, "completion_window": "24h"}
+        return _checked(self._http.post("/v1/batches", json=body))
+
+    def batch(self, batch_id: str) -> dict[str, Any]:
+        return _checked(self._http.get(f"/v1/batches/{batch_id}"))
+
+    def cancel_batch(self, batch_id: str) -> dict[str, Any]:
+        return _checked(self._http.post(f"/v1/batches/{batch_id}/cancel"))
+
+    def batches(self, limit: int = 20) -> list[dict[str, Any]]:
+        return _checked(self._http.get("/v1/batches", params={"limit": limit}))["data"]
+
+    def download(self, file_id: str, sink: BinaryIO) -> None:
+        with self._http.stream("GET", f"/v1/files/{file_id}/content") as response:
+            if response.status_code >= 400:
+                response.read()
+                _checked(response)
+            for block in response.iter_bytes():
+                sink.write(block)

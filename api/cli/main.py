@@ -2,8 +2,8 @@
 
 ``embedgate serve`` takes a flag for every setting (``--max-batch-size 32`` sets
 ``max_batch_size``); flags win over ``EMBEDGATE_*`` environment variables. ``load``,
-``unload``, ``delete``, ``models`` and ``embed`` talk to a running server over HTTP;
-``bench`` runs the benchmark (``api/benchmark``) with the arguments that follow it.
+``unload``, ``delete``, ``models``, ``embed``, ``rerank`` and ``batch`` talk to a running
+server over HTTP; ``bench`` runs the benchmark (``bench/``) with the arguments that follow it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import httpx
 from pydantic import ValidationError
 
 from ..settings import Settings
+from . import batch
 from .client import DEFAULT_URL, EmbedgateClient, ServerError
 
 
@@ -137,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--top-n", type=int, help="only the best N")
     rerank.add_argument("--timings", action="store_true", help="print the server's timing headers to stderr")
 
+    batch.add_parser(commands, client)
+
     # Listed for --help; main() hands every argument after "bench" to the benchmark as is.
     commands.add_parser("bench", add_help=False, help="run the benchmark against a server "
                         "(embedgate bench --help)")
@@ -237,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         with EmbedgateClient(args.url, args.api_key, args.timeout) as client:
+            if args.command == "batch":
+                return batch.run(client, args)
             CLIENT_COMMANDS[args.command](client, args)
     except ServerError as exc:
         print(f"embedgate: {exc.status} {exc.code}: {exc.message}", file=sys.stderr)

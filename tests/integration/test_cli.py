@@ -72,3 +72,28 @@ def test_a_failed_load_reports_the_servers_error(gateway):
     assert failed.returncode == 1
     assert "404 model_not_found" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+def test_batch_submit_wait_status_and_list(gateway, minilm_loaded, minilm, tmp_path):
+    texts = [f"bulk text number {i} about the quick brown fox" for i in range(30)]
+    source = tmp_path / "texts.jsonl"
+    # Bare bodies: each gets a custom_id of its line number and the --model.
+    source.write_text("\n".join(json.dumps({"input": text}) for text in texts) + "\n")
+    output = tmp_path / "out.jsonl"
+    submitted = embedgate(gateway, "batch", "submit", str(source), "--model", "sentence-transformers/all-MiniLM-L6-v2",
+                          "--wait", "-o", str(output))
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = submitted.stderr.splitlines()[0]
+    assert "[##############################] 30/30 completed" in submitted.stderr
+    rows = {row["custom_id"]: row for row in map(json.loads, output.read_text().splitlines())}
+    assert sorted(rows) == sorted(f"line-{i}" for i in range(1, 31))
+    vectors = [rows[f"line-{i + 1}"]["response"]["body"]["data"][0]["embedding"] for i in range(len(texts))]
+    assert cosine_rows(vectors, minilm.encode(texts)).min() >= 0.9999
+    assert not output.with_suffix(".errors.jsonl").exists()
+
+    status = embedgate(gateway, "batch", "status", batch_id)
+    assert json.loads(status.stdout)["request_counts"] == {"total": 30, "completed": 30, "failed": 0}
+    listed = embedgate(gateway, "batch", "list")
+    assert any(line.startswith(f"{batch_id}  completed") for line in listed.stdout.splitlines()), listed.stdout
+    refused = embedgate(gateway, "batch", "cancel", batch_id)
+    assert refused.returncode == 1 and "409 batch_state_conflict" in refused.stderr
