@@ -11,7 +11,7 @@ from typing import Protocol
 from .compute.embedding import EmbeddingService
 from .errors import EmbedgateError
 from .jobs.coordinator import Coordinator
-from .jobs.files import JobFiles, open_files
+from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
 from .jobs.service import JobService
 from .jobs.store import JobStore
@@ -36,7 +36,7 @@ class Cluster(Protocol):
 
     def control(self, registry: ModelRegistry) -> ModelControl: ...
 
-    def job_queue(self, settings: Settings, files: JobFiles) -> JobQueue: ...
+    def job_queue(self, settings: Settings) -> JobQueue: ...
 
 
 class Gateway:
@@ -87,7 +87,7 @@ class Gateway:
         settings = self.settings
         files = open_files(settings.model_repository, settings.jobs_state_dir)
         if self.cluster is not None:
-            queue = self.cluster.job_queue(settings, files)
+            queue = self.cluster.job_queue(settings)
         else:
             store = JobStore(settings.jobs_state_dir / JOB_STORE)
             queue = LocalQueue(Coordinator(store, files, lease_s=settings.batch_lease_s))

@@ -12,7 +12,9 @@ from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed
 from ..models.names import clip_key, split_clip_key
 from ..models.progress import Progress
 from ..models.registry import LoadOutcome, ModelRegistry
+from ..settings import Settings
 from .board import board_for
+from .jobs import RayQueue, job_queue
 from .config_api import ServeConfigApi
 from .desired import DesiredModels, adding, removing
 
@@ -36,6 +38,10 @@ class ServeCluster:
 
     def control(self, registry: ModelRegistry) -> ClusterModels:
         return ClusterModels(registry, self)
+
+    def job_queue(self, settings: Settings) -> RayQueue:
+        """Bulk jobs: the application's coordinator actor, shared by every replica."""
+        return job_queue(self.api.app_name, settings)
 
     # --- this replica
     async def reconcile(self, registry: ModelRegistry, desired: DesiredModels) -> None:

@@ -10,22 +10,27 @@ deployed with ``embedgate serve --ray`` and used through Serve's HTTP proxy.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import numpy as np
+import openai
 import pytest
 from ray.cluster_utils import Cluster
 
 from tests.helpers import cosine_rows
 from tests.s3 import S3Bucket
 
-from .conftest import MINILM, free_port, processes
+from .conftest import MINILM, free_port, processes, processes_mentioning
 
 REPLICA = "x-embedgate-replica"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -37,6 +42,8 @@ class Deployment:
     url: str
     dashboard_url: str
     bucket: S3Bucket
+    # The bulk jobs' coordinator keeps its store here (the bucket holds the files).
+    jobs_dir: Path
 
     def deploy(self, replicas: int) -> None:
         """``embedgate serve --ray`` against the running cluster (deploys, then returns)."""
@@ -53,6 +60,9 @@ class Deployment:
             "--port", self.url.rsplit(":", 1)[1],
             "--model-repository", self.bucket.url,
             "--instance-count", "1",
+            "--jobs-dir", str(self.jobs_dir),
+            # Small chunks: a short job still spreads over every replica.
+            "--batch-chunk-texts", "25",
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -74,15 +84,15 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def ray_app(moto_server):
+def ray_app(moto_server, tmp_path_factory):
     bucket = moto_server.new_bucket()
     with pytest.MonkeyPatch.context() as env:
         for name, value in bucket.env.items():
             env.setenv(name, value)  # inherited by the Ray nodes started below, and their replicas
-        yield from _ray_app(bucket)
+        yield from _ray_app(bucket, tmp_path_factory.mktemp("ray-jobs"))
 
 
-def _ray_app(bucket: S3Bucket):
+def _ray_app(bucket: S3Bucket, jobs_dir: Path):
     dashboard_port = free_port()
     cluster = Cluster(
         initialize_head=True,
@@ -103,6 +113,7 @@ def _ray_app(bucket: S3Bucket):
             f"http://127.0.0.1:{free_port()}",
             f"http://127.0.0.1:{dashboard_port}",
             bucket,
+            jobs_dir,
         )
         app.deploy(replicas=2)
         yield app
@@ -181,6 +192,45 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, m
     while victim in tritonservers() or len(tritonservers()) < len(before):
         assert time.monotonic() < deadline, "the killed tritonserver was not replaced"
         time.sleep(0.2)
+
+
+def replica_processes() -> list[int]:
+    """pids of the application's Serve replicas (Ray names their processes after them)."""
+    return [pid for pid, comm, _ in processes() if "ServeReplica:embedgate" in comm] or [
+        pid for pid in processes_mentioning("ServeReplica:embedgate:EmbedGate")
+    ]
+
+
+def test_a_batch_runs_on_every_replica_and_survives_one_dying(ray_app):
+    count = 1500
+    lines = [
+        json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/embeddings",
+                    "body": {"model": MINILM, "input": f"bulk text {i} " + "word " * (i % 30)}})
+        for i in range(count)
+    ]
+    with openai.OpenAI(api_key="x", base_url=f"{ray_app.url}/v1", max_retries=2, timeout=60) as client:
+        uploaded = client.files.create(file=("ray.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
+        deadline = time.monotonic() + 180
+        while client.batches.retrieve(batch.id).request_counts.completed < 300:
+            assert time.monotonic() < deadline, "the batch did not start"
+            time.sleep(0.1)
+        replicas = replica_processes()
+        assert len(replicas) >= 2, replicas
+        os.kill(replicas[0], signal.SIGKILL)
+        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed", "expired"):
+            assert time.monotonic() < deadline + 240, f"the batch did not finish: {batch.status}"
+            time.sleep(0.2)
+        assert batch.status == "completed" and batch.request_counts.completed == count, batch
+        ids = [json.loads(row)["custom_id"] for row in client.files.content(batch.output_file_id).text.splitlines()]
+    assert len(ids) == count and set(ids) == {f"r{i}" for i in range(count)}
+    # Every replica's worker leased chunks from the one coordinator, the killed one's included.
+    with sqlite3.connect(ray_app.jobs_dir / "jobs.sqlite3") as store:
+        owners = store.execute(
+            "SELECT COUNT(DISTINCT owner) FROM chunks WHERE batch_id = ? AND state = 'done'", (batch.id,)
+        ).fetchone()[0]
+    assert owners >= 2
+    ray_app.wait_replicas(len(replicas))  # Serve replaced the dead replica
 
 
 def test_unload_reaches_every_replica(ray_app):

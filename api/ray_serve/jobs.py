@@ -1,0 +1,53 @@
+"""Bulk jobs across the replicas: one coordinator for the application, in a Ray actor.
+
+Every replica's worker leases chunks from the same coordinator (``api/jobs/coordinator.py``,
+unchanged) through the actor, so a batch created on any replica is run by all of them, and a
+replica that dies loses only its leases: the chunks go back to the queue (at once when the
+dead process was on the coordinator's host, else when the lease runs out). The actor is
+detached and restarted by Ray when it dies; its state is the SQLite store in the jobs
+directory beside the model repository (a shared directory, or the coordinator's node for an
+S3 repository, whose bucket holds the files every replica reads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from ..jobs.coordinator import Coordinator
+from ..jobs.files import open_files
+from ..jobs.store import JobStore
+from ..settings import Settings
+from .board import NAMESPACE
+
+STORE_FILE = "jobs.sqlite3"
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class JobCoordinator:
+    def __init__(self, repository: str, state_dir: str, lease_s: float):
+        files = open_files(repository, Path(state_dir))
+        self.coordinator = Coordinator(JobStore(Path(state_dir) / STORE_FILE), files, lease_s=lease_s)
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.coordinator, method)(*args, **kwargs)
+
+
+class RayQueue:
+    """A replica's way to the application's coordinator actor."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.actor.call.remote(method, *args, **kwargs)
+
+
+def job_queue(app_name: str, settings: Settings) -> RayQueue:
+    """The application's coordinator, created by whichever replica asks first."""
+    actor = JobCoordinator.options(
+        name=f"job-coordinator-{app_name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True
+    ).remote(settings.model_repository, str(settings.jobs_state_dir), settings.batch_lease_s)
+    return RayQueue(actor)
