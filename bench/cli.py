@@ -30,7 +30,7 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
-from . import compare, inprocess, processes, server_stats
+from . import compare, inprocess, job, processes, server_stats
 from .connection import Target
 from .endpoints import ENDPOINTS, build_endpoint
 from .loadgen import LoadRun, run_load
@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--model-repository",
                           help="the server's model repository, a directory or an s3:// URL (default: "
                           "EMBEDGATE_MODEL_REPOSITORY or model_repository)")
+
+    bulk = parser.add_argument_group("bulk jobs (--job)")
+    bulk.add_argument("--job", action="store_true",
+                      help="measure a bulk job instead: its rate on an idle server against the sorted in-process "
+                      "limit, and online p50/p99 at --job-clients with and without a job running")
+    bulk.add_argument("--job-texts", type=int, default=20000, help="texts of the idle-server job (default 20000)")
+    bulk.add_argument("--job-clients", type=int, default=8, help="online clients beside the job (default 8)")
 
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
     return parser
@@ -346,6 +353,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     _validate(parser, args)
     report: dict = {"config": _config(args), "machine": machine()}
+    if args.job:
+        _run_loop(job.run(args, report, load_model=_load_model, open_model=_open_model, progress=_progress))
+        print(job.format_job_report(report))
+        if args.json:
+            write_json(report, args.json)
+        return
 
     if args.inprocess_only:
         model = _open_model(args)
