@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from .. import errors
 from ..errors import EmbedgateError
@@ -132,6 +133,16 @@ def openai_error_of(exc: EmbedgateError | ValidationError) -> tuple[int, dict[st
     return openai_error(status_of(exc), exc.code, exc.message, getattr(exc, "param", None))
 
 
+def _methods_of(request: Request) -> list[str]:
+    """Every method some route of the request's path takes."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EmbedgateError)
     async def _domain_error(request: Request, exc: EmbedgateError) -> JSONResponse:
@@ -152,7 +163,11 @@ def install_error_handlers(app: FastAPI) -> None:
             # FastAPI's own parse failure (e.g. bytes that are not UTF-8).
             return error_response_for(path, 400, "malformed_body", "request body could not be parsed as UTF-8 JSON")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response_for(path, exc.status_code, code, str(exc.detail), exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route of the path only; a path may have several.
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request))}
+        return error_response_for(path, exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

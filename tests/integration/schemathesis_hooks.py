@@ -36,20 +36,23 @@ STATE_DEPENDENT = {
     "/infer": [("unknown_prompt", None), WRONG_KIND],
     "/rerank": [("unknown_prompt", None), WRONG_KIND],
     "/v1/rerank": [("unknown_prompt", None), WRONG_KIND],
+    # A batch file's lines are JSON requests: what a schema of a binary file cannot say.
+    "/v1/files": [("invalid_batch_file", None)],
 }
 
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
-    """Every failure counts but three, each a refusal of a valid-looking value that only the
+    """Every failure counts but four, each a refusal of a valid-looking value that only the
     loaded model can judge, server state no document can carry: /v1/embeddings refusing a
     ``dimensions`` above the named model's own size (400 bad_request, param "dimensions";
     the schema says ``dimensions >= 1`` and its description says the rest); a
     ``prompt_name`` the model has no prompt of (400 unknown_prompt; which prompts a model
     has, /loaded_models says); and a request the model's kind does not answer (400
     wrong_model_kind: reranking with the embedding model loaded here, ``top_k`` for a dense
-    model; each model's kind, /loaded_models says). A run drops them and says how many it
-    dropped."""
+    model; each model's kind, /loaded_models says); and an uploaded batch file whose lines
+    are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
+    describes the upload as a binary file). A run drops them and says how many it dropped."""
     forgiven = STATE_DEPENDENT.get(case.operation.path)
     if failure.code != "ST202" or response.status_code != 400 or forgiven is None:
         return True

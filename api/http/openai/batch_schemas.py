@@ -42,10 +42,12 @@ class BatchCreateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     input_file_id: str = Field(min_length=1, max_length=200, description="An uploaded file of purpose 'batch'.")
-    endpoint: str = Field(
-        description="The endpoint every line calls: '/v1/embeddings' (or '/v1/rerank').", examples=["/v1/embeddings"]
+    endpoint: Literal["/v1/embeddings", "/v1/rerank"] = Field(
+        description="The endpoint every line calls.", examples=["/v1/embeddings"]
     )
-    completion_window: str = Field(description="'24h': the batch expires, with what ran, if not done by then.")
+    completion_window: Literal["24h"] = Field(
+        description="The batch expires, with what ran, if not done by then."
+    )
     metadata: dict[MetadataKey, MetadataValue] | None = Field(
         None, max_length=16, description="Up to 16 key-value pairs kept with the batch."
     )

@@ -14,7 +14,7 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Path as PathParam, Query, UploadFile
 from starlette.responses import StreamingResponse
@@ -72,7 +72,7 @@ def _batch(view: BatchView) -> BatchObject:
 @router.post("/files", response_model=FileObject, responses=openai_errors(400, 413, 415, 422, 500, 503))
 async def upload_file(
     file: Annotated[UploadFile, File(description="A JSONL file: one request per line, OpenAI's batch input format.")],
-    purpose: Annotated[str, Form(max_length=100, description="'batch'.", examples=["batch"])],
+    purpose: Annotated[Literal["batch"], Form(description="What the file is for: batch input.")],
     gateway: Gateway = Depends(get_gateway),
 ) -> FileObject:
     with tempfile.TemporaryDirectory(prefix="embedgate-upload-") as scratch:
@@ -88,14 +88,14 @@ def _save(upload: UploadFile, path: Path) -> None:
         shutil.copyfileobj(upload.file, target, UPLOAD_BLOCK)
 
 
-@router.get("/files", response_model=FileList, responses=openai_errors(422, 500, 503))
+@router.get("/files", response_model=FileList, responses=openai_errors(400, 500, 503))
 async def list_files(
     purpose: Annotated[str | None, Query(max_length=100)] = None, gateway: Gateway = Depends(get_gateway)
 ) -> FileList:
     return FileList(data=[_file(record) for record in await gateway.jobs.list_files(purpose)])
 
 
-@router.get("/files/{file_id}", response_model=FileObject, responses=openai_errors(404, 500, 503))
+@router.get("/files/{file_id}", response_model=FileObject, responses=openai_errors(400, 404, 500, 503))
 async def retrieve_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> FileObject:
     return _file(await gateway.jobs.file(file_id))
 
@@ -103,13 +103,13 @@ async def retrieve_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)
 @router.get(
     "/files/{file_id}/content",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/jsonl": {}}}, **openai_errors(404, 500, 503)},
+    responses={200: {"content": {"application/jsonl": {}}}, **openai_errors(400, 404, 500, 503)},
 )
 async def file_content(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> StreamingResponse:
     return StreamingResponse(await gateway.jobs.content(file_id), media_type="application/jsonl")
 
 
-@router.delete("/files/{file_id}", response_model=FileDeleted, responses=openai_errors(404, 500, 503))
+@router.delete("/files/{file_id}", response_model=FileDeleted, responses=openai_errors(400, 404, 500, 503))
 async def delete_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> FileDeleted:
     await gateway.jobs.delete_file(file_id)
     return FileDeleted(id=file_id, deleted=True)
@@ -137,11 +137,13 @@ async def list_batches(
     )
 
 
-@router.get("/batches/{batch_id}", response_model=BatchObject, responses=openai_errors(404, 500, 503))
+@router.get("/batches/{batch_id}", response_model=BatchObject, responses=openai_errors(400, 404, 500, 503))
 async def retrieve_batch(batch_id: BatchId, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
     return _batch(await gateway.jobs.batch(batch_id))
 
 
-@router.post("/batches/{batch_id}/cancel", response_model=BatchObject, responses=openai_errors(404, 409, 500, 503))
+@router.post(
+    "/batches/{batch_id}/cancel", response_model=BatchObject, responses=openai_errors(400, 404, 409, 415, 500, 503)
+)
 async def cancel_batch(batch_id: BatchId, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
     return _batch(await gateway.jobs.cancel(batch_id))
