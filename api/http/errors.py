@@ -133,10 +133,20 @@ def openai_error_of(exc: EmbedgateError | ValidationError) -> tuple[int, dict[st
     return openai_error(status_of(exc), exc.code, exc.message, getattr(exc, "param", None))
 
 
+def _routes(routes):
+    """Every route, those of included routers too."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _routes(included.routes)
+        else:
+            yield route
+
+
 def _methods_of(request: Request) -> list[str]:
     """Every method some route of the request's path takes."""
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in _routes(request.app.router.routes):
         match, _ = route.matches({**request.scope, "method": "GET"})
         if match != Match.NONE:
             methods.update(getattr(route, "methods", None) or ())
@@ -166,7 +176,9 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = exc.headers
         if exc.status_code == 405:
             # Starlette names the methods of the first route of the path only; a path may have several.
-            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request))}
+            methods = _methods_of(request)
+            if methods:
+                headers = {**(headers or {}), "Allow": ", ".join(methods)}
         return error_response_for(path, exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)

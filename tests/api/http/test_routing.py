@@ -42,6 +42,15 @@ def test_an_undeclared_method_on_v1_is_405_in_openai_shape(client, method, path)
     assert response.headers["allow"]
 
 
+@pytest.mark.parametrize(
+    "path, allow", [("/v1/files", "GET, POST"), ("/v1/files/file-1", "DELETE, GET"), ("/v1/batches", "GET, POST")]
+)
+def test_a_405_names_every_method_of_its_path(client, path, allow):
+    response = client.request("PUT", path)
+    assert_openai_error(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == allow
+
+
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT"])
 def test_an_unknown_path_is_404_whatever_the_content_type(client, method):
     response = client.request(method, "/no/such/path", content=b"x", headers={"content-type": "text/plain"})
