@@ -20,7 +20,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import module_stack, parity
-from embedgate.converters.errors import ParityError, UnsupportedModelError
+from embedgate.converters.errors import ParityError
 from embedgate.converters.spec import (
     ATTENTION_MASK,
     INPUT_IDS,
@@ -35,7 +35,7 @@ from embedgate.converters.triton_config import build_text_model_config
 from .library import LibraryKind
 
 
-def _refusal(model) -> str | None:
+def _reranker_refusal(model) -> str | None:
     names = [type(module).__name__ for module in model]
     if names != ["Transformer"]:
         return f"its modules are {' -> '.join(names)}; embedgate serves a sequence-classification Transformer alone"
@@ -50,6 +50,13 @@ def _refusal(model) -> str | None:
 class CrossEncoderConverter(LibraryKind):
     kind = "cross_encoder"
     model_class = "CrossEncoder"
+    noun = "cross-encoder"
+
+    def refusal(self, model) -> str | None:
+        return _reranker_refusal(model)
+
+    def max_length(self, model) -> int | None:
+        return model.max_length
 
     def input_names(self, token_type_ids: bool) -> tuple[str, ...]:
         return (INPUT_IDS, ATTENTION_MASK, TOKEN_TYPE_IDS) if token_type_ids else (INPUT_IDS, ATTENTION_MASK)
@@ -57,11 +64,7 @@ class CrossEncoderConverter(LibraryKind):
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories
         spec, step = self.spec, self.step
-        model, transformer, prompts = self.load()
-        reason = _refusal(model)
-        if reason is not None:
-            raise UnsupportedModelError(f"unsupported cross-encoder: {reason}")
-        max_length = module_stack.checked_max_length(model.max_length)
+        model, transformer, prompts, max_length = self.load()
         pairs = parity.parity_pairs(max_length)
         token_type_ids = module_stack.takes_token_type_ids(transformer)
 

@@ -26,12 +26,12 @@ from .library import LibraryKind
 class DenseConverter(LibraryKind):
     kind = "sentence_transformer"
     model_class = "SentenceTransformer"
+    noun = "sentence-transformer"
 
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories
         spec, step = self.spec, self.step
-        model, transformer, prompts = self.load()
-        max_length = module_stack.checked_max_length(model.max_seq_length)
+        model, transformer, prompts, max_length = self.load()
         sentences = parity.parity_sentences(max_length)
 
         step("computing reference embeddings with sentence-transformers")

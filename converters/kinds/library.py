@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from embedgate.converters import module_stack, parity
+from embedgate.converters.errors import UnsupportedModelError
 from embedgate.converters.declared import Declared
 from embedgate.converters.module_stack import Source
 from embedgate.converters.prompts import Prompts, read_prompts
@@ -24,6 +25,8 @@ class LibraryKind(KindConverter):
     graph over the module stack, the tokenizer beside it."""
 
     model_class: ClassVar[str]
+    # For messages: "unsupported cross-encoder: ...".
+    noun: ClassVar[str]
 
     def __init__(self, spec: ConversionSpec, step: Step, source: Source, declared: Declared):
         super().__init__(spec, step)
@@ -32,13 +35,24 @@ class LibraryKind(KindConverter):
         self.started = time.monotonic()
 
     def load(self):
-        """The model, its Transformer module and its prompts, refused if the gateway could
-        not serve it exactly."""
+        """The model, its Transformer module, its prompts and its max length, refused if the
+        gateway could not serve it exactly."""
         self.step(f"loading model as a {self.model_class} from {self.source.description}")
         model = module_stack.load(self.model_class, self.source, self.spec)
         transformer = module_stack.text_transformer(model)
+        reason = self.refusal(model)
+        if reason is not None:
+            raise UnsupportedModelError(f"unsupported {self.noun}: {reason}")
         # Before any export: a default prompt the graph cannot apply refuses the conversion.
-        return model, transformer, read_prompts(model)
+        prompts = read_prompts(model)
+        return model, transformer, prompts, module_stack.checked_max_length(self.max_length(model))
+
+    def refusal(self, model) -> str | None:
+        """Why ``model`` cannot be served exactly as this kind, or None."""
+        return None
+
+    def max_length(self, model) -> int | None:
+        return model.max_seq_length
 
     def save_tokenizer(self, transformer, out_dir: Path, max_length: int) -> Path:
         self.step("saving tokenizer")

@@ -19,14 +19,13 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import module_stack, parity
-from embedgate.converters.errors import UnsupportedModelError
 from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, SparseInfo
 from embedgate.converters.triton_config import build_text_model_config
 
 from .library import LibraryKind
 
 
-def _refusal(model) -> str | None:
+def _splade_refusal(model) -> str | None:
     """Why ``model`` is not a SPLADE model the graph reproduces, or None when it is."""
     names = [type(module).__name__ for module in model]
     if len(names) != 2 or names[1] != "SpladePooling":
@@ -40,15 +39,15 @@ def _refusal(model) -> str | None:
 class SparseConverter(LibraryKind):
     kind = "sparse_encoder"
     model_class = "SparseEncoder"
+    noun = "sparse encoder"
+
+    def refusal(self, model) -> str | None:
+        return _splade_refusal(model)
 
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories
         spec, step = self.spec, self.step
-        model, transformer, prompts = self.load()
-        reason = _refusal(model)
-        if reason is not None:
-            raise UnsupportedModelError(f"unsupported sparse encoder: {reason}")
-        max_length = module_stack.checked_max_length(model.max_seq_length)
+        model, transformer, prompts, max_length = self.load()
         sentences = parity.parity_sentences(max_length)
         # The graph computes every weight; max_active_dims (the model's own top-k) is the
         # gateway's to apply, as encode() applies it after the forward pass.

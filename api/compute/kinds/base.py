@@ -17,7 +17,7 @@ import numpy as np
 from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TOKENIZER_DIR, ModelKind, ModelMetadata
 
 from ...errors import WrongModelKind
-from ..preprocess.text import TokenBatch
+from ..preprocess.text import TextTokenizer, TokenBatch
 
 # part's Triton name -> its local directory (the repository's, or the gateway's cache of a remote one)
 Files = Callable[[str], Path]
@@ -63,7 +63,11 @@ class ServedKind:
         return {}
 
     def tokenizer(self, files: Files, triton_name: str):
-        raise NotImplementedError
+        """The text tokenizer saved beside the model (a text per row)."""
+        metadata = self.metadata
+        return TextTokenizer(
+            self.tokenizer_file(files, triton_name), metadata.max_seq_length, metadata.strip_whitespace
+        )
 
     def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
         """The text graph's tensors for ``rows`` of ``batch``, ``width`` tokens wide."""

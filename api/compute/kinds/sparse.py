@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..preprocess.text import TextTokenizer
-from .base import Files, ServedKind, Task
+from .base import ServedKind, Task
 
 
 @dataclass(frozen=True)
@@ -37,12 +36,6 @@ class SparseKind(ServedKind):
     name = "sparse_encoder"
     title = "a sparse encoder (a weight per vocabulary token)"
     tasks = frozenset({Task.SPARSE})
-
-    def tokenizer(self, files: Files, triton_name: str) -> TextTokenizer:
-        metadata = self.metadata
-        return TextTokenizer(
-            self.tokenizer_file(files, triton_name), metadata.max_seq_length, metadata.strip_whitespace
-        )
 
     def default_top_k(self) -> int | None:
         sparse = self.metadata.sparse
