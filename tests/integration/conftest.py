@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,8 @@ class Gateway:
     repository: Path
     log_path: Path
 
-    def client(self, timeout: float = 120.0) -> httpx.Client:
+    def client(self, timeout: float = 600.0) -> httpx.Client:
+        # Generous: a conversion on a loaded 2-core machine takes minutes; a hang still ends.
         return httpx.Client(base_url=self.url, timeout=timeout)
 
     def log(self) -> str:
@@ -59,10 +61,12 @@ class Gateway:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
         )
 
-    def wait_log(self, text: str, timeout: float = 120.0, after: int = 0) -> int:
-        """Wait until ``text`` is in the log (past offset ``after``); where it ends."""
-        wait_until(lambda: text in self.log()[after:], timeout, f"{text!r} in the gateway log")
-        return self.log().index(text, after) + len(text)
+    def wait_log(self, pattern: str | re.Pattern[str], timeout: float = 120.0, after: int = 0) -> int:
+        """Wait until ``pattern`` (text, or a regular expression) is in the log past offset
+        ``after``; the offset where it ends."""
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(re.escape(pattern))
+        found = wait_until(lambda: regex.search(self.log(), after), timeout, f"{regex.pattern!r} in the gateway log")
+        return found.end()
 
     def stop(self, timeout: float = 60.0) -> int:
         if self.process.poll() is None:
