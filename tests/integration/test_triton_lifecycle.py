@@ -1,9 +1,11 @@
-"""The supervisor: Triton killed under load, clean shutdown, models restored on restart."""
+"""The supervisor: Triton killed under load, clean shutdown, models restored on restart
+and preloaded at startup."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -13,7 +15,7 @@ import numpy as np
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, processes_mentioning, start_gateway, wait_ready, wait_until_async
+from .conftest import MINILM, processes_mentioning, start_gateway, wait_ready, wait_until, wait_until_async
 
 
 async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_restart(gateway, minilm_loaded, minilm):
@@ -87,3 +89,42 @@ def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, min
         time.sleep(0.1)
     assert processes_mentioning(shm_prefix) == [], "tritonserver or stub processes left behind"
     assert not list(Path("/dev/shm").glob(f"{shm_prefix}*")), "shared memory left behind"
+
+
+def link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def test_preloaded_models_are_loaded_at_startup_and_readiness_says_starting_until_then(
+    gateway, minilm_loaded, minilm, tmp_path
+):
+    # A repository with MiniLM published and no manifest: only the setting can load it.
+    published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
+    repository = tmp_path / "repository"
+    shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
+    preloading = start_gateway(repository, tmp_path / "preloading.log", preload_models=MINILM)
+    try:
+        loaded = f"model {MINILM} loaded"
+        before_loaded = []
+
+        def ready() -> bool:
+            answer = httpx.get(f"{preloading.url}/health/ready", timeout=10)
+            # The log is read after the answer: a model not loaded now was not when it answered.
+            if answer.status_code != 200 and loaded not in preloading.log():
+                before_loaded.append(answer)
+            return answer.status_code == 200
+
+        wait_until(ready, 120, "the preloaded model", interval=0.01)
+        assert before_loaded, "the gateway was ready before it could be asked"
+        for answer in before_loaded:
+            assert answer.status_code == 503 and answer.json()["status"] == "starting", answer.text
+            assert answer.headers["retry-after"]
+        with preloading.client() as http:
+            assert [m["model_name"] for m in http.get("/loaded_models").json()["models"]] == [MINILM]
+            served = http.post("/infer", json={"model_name": MINILM, "text": ["preloaded"]}).json()
+        assert cosine_rows(served["text_embeddings"], minilm.encode(["preloaded"]))[0] >= 0.9999
+    finally:
+        preloading.stop()
