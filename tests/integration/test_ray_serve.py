@@ -80,6 +80,10 @@ def ray_app(moto_server):
     with pytest.MonkeyPatch.context() as env:
         for name, value in bucket.env.items():
             env.setenv(name, value)  # inherited by the Ray nodes started below, and their replicas
+        # Ray runs its workers (the replicas, and so their tritonservers) at nice 15: beside
+        # any busy process at the default priority they would get a thirtieth of its CPU.
+        # Here they compete for it as every other process of the test run does.
+        env.setenv("RAY_worker_niceness", "0")
         # Serve kills a proxy that is not ready in 5 s, which a loaded 2-core machine can
         # take to start one: the deploy would fail for want of patience, not of a proxy.
         env.setenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
