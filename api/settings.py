@@ -189,7 +189,8 @@ class Settings(BaseSettings):
     )
     admin_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Comma-separated bearer keys required to load, unload and delete models.",
+        description="Comma-separated bearer keys required to load, unload and delete models; accepted "
+        "wherever an API key is. Set without API keys, every endpoint but health and docs needs one.",
     )
     allow_trust_remote_code: bool = Field(
         False, description="Let load requests run a model's own code (trust_remote_code)."

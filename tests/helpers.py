@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 
 import numpy as np
 
@@ -19,3 +21,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+async def eventually(condition, timeout: float = 30.0, what: str = "the condition") -> None:
+    """Let the event loop (and threads) run until ``condition()`` holds: the event a test
+    means, never a fixed sleep. Fails after a generous ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:.0f}s for {what}"
+        await asyncio.sleep(0.001)

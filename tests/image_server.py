@@ -1,15 +1,16 @@
 """A small HTTP server for the image tests, on a loopback address of the test's choosing.
 
 Routes are added by the test: a body with a status and headers, optionally sent in chunks
-(no Content-Length) or after a delay. ``requests`` records the paths that were asked for.
+(no Content-Length), endlessly, or only once the test releases it. ``requests`` records
+the paths that were asked for.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,7 +21,8 @@ class Route:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     chunked: bool = False  # no Content-Length: the body arrives in 64 KiB chunks
-    delay_s: float = 0.0  # before answering
+    endless: bool = False  # chunked, the body again and again until the client hangs up
+    hold: threading.Event | None = None  # answers only once it is set
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -46,17 +48,20 @@ class ImageServer:
                 route = server.routes.get(self.path.split("?")[0])
                 if route is None:
                     route = Route(b"not found", 404)
-                time.sleep(route.delay_s)
+                if route.hold is not None:
+                    route.hold.wait()
                 try:
                     self.send_response(route.status)
                     for name, value in route.headers.items():
                         self.send_header(name, value)
-                    if route.chunked:
+                    if route.chunked or route.endless:
                         self.send_header("Transfer-Encoding", "chunked")
                         self.end_headers()
-                        stream = io.BytesIO(route.body)
-                        while chunk := stream.read(65536):
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        repeats = itertools.count() if route.endless else range(1)
+                        for _ in repeats:
+                            stream = io.BytesIO(route.body)
+                            while chunk := stream.read(65536):
+                                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.write(b"0\r\n\r\n")
                     else:
                         self.send_header("Content-Length", str(len(route.body)))

@@ -3,6 +3,8 @@
 - No keys configured: everything is open (a local, single-user server).
 - API keys configured: every endpoint but health and docs needs one of them (or an admin key).
 - Admin keys configured: load, unload and delete need one of them; an API key gets 403.
+- Admin keys alone (no API keys): every endpoint but health and docs needs an admin key.
+  Keys say the port is reachable by others, so inference is not left open.
 
 Keys are compared in constant time (digests of equal length through
 ``hmac.compare_digest``), and every configured key is compared, so timing reveals neither

@@ -31,8 +31,9 @@ MODEL_NAME = rf"^{_NAME}$"
 # model_name of a CLIP model (given with its pretrained).
 CLIP_ARCHITECTURE = rf"^{_NO_DOUBLES}{_ARCHITECTURE}$"
 PRETRAINED = rf"^{_PRETRAINED}$"
-# A pretrained to load: a tag, or a checkpoint by its absolute path (a relative path is refused).
-PRETRAINED_TO_LOAD = rf"^(?![^/][\s\S]*/){_PRETRAINED}$"
+# A pretrained to load: a tag, or a checkpoint by its absolute path (a relative path is
+# refused), without a NUL character (no file path holds one; the server refuses it).
+PRETRAINED_TO_LOAD = rf"^(?![^/][\s\S]*/)(?![\s\S]*\x00){_PRETRAINED}$"
 # A model directory on the server, by its absolute path.
 ABSOLUTE_PATH = r"^/"
 # OpenAI's single model string: a model name, or a CLIP model as '<model_name>:<pretrained>'

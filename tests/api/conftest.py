@@ -85,8 +85,9 @@ class FakeEmbeddings:
         texts = [prefix + text for text in texts]
         self.calls.append((model.name, list(texts), normalize))
         vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
+        # Stage times of their own (tokenize, inference, queue): the headers must carry each.
         return Embeddings(quantize(vectors, precision) if precision != "float32" else vectors,
-                          [len(t) for t in texts], 0, 0.1, 0.2)
+                          [len(t) for t in texts], 0, 0.1, 0.2, queue_ms=0.3)
 
 
     async def score_pairs(self, model, query, documents, *, timeout_s, prompt=DEFAULT):

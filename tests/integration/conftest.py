@@ -6,16 +6,20 @@ the whole session; tests that need their own gateway start one with :func:`start
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import free_port
 
@@ -36,7 +40,8 @@ class Gateway:
     repository: Path
     log_path: Path
 
-    def client(self, timeout: float = 120.0) -> httpx.Client:
+    def client(self, timeout: float = 600.0) -> httpx.Client:
+        # Generous: a conversion on a loaded 2-core machine takes minutes; a hang still ends.
         return httpx.Client(base_url=self.url, timeout=timeout)
 
     def log(self) -> str:
@@ -45,6 +50,23 @@ class Gateway:
     def children(self, name: str) -> list[int]:
         """PIDs of this gateway's child processes called ``name``."""
         return [pid for pid, comm, ppid in processes() if ppid == self.process.pid and comm == name]
+
+    def metric(self, name: str, headers: dict[str, str] | None = None, **labels: str) -> float:
+        """The sum of the samples called ``name`` (with these labels) in /metrics/prometheus."""
+        text = httpx.get(f"{self.url}/metrics/prometheus", headers=headers, timeout=30).text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+        )
+
+    def wait_log(self, pattern: str | re.Pattern[str], timeout: float = 120.0, after: int = 0) -> int:
+        """Wait until ``pattern`` (text, or a regular expression) is in the log past offset
+        ``after``; the offset where it ends."""
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(re.escape(pattern))
+        found = wait_until(lambda: regex.search(self.log(), after), timeout, f"{regex.pattern!r} in the gateway log")
+        return found.end()
 
     def stop(self, timeout: float = 60.0) -> int:
         if self.process.poll() is None:
@@ -56,6 +78,28 @@ class Gateway:
                 self.process.wait()
                 raise
         return self.process.returncode
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    """Poll ``condition`` until it is true (returning it), or fail naming ``what``.
+
+    Tests wait on the event they mean (a log line, a counter, a process, a state) with a
+    generous timeout, never on a fixed sleep: on a loaded machine everything is slower.
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"waited {timeout:.0f}s for {what}"
+        time.sleep(interval)
+    return value
+
+
+async def wait_until_async(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    """:func:`wait_until` for async tests: the condition runs in a thread, the loop goes on."""
+    deadline = time.monotonic() + timeout
+    while not (value := await asyncio.to_thread(condition)):
+        assert time.monotonic() < deadline, f"waited {timeout:.0f}s for {what}"
+        await asyncio.sleep(interval)
+    return value
 
 
 def processes() -> list[tuple[int, str, int]]:

@@ -291,7 +291,7 @@ def test_bad_images_get_a_400_naming_the_image(http, loaded, model, images, path
     assert "image 0: " in response.json()["error"]["message"]
 
 
-def test_bad_inputs_are_clear_4xx_and_the_service_keeps_serving(http, loaded, model, images, clip_gateway):
+def test_bad_inputs_are_clear_4xx_and_the_service_keeps_serving(http, loaded, model, images, clip_gateway, reference):
     uri = "data:image/png;base64,@@@not base64@@@"
     assert "base64" in assert_error(http.post("/infer", json={**model, "image": [uri]}), 400, "invalid_image")
     too_many = [images.url("/photo.jpg")] * 9
@@ -307,8 +307,11 @@ def test_bad_inputs_are_clear_4xx_and_the_service_keeps_serving(http, loaded, mo
     assert "image 0" in assert_error(http.post("/infer_image", data=model, files=files), 400, "invalid_image")
     # After all that, the service answers as before.
     good = http.post("/infer", json={**model, "image": [images.url("/photo.jpg")], "text": ["ok"]})
-    assert good.status_code == 200
-    assert httpx.get(f"{clip_gateway.url}/health/ready").status_code == 200
+    assert good.status_code == 200, good.text
+    assert cosine_rows(good.json()["text_embeddings"], reference_text(reference, ["ok"]))[0] >= 0.9999
+    served_image = good.json()["image_embeddings"]
+    assert cosine_rows(served_image, reference_images(reference, [IMAGES["photo.jpg"]]))[0] >= 0.9999
+    assert httpx.get(f"{clip_gateway.url}/health/ready").json() == {"status": "ready"}
 
 
 def test_listing_and_metrics_show_one_model_with_two_parts(http, loaded, model, tiny):

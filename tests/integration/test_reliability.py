@@ -1,10 +1,13 @@
-"""Overload, deadlines, disconnects, faults, bad input and keys, on a real gateway with
-tight limits (its own repository, so its Triton queue limit is written into the model)."""
+"""Overload, deadlines, disconnects, faults, bad input and keys, on real gateways with
+tight limits: ``strict`` (its own repository, so its Triton queue limit is written into the
+model) and ``small`` (the session's repository, with a tiny in-flight limit, a default
+deadline of one second and conversions cut after one second)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import time
@@ -16,7 +19,7 @@ import pytest
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, processes, start_gateway, wait_ready
+from .conftest import MINILM, processes, start_gateway, wait_ready, wait_until_async
 
 USER = {"authorization": "Bearer user-key"}
 ADMIN = {"authorization": "Bearer admin-key"}
@@ -38,11 +41,32 @@ def strict(tmp_path_factory):
     (Triton's dynamic batcher)."""
     root = tmp_path_factory.mktemp("strict")
     gateway = start_gateway(root / "repo", root / "gateway.log", **LIMITS)
+    try:
+        with gateway.client() as http:
+            response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM}, headers=ADMIN)
+            assert response.status_code == 200, response.text
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+SMALL = dict(max_inflight_requests="2", request_timeout_s="1", conversion_timeout_s="1")
+
+
+@pytest.fixture(scope="module")
+def small(gateway, tmp_path_factory):
+    """A gateway on the session's repository, which has MiniLM (restored at its start),
+    with two requests in flight per model, a default deadline of 1 s for requests that
+    bring none, and 1 s for a conversion."""
     with gateway.client() as http:
-        response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM}, headers=ADMIN)
+        response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
         assert response.status_code == 200, response.text
-    yield gateway
-    gateway.stop()
+    small = start_gateway(gateway.repository, tmp_path_factory.mktemp("small") / "gateway.log", **SMALL)
+    try:
+        wait_ready(small)
+        yield small
+    finally:
+        small.stop()
 
 
 def counts(gateway) -> tuple[int, int]:
@@ -61,52 +85,95 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     return error
 
 
-async def test_overload_is_refused_at_once_and_accepted_answers_stay_correct(strict, minilm):
+async def test_a_burst_past_the_limits_gets_its_own_answers_or_clean_refusals(strict, minilm):
     texts = [f"overload sentence {i} about subject {i % 11}" for i in range(96)]
     async with httpx.AsyncClient(base_url=strict.url, headers=USER, timeout=60) as client:
         responses = await asyncio.gather(
             *(client.post("/infer", json={"model_name": MINILM, "text": [t]}) for t in texts)
         )
     ok = [(t, r) for t, r in zip(texts, responses) if r.status_code == 200]
-    rejected = [r for r in responses if r.status_code != 200]
-    assert ok and rejected
+    assert ok
     served = np.asarray([r.json()["text_embeddings"][0] for _, r in ok])
     assert cosine_rows(served, minilm.encode([t for t, _ in ok])).min() >= 0.9999
-    messages = set()
-    for response in rejected:
-        error = assert_error(response, 503, "overloaded")
+    # Which limit fires, and how often, depends on the machine's speed (each is made to
+    # fire on its own below); every refusal is the documented one.
+    for response in responses:
+        if response.status_code != 200:
+            assert_error(response, 503, "overloaded")
+            assert response.headers["retry-after"]
+
+
+async def test_triton_refuses_past_its_queue_at_once(strict, minilm):
+    # Each request is one whole Triton batch (max_batch_size texts, seconds of work): two
+    # run, one on each instance, two wait in Triton's queue of two, and the rest are
+    # refused as they reach it. The gateway's own limit (8 in flight) is not reached.
+    requests = [[f"queued request {r} text {i} " + "word " * 50 for i in range(256)] for r in range(6)]
+    headers = {**USER, "x-request-timeout": "120"}
+    async with httpx.AsyncClient(base_url=strict.url, headers=headers, timeout=180) as client:
+        async def answered(texts: list[str]) -> tuple[httpx.Response, float]:
+            response = await client.post("/infer", json={"model_name": MINILM, "text": texts})
+            return response, time.monotonic()
+
+        results = await asyncio.gather(*(answered(texts) for texts in requests))
+    refused = [(response, at) for response, at in results if response.status_code != 200]
+    accepted = [(texts, r, at) for texts, (r, at) in zip(requests, results) if r.status_code == 200]
+    assert refused and len(accepted) >= 4, [r.status_code for r, _ in results]
+    for response, _ in refused:
+        assert "queue is full" in assert_error(response, 503, "overloaded")["message"]
         assert response.headers["retry-after"]
-        messages.add("in flight" if "in flight" in error["message"] else "queue")
-    # Both guards fired: the gateway's in-flight bound and Triton's queue policy.
-    assert messages == {"in flight", "queue"}, messages
+    # At once: every refusal came back before the first batch was computed.
+    assert max(at for _, at in refused) < min(at for _, _, at in accepted)
+    for texts, response, _ in accepted:
+        served = response.json()["text_embeddings"]
+        assert cosine_rows(served[:3], minilm.encode(texts[:3])).min() >= 0.9999
 
 
-async def test_readiness_answers_busy_while_saturated_and_stays_fast(gateway, minilm_loaded, tmp_path):
-    # Two requests in flight saturate this gateway; the shared repository has MiniLM.
-    small = start_gateway(gateway.repository, tmp_path / "small.log", max_inflight_requests="2")
-    try:
-        wait_ready(small)
-        big = [f"saturating request {i} " + "word " * 200 for i in range(256)]
-        async with httpx.AsyncClient(base_url=small.url, timeout=120) as client:
-            # About 30 s of work each on a 2-core machine: a deadline of their own, so that
-            # only readiness is measured here.
-            slow = {"x-request-timeout": "120"}
-            load = [
-                asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": big}, headers=slow))
-                for _ in range(2)
-            ]
-            await asyncio.sleep(0.5)
-            started = time.monotonic()
-            ready = await client.get("/health/ready")
-            elapsed = time.monotonic() - started
-            answers = await asyncio.gather(*load)
-            assert all(r.status_code == 200 for r in answers), [a.text[:300] for a in answers if a.status_code != 200]
-            after = await client.get("/health/ready")
-    finally:
-        small.stop()
+async def test_a_saturated_model_refuses_the_next_request_at_once_and_readiness_says_busy(small, minilm):
+    big = [f"saturating request {i} " + "word " * 200 for i in range(128)]
+    async with httpx.AsyncClient(base_url=small.url, timeout=180) as client:
+        # Seconds of work each, with a deadline of their own (this gateway's default is 1 s).
+        slow = {"x-request-timeout": "120"}
+        load = [
+            asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": big}, headers=slow))
+            for _ in range(2)
+        ]
+        inflight = lambda: small.metric("embedgate_inflight_requests", model=MINILM)  # noqa: E731
+        await wait_until_async(lambda: inflight() == 2, 60, "both requests in flight")
+        ready = await client.get("/health/ready")
+        refused = await client.post("/infer", json={"model_name": MINILM, "text": ["one more"]}, headers=slow)
+        # Both answered from the gateway's own state while the work they report on goes on.
+        assert not any(task.done() for task in load)
+        answers = await asyncio.gather(*load)
+        after = await client.get("/health/ready")
     assert ready.status_code == 503 and ready.json()["status"] == "busy"
-    assert elapsed < 1.0, f"readiness took {elapsed:.2f}s while inference ran"
+    assert "in flight" in assert_error(refused, 503, "overloaded")["message"]
+    assert refused.headers["retry-after"]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text[:300]
+        assert cosine_rows(answer.json()["text_embeddings"][:3], minilm.encode(big[:3])).min() >= 0.9999
     assert after.json() == {"status": "ready"}
+
+
+def test_a_request_without_a_deadline_of_its_own_gets_the_servers_and_504(small):
+    texts = [f"default deadline text {i} " + "token " * 200 for i in range(256)]  # seconds of work
+    started = time.monotonic()
+    response = httpx.post(f"{small.url}/infer", json={"model_name": MINILM, "text": texts}, timeout=120)
+    elapsed = time.monotonic() - started
+    assert_error(response, 504, "deadline_exceeded")
+    assert elapsed >= 1.0, "answered before the server's default deadline of 1 s"
+
+
+def test_a_conversion_past_its_time_limit_is_504_and_leaves_nothing(small, minilm_path):
+    started = time.monotonic()
+    response = httpx.post(
+        f"{small.url}/load_sentence_transformer_model",
+        json={"model_name": "local/too-slow", "model_path": minilm_path},
+        timeout=300,
+    )
+    assert "did not finish in 1s" in assert_error(response, 504, "deadline_exceeded")["message"]
+    assert time.monotonic() - started >= 1.0
+    assert converter_processes(small) == []
+    assert_nothing_half_written(small.repository, "local--too-slow")
 
 
 def test_a_request_past_its_deadline_gets_504(strict):
@@ -120,15 +187,24 @@ def test_a_request_past_its_deadline_gets_504(strict):
     assert_error(response, 504, "deadline_exceeded")
 
 
-async def test_a_client_that_disconnects_stops_costing_work(gateway, minilm_loaded):
+async def test_a_client_that_disconnects_stops_costing_work(gateway, minilm_loaded, minilm):
     before, _ = counts(gateway)
+    log_start = len(gateway.log())
+    # 2048 long texts: 8 chunks of max_batch_size (256), at most 4 of them in Triton at
+    # once, each seconds of work. The client gives up after a second.
     texts = [f"abandoned text {i} " + "token " * 240 for i in range(2048)]
     with pytest.raises(httpx.TimeoutException):
         httpx.post(f"{gateway.url}/infer", json={"model_name": MINILM, "text": texts}, timeout=1.0)
-    await asyncio.sleep(4)
+    await asyncio.to_thread(gateway.wait_log, "client disconnected", 60, log_start)
+    # Its admission slot is back long before the whole request could have been computed.
+    inflight = lambda: gateway.metric("embedgate_inflight_requests", model=MINILM)  # noqa: E731
+    await wait_until_async(lambda: inflight() == 0, 60, "its admission slot to be released")
+    # A request of one text, queued in Triton behind whatever of it Triton was given.
+    marker = httpx.post(f"{gateway.url}/infer", json={"model_name": MINILM, "text": ["after"]}, timeout=120)
+    assert cosine_rows(marker.json()["text_embeddings"], minilm.encode(["after"]))[0] >= 0.9999
     after, _ = counts(gateway)
-    assert after - before < len(texts) // 2, f"{after - before} of {len(texts)} texts still embedded"
-    assert "client disconnected" in gateway.log()
+    # Only chunks sent before the client left were computed; no more were sent after.
+    assert after - before - 1 <= 4 * 256, f"{after - before - 1} of {len(texts)} texts embedded"
     assert httpx.get(f"{gateway.url}/health/ready", timeout=5).json() == {"status": "ready"}
 
 
@@ -209,31 +285,33 @@ def assert_nothing_half_written(repository: Path, triton_name: str) -> None:
     assert not staging.exists() or not any(p.name.startswith(triton_name) for p in staging.iterdir())
 
 
-async def test_a_conversion_killed_midway_leaves_nothing_and_serving_goes_on(strict, minilm_path):
+async def test_a_conversion_killed_midway_leaves_nothing_and_serving_goes_on(strict, minilm_path, minilm):
+    log_start = len(strict.log())
     async with httpx.AsyncClient(base_url=strict.url, headers=ADMIN, timeout=120) as client:
         load = asyncio.create_task(
             client.post("/load_sentence_transformer_model", json={"model_name": "local/crash-me", "model_path": minilm_path})
         )
-        deadline = time.monotonic() + 30
-        while not (pids := converter_processes(strict)):
-            assert time.monotonic() < deadline, "the conversion never started"
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(2.0)  # well into loading torch and the model
+        pids = await wait_until_async(lambda: converter_processes(strict), 60, "the conversion to start")
+        # Killed once it has torch and is loading the model (its step says so).
+        loading = re.compile(r"\[local/crash-me\] \[\s*[\d.]+s\] loading model")
+        await asyncio.to_thread(strict.wait_log, loading, 120, log_start)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         response = await load
-        served = await client.post("/infer", json={"model_name": MINILM, "text": ["still serving"]})
+        served = await client.post("/infer", json={"model_name": MINILM, "text": ["still serving"]}, headers=USER)
     error = assert_error(response, 500, "conversion_crashed")
     assert "nothing was published" in error["message"]
     assert_nothing_half_written(strict.repository, "local--crash-me")
-    assert served.status_code == 200
+    assert served.status_code == 200, served.text
+    assert cosine_rows(served.json()["text_embeddings"], minilm.encode(["still serving"]))[0] >= 0.9999
 
 
 async def test_a_model_deleted_under_load_fails_cleanly_then_comes_back(strict, minilm):
     texts = [f"delete race {i}" for i in range(48)]
     async with httpx.AsyncClient(base_url=strict.url, headers=USER, timeout=60) as client:
         requests = [asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": [t]})) for t in texts]
-        await asyncio.sleep(0.05)
+        # Deleted once it is seen serving, with the other requests still coming.
+        await asyncio.wait(requests, return_when=asyncio.FIRST_COMPLETED)
         deleted = await client.post("/delete_model", json={"model_name": MINILM}, headers=ADMIN)
         responses = await asyncio.gather(*requests)
     assert deleted.status_code == 200, deleted.text
@@ -253,13 +331,15 @@ async def test_triton_killed_during_a_load_fails_the_load_and_recovers(strict, m
     with strict.client() as http:
         assert http.post("/unload_model", json={"model_name": MINILM}, headers=ADMIN).status_code == 200
     (triton_pid,) = strict.children("tritonserver")
+    log_start = len(strict.log())
     async with httpx.AsyncClient(base_url=strict.url, headers=ADMIN, timeout=120) as client:
         load = asyncio.create_task(client.post("/load_sentence_transformer_model", json={"model_name": MINILM}))
-        await asyncio.sleep(0.3)
+        # Killed while Triton loads the model (the load's step says it has begun).
+        loading = re.compile(re.escape(f"[{MINILM}] [") + r"\s*[\d.]+s\] loading into Triton")
+        await asyncio.to_thread(strict.wait_log, loading, 60, log_start)
         os.kill(triton_pid, signal.SIGKILL)
         failed = await load
-        assert failed.status_code in (502, 503), failed.text
-        assert_error(failed, failed.status_code)
+        assert_error(failed, 503, "triton_unavailable")
         deadline = time.monotonic() + 60
         while True:
             again = await client.post("/load_sentence_transformer_model", json={"model_name": MINILM})

@@ -1,56 +1,65 @@
-"""The supervisor: Triton killed under load, clean shutdown, models restored on restart."""
+"""The supervisor: Triton killed under load, clean shutdown, models restored on restart
+and preloaded at startup."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, processes_mentioning, start_gateway, wait_ready
+from .conftest import MINILM, processes_mentioning, start_gateway, wait_ready, wait_until, wait_until_async
 
 
-async def test_gateway_recovers_when_tritonserver_is_killed(gateway, minilm_loaded, minilm):
+async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_restart(gateway, minilm_loaded, minilm):
+    """The promise of docs/limits.md: a request whose connection to Triton broke waits for
+    the restart and is sent once more, so its client sees a slower 200."""
     (triton_pid,) = gateway.children("tritonserver")
-    texts = [f"in flight while triton dies {i}" for i in range(40)]
+    log_start = len(gateway.log())
+    answers: list[tuple[str, httpx.Response]] = []
+    stop = asyncio.Event()
+    # A deadline longer than any restart on a loaded machine: the retry is under test here,
+    # not the deadline (a request whose deadline passes first gets 504, as documented).
+    deadline = {"x-request-timeout": "120"}
 
-    async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as client:
-        async def one(text: str) -> httpx.Response:
-            return await client.post("/infer", json={"model_name": MINILM, "text": [text]})
+    async def steady_client(client: httpx.AsyncClient, number: int) -> None:
+        sent = 0
+        while not stop.is_set():
+            text = f"in flight while triton dies {number} {sent}"
+            answers.append((text, await client.post("/infer", json={"model_name": MINILM, "text": [text]}, headers=deadline)))
+            sent += 1
 
-        in_flight = [asyncio.create_task(one(t)) for t in texts]
-        await asyncio.sleep(0.05)
-        os.kill(triton_pid, signal.SIGKILL)
-        started = time.monotonic()
-        responses = await asyncio.gather(*in_flight)
-        # Nothing hangs: every request in flight gets an answer quickly.
-        assert time.monotonic() - started < 30
-        for text, response in zip(texts, responses):
-            assert response.status_code in (200, 502, 503), response.text
-            if response.status_code == 200:
-                served = response.json()["text_embeddings"]
-                assert cosine_rows(served, minilm.encode([text]))[0] >= 0.9999
-            else:
-                assert response.json()["error"]["status"] == response.status_code
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=180) as client:
+        clients = [asyncio.create_task(steady_client(client, n)) for n in range(8)]
+        try:
+            # Eight clients each with a request always in flight: Triton dies under some.
+            await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
+            os.kill(triton_pid, signal.SIGKILL)
+            await asyncio.to_thread(gateway.wait_log, "tritonserver restarted in", 120, log_start)
+            restarted = len(answers)
+            await wait_until_async(lambda: len(answers) >= restarted + 16, 120, "answers after the restart")
+        finally:
+            stop.set()
+            await asyncio.gather(*clients)
 
-        # The supervisor restarts Triton and reloads the model; the gateway serves again.
-        deadline = time.monotonic() + 60
-        while True:
-            response = await one("after the restart")
-            if response.status_code == 200:
-                break
-            assert response.status_code in (502, 503), response.text
-            assert time.monotonic() < deadline, gateway.log()[-3000:]
-            await asyncio.sleep(0.2)
-    assert cosine_rows(response.json()["text_embeddings"], minilm.encode(["after the restart"]))[0] >= 0.9999
+    statuses = [response.status_code for _, response in answers]
+    assert statuses == [200] * len(answers), [r.text for _, r in answers if r.status_code != 200][:5]
+    texts = [text for text, _ in answers]
+    served = np.asarray([response.json()["text_embeddings"][0] for _, response in answers])
+    assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+    # Some requests were on a connection Triton's death broke, and were sent again.
+    log = gateway.log()[log_start:]
+    assert "tritonserver exited unexpectedly" in log
+    assert "triton restarted under a request; sending it again" in log
     (new_pid,) = gateway.children("tritonserver")
     assert new_pid != triton_pid
-    assert "tritonserver exited unexpectedly" in gateway.log()
 
 
 def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, minilm_loaded, tmp_path, minilm):
@@ -80,3 +89,42 @@ def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, min
         time.sleep(0.1)
     assert processes_mentioning(shm_prefix) == [], "tritonserver or stub processes left behind"
     assert not list(Path("/dev/shm").glob(f"{shm_prefix}*")), "shared memory left behind"
+
+
+def link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def test_preloaded_models_are_loaded_at_startup_and_readiness_says_starting_until_then(
+    gateway, minilm_loaded, minilm, tmp_path
+):
+    # A repository with MiniLM published and no manifest: only the setting can load it.
+    published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
+    repository = tmp_path / "repository"
+    shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
+    preloading = start_gateway(repository, tmp_path / "preloading.log", preload_models=MINILM)
+    try:
+        loaded = f"model {MINILM} loaded"
+        before_loaded = []
+
+        def ready() -> bool:
+            answer = httpx.get(f"{preloading.url}/health/ready", timeout=10)
+            # The log is read after the answer: a model not loaded now was not when it answered.
+            if answer.status_code != 200 and loaded not in preloading.log():
+                before_loaded.append(answer)
+            return answer.status_code == 200
+
+        wait_until(ready, 120, "the preloaded model", interval=0.01)
+        assert before_loaded, "the gateway was ready before it could be asked"
+        for answer in before_loaded:
+            assert answer.status_code == 503 and answer.json()["status"] == "starting", answer.text
+            assert answer.headers["retry-after"]
+        with preloading.client() as http:
+            assert [m["model_name"] for m in http.get("/loaded_models").json()["models"]] == [MINILM]
+            served = http.post("/infer", json={"model_name": MINILM, "text": ["preloaded"]}).json()
+        assert cosine_rows(served["text_embeddings"], minilm.encode(["preloaded"]))[0] >= 0.9999
+    finally:
+        preloading.stop()

@@ -15,6 +15,7 @@ from embedgate.api.compute.prompts import PromptChoice
 from embedgate.api.errors import Overloaded, PromptError, TritonConnectionLost
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
+from tests.helpers import eventually
 
 
 class EchoClient:
@@ -191,13 +192,15 @@ async def test_small_requests_waiting_together_share_one_triton_call(minilm_path
     requests = [["first"], ["two words", "word " * 20], ["three little words"], ["a", "b", "c"]]
     try:
         first = asyncio.create_task(service.embed_texts(model, requests[0], normalize=False, timeout_s=5))
-        while not client.shapes:
-            await asyncio.sleep(0.001)
+        await eventually(lambda: client.shapes, what="the first call")
         rest = [
             asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
             for texts in requests[1:]
         ]
-        await asyncio.sleep(0.05)
+        # Every request admitted, and every call that does not wait for the first one made:
+        # the merged ones wait in the coalescer, the rest reached the client.
+        calls_before_release = 2 if coalesce_max_texts else 4
+        await eventually(lambda: model.inflight == 4 and len(client.shapes) == calls_before_release, what="the calls")
         client.release.set()
         results = [await first, *[await task for task in rest]]
     finally:
@@ -233,7 +236,7 @@ async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_p
         tasks = [
             asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5)) for texts in requests
         ]
-        await asyncio.sleep(0.05)
+        await eventually(lambda: model.inflight == len(requests) and len(client.shapes) >= 3, what="three calls")
         assert len(client.shapes) == 3  # the others wait in the gateway
         client.release.set()
         results = [await task for task in tasks]

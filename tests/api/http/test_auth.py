@@ -35,10 +35,13 @@ def test_without_admin_keys_an_api_key_may_manage_models():
     KeyRing(["api-1"], []).check("Bearer api-1", admin=True)
 
 
-def test_admin_keys_alone_protect_management_but_leave_inference_open():
+def test_admin_keys_alone_close_inference_too():
+    # Keys mean the port is reachable by others: with admin keys and no API keys, nothing
+    # behind a key is left open, and an admin key is the key for everything.
     ring = KeyRing([], ["admin-1"])
-    with pytest.raises(Unauthorized):
-        ring.check(None, admin=True)
-    # Only admin keys configured: an inference request must present one of them.
-    with pytest.raises(Unauthorized):
-        ring.check(None, admin=False)
+    for admin in (True, False):
+        with pytest.raises(Unauthorized):
+            ring.check(None, admin=admin)
+        with pytest.raises(Unauthorized):
+            ring.check("Bearer api-1", admin=admin)
+        ring.check("Bearer admin-1", admin=admin)

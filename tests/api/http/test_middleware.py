@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from embedgate.api.errors import BodyTooLarge
 from embedgate.api.http.errors import status_of
 from embedgate.api.http.middleware import CancelOnDisconnect, RequestLimits
 
@@ -58,20 +59,21 @@ async def test_streamed_body_is_cut_off_at_the_limit_without_a_length():
         return chunks.pop(0)
 
     scope = {"type": "http", "method": "POST", "path": "/infer", "headers": [(b"content-type", b"application/json")]}
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(BodyTooLarge) as raised:
         await RequestLimits(app, max_body_bytes=2000)(scope, receive, None)
     assert status_of(raised.value) == 413
     assert sum(received) <= 2000 and len(chunks) == 6, "kept reading past the limit"
 
 
-def body_then_disconnect():
-    """A server's ``receive``: the request body, then, 50 ms later, the client leaving."""
+def body_then_disconnect(working: asyncio.Event):
+    """A server's ``receive``: the request body, then, once the app is at work, the client
+    leaving."""
     messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
 
     async def receive():
         if messages:
             return messages.pop(0)
-        await asyncio.sleep(0.05)
+        await working.wait()
         return {"type": "http.disconnect"}
 
     return receive
@@ -79,16 +81,18 @@ def body_then_disconnect():
 
 async def test_client_disconnect_cancels_the_request():
     cancelled = asyncio.Event()
+    working = asyncio.Event()
 
     async def slow_app(scope, receive, send):
         await receive()
+        working.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
             cancelled.set()
             raise
 
-    receive = body_then_disconnect()
+    receive = body_then_disconnect(working)
 
     scope = {"type": "http", "method": "POST", "path": "/infer"}
     await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(scope, receive, None), 5)
@@ -141,11 +145,14 @@ async def test_a_server_cancelling_the_request_is_not_swallowed():
 async def test_a_disconnect_leaves_the_task_usable():
     """After a disconnect the request's task is not left cancelling: later awaits in it work."""
 
+    working = asyncio.Event()
+
     async def slow_app(scope, receive, send):
         await receive()
+        working.set()
         await asyncio.sleep(30)
 
-    receive = body_then_disconnect()
+    receive = body_then_disconnect(working)
 
     async def request():
         await CancelOnDisconnect(slow_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
@@ -157,14 +164,17 @@ async def test_a_disconnect_leaves_the_task_usable():
 
 
 async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending():
+    working = asyncio.Event()
+
     async def stubborn_app(scope, receive, send):
         await receive()
+        working.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
             pass  # finishes anyway
 
-    receive = body_then_disconnect()
+    receive = body_then_disconnect(working)
 
     async def request():
         await CancelOnDisconnect(stubborn_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)

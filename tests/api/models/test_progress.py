@@ -2,18 +2,29 @@
 converter's step lines (never its other output) handed to listeners."""
 
 import logging
+from types import SimpleNamespace
 
+from embedgate.api.models import progress as progress_module
 from embedgate.api.models.progress import Progress
 
 
-def test_steps_are_logged_with_elapsed_seconds_and_told_to_listeners(caplog):
+def test_steps_are_logged_with_elapsed_seconds_and_told_to_listeners(caplog, monkeypatch):
+    # A clock the test moves: the seconds are the ones that passed, however busy the machine.
+    now = [100.0]
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     heard = []
     progress = Progress("org/model")
     progress.listen(heard.append)
     with caplog.at_level(logging.INFO, logger="embedgate.progress"):
+        progress.step("converting")
+        now[0] += 12.5
         progress.step("loading into Triton")
-    assert "[org/model] [   0.0s] loading into Triton" in caplog.text
-    assert heard == [{"event": "progress", "elapsed_s": 0.0, "message": "loading into Triton"}]
+    assert "[org/model] [   0.0s] converting" in caplog.text
+    assert "[org/model] [  12.5s] loading into Triton" in caplog.text
+    assert heard == [
+        {"event": "progress", "elapsed_s": 0.0, "message": "converting"},
+        {"event": "progress", "elapsed_s": 12.5, "message": "loading into Triton"},
+    ]
 
 
 def test_only_the_converters_step_lines_reach_listeners():

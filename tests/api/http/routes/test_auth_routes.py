@@ -47,3 +47,14 @@ def test_management_needs_the_admin_key(secured):
     assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"
     admin = client.post("/unload_model", json=body, headers=bearer("admin-key"))
     assert admin.status_code == 200 and gateway.registry.unloaded == ["org/loaded"]
+
+
+def test_with_admin_keys_alone_inference_needs_an_admin_key():
+    settings = Settings(admin_keys=["admin-key"])
+    app = create_app(settings)
+    app.state.gateway = FakeGateway(settings)
+    client = TestClient(app, raise_server_exceptions=False)
+    body = {"model_name": "org/loaded", "text": ["a"]}
+    assert client.post("/infer", json=body).status_code == 401
+    assert client.post("/infer", json=body, headers=bearer("admin-key")).status_code == 200
+    assert client.get("/health/ready").status_code == 200

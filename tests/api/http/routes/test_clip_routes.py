@@ -85,8 +85,10 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
     from embedgate.api.errors import InvalidImage
 
     cancelled = []
+    text_started = asyncio.Event()
 
     async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+        text_started.set()
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
@@ -94,7 +96,7 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
             raise
 
     async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
-        await asyncio.sleep(0.01)
+        await text_started.wait()  # the text part is at work when the image part fails
         raise InvalidImage("invalid_image", "image 0: not an image")
 
     gateway.embeddings.embed_texts = embed_texts
