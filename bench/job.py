@@ -162,8 +162,9 @@ async def run(args, report: dict, *, load_model, open_model, progress) -> None:
         progress(f"online alone: {clients} clients for {duration:g}s")
         report["online_alone"] = await online(target, args.model, clients, duration, args.timeout, args.seed)
         progress(f"online beside a job: {clients} clients for {duration:g}s")
-        # Three times the idle job: enough to outlast the measurement while online traffic runs.
-        background = texts_of(args.job_texts * 3, args.seed + 1)
+        # Three times the idle job (within a batch file's default 50000 lines): enough to
+        # outlast the measurement while online traffic runs.
+        background = texts_of(min(args.job_texts * 3, 50_000), args.seed + 1)
         report["online_with_job"] = await online_beside_a_job(
             jobs, target, args.model, background, clients, duration, args.timeout, args.seed
         )
