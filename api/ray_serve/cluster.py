@@ -8,18 +8,20 @@ import asyncio
 import logging
 from typing import Any
 
-from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed
+from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed, TritonUnavailable
 from ..models.names import clip_key, split_clip_key
 from ..models.progress import Progress
 from ..models.registry import LoadOutcome, ModelRegistry
 from ..settings import Settings
 from .board import board_for
-from .jobs import RayQueue, job_queue
 from .config_api import ServeConfigApi
 from .desired import DesiredModels, adding, removing
+from .jobs import RayQueue, job_queue
 
 log = logging.getLogger("embedgate.ray")
 POLL_S = 0.2
+# Between tries of a load that met this replica's Triton down (its supervisor restarts it).
+RETRY_S = 1.0
 # Replicas that serve, or are being updated to the new config. One still starting gets
 # the new config before its first request, and is not waited for.
 SERVING_STATES = frozenset({"RUNNING", "UPDATING", "RECOVERING", "PENDING_MIGRATION"})
@@ -53,7 +55,7 @@ class ServeCluster:
                 if key in loaded:
                     continue
                 try:
-                    await registry.restore(key)
+                    await self._restore(registry, key)
                 except EmbedgateError as exc:
                     log.error("replica %s could not load %s: %s", self.replica_id, key, exc.message)
                     failed[key] = exc.message
@@ -64,6 +66,23 @@ class ServeCluster:
                 except EmbedgateError as exc:
                     log.warning("replica %s could not unload %s: %s", self.replica_id, key, exc.message)
             await self._report(registry, desired.revision, failed)
+
+    async def _restore(self, registry: ModelRegistry, key: str) -> None:
+        """Load ``key``; a Triton that dies under the load (or is not up yet) is waited out
+        and the load tried again, until the deadline. Else a new replica whose first load
+        met a crash would start serving without the model, and no later change would come
+        to load it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.converge_timeout_s
+        while True:
+            try:
+                await registry.restore(key)
+                return
+            except TritonUnavailable as exc:
+                if loop.time() + RETRY_S > deadline:
+                    raise
+                log.warning("replica %s: %s while loading %s; trying again", self.replica_id, exc.message, key)
+                await asyncio.sleep(RETRY_S)
 
     async def _report(self, registry: ModelRegistry, revision: int, failed: dict[str, str]) -> None:
         report = {

@@ -79,6 +79,7 @@ def build_command(
         f"--backend-directory={prepared.backend_dir}",
         f"--cache-directory={prepared.cache_dir}",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+        f"--backend-config=python,stub-timeout-seconds={settings.triton_stub_timeout_s}",
         "--http-address=127.0.0.1",
         f"--http-port={ports.http}",
         "--grpc-address=127.0.0.1",

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from embedgate.api.errors import DeadlineExceeded, ModelNotLoaded
+from embedgate.api.errors import DeadlineExceeded, ModelNotLoaded, TritonUnavailable
 from embedgate.api.ray_serve import cluster as cluster_module
 from embedgate.api.ray_serve.cluster import ClusterModels, ReplicaLoadFailed, ServeCluster
 from embedgate.api.ray_serve.config_api import ServeConfigApi
@@ -23,15 +23,20 @@ class Model:
 
 
 class FakeRegistry:
-    def __init__(self, loaded=(), failing=()):
+    def __init__(self, loaded=(), failing=(), triton_down_for=0):
         self.models = {name: Model(name) for name in loaded}
         self.failing = set(failing)
         self.unloaded = []
+        self.triton_down_for = triton_down_for  # loads that meet Triton down
+        self.tries = 0
 
     def loaded(self):
         return list(self.models.values())
 
     async def restore(self, key):
+        self.tries += 1
+        if self.tries <= self.triton_down_for:
+            raise TritonUnavailable("the inference server is unavailable; retry shortly")
         if key in self.failing:
             raise ModelNotLoaded(f"no room for {key}")
         self.models[key] = Model(key)
@@ -65,6 +70,24 @@ async def test_reconcile_loads_what_is_wanted_unloads_the_rest_and_reports_failu
     report = board.reports_by_replica["me"]
     assert report["revision"] == 7 and report["models"] == ["new", "old"]
     assert report["failed"] == {"broken": "no room for broken"}
+
+
+async def test_a_load_that_meets_triton_down_is_tried_again_until_triton_is_back(monkeypatch):
+    monkeypatch.setattr(cluster_module, "RETRY_S", 0)
+    cluster, board, _ = make_cluster([])
+    registry = FakeRegistry(triton_down_for=2)
+    await cluster.reconcile(registry, DesiredModels(("wanted",), 3))
+    assert registry.tries == 3 and sorted(registry.models) == ["wanted"]
+    assert board.reports_by_replica["me"]["failed"] == {}
+
+
+async def test_a_triton_down_past_the_deadline_is_reported_as_a_failed_load(monkeypatch):
+    monkeypatch.setattr(cluster_module, "RETRY_S", 0.01)
+    cluster, board, _ = make_cluster([], timeout_s=0.05)
+    registry = FakeRegistry(triton_down_for=10**6)
+    await cluster.reconcile(registry, DesiredModels(("wanted",), 3))
+    assert registry.tries > 1 and registry.models == {}
+    assert board.reports_by_replica["me"]["failed"] == {"wanted": "the inference server is unavailable; retry shortly"}
 
 
 async def test_converge_waits_for_every_serving_replica_but_not_for_one_still_starting(monkeypatch):

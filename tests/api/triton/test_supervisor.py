@@ -19,7 +19,11 @@ def command(**overrides):
 
 
 def flags(cmd):
-    return dict(arg[2:].split("=", 1) for arg in cmd[1:])
+    return dict(arg[2:].split("=", 1) for arg in cmd[1:] if not arg.startswith("--backend-config="))
+
+
+def backend_config(cmd) -> list[str]:
+    return [arg.split("=", 1)[1] for arg in cmd if arg.startswith("--backend-config=")]
 
 
 def test_every_triton_endpoint_is_bound_to_loopback():
@@ -34,10 +38,11 @@ def test_models_are_loaded_only_on_request():
     assert f["model-repository"] == "/repo"
 
 
-def test_python_backend_uses_this_runs_shared_memory_prefix():
-    f = flags(command())
-    assert f["backend-config"] == "python,shm-region-prefix-name=embedgate_1_x_"
-    assert f["backend-directory"] == "/w/backends"
+def test_python_backend_uses_this_runs_shared_memory_prefix_and_waits_for_slow_stubs():
+    assert backend_config(command(triton_stub_timeout_s=90)) == [
+        "python,shm-region-prefix-name=embedgate_1_x_", "python,stub-timeout-seconds=90"
+    ]
+    assert flags(command())["backend-directory"] == "/w/backends"
 
 
 def test_exit_timeout_follows_settings():
