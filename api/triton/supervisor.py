@@ -93,6 +93,18 @@ def build_command(
     ]
 
 
+def log_level(line: str) -> int:
+    """The level a line of Triton's output is logged at. Triton prefixes its own lines with
+    I/W/E and a date: errors and warnings matter. A crash's last words ("Signal (6)
+    received.", a C++ "terminate called ...") and why it could not start ("error: ...")
+    come bare and matter most; the rest (its start-up tables) is detail."""
+    if line.startswith(("error:", "Signal (", "terminate called")):
+        return logging.ERROR
+    if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
+        return logging.DEBUG
+    return {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
+
+
 def _shm_family(pid: int) -> str:
     """The shared-memory prefix shared by every Triton one gateway process starts."""
     return f"embedgate_{pid}_"
@@ -249,13 +261,7 @@ class TritonSupervisor:
             line = raw.decode(errors="replace").rstrip()
             if not line:
                 continue
-            # Triton prefixes lines with I/W/E and a date; errors and warnings matter.
-            level = {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
-            if line.startswith("error:"):  # why it could not start (an S3 repository it cannot read...)
-                level = logging.ERROR
-            if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
-                level = logging.DEBUG
-            triton_log.log(level, "%s", line)
+            triton_log.log(log_level(line), "%s", line)
 
     async def _watch(self) -> None:
         backoff = self.settings.triton_restart_backoff_s

@@ -1,8 +1,11 @@
+import logging
 from pathlib import Path
+
+import pytest
 
 from embedgate.api.settings import Settings
 from embedgate.api.triton.bundle import PreparedTriton
-from embedgate.api.triton.supervisor import Ports, build_command
+from embedgate.api.triton.supervisor import Ports, build_command, log_level
 
 
 def command(**overrides):
@@ -47,3 +50,20 @@ def test_python_backend_uses_this_runs_shared_memory_prefix_and_waits_for_slow_s
 
 def test_exit_timeout_follows_settings():
     assert flags(command(triton_exit_timeout_s=3))["exit-timeout-secs"] == "3"
+
+
+@pytest.mark.parametrize(
+    "line, level",
+    [
+        ('E1124 14:10:12.1 1 model.cc:1] "failed to load"', logging.WARNING),
+        ('W1124 14:10:12.1 1 model_lifecycle.cc:111] "ignore version directory"', logging.INFO),
+        ('I1124 14:10:12.1 1 model_lifecycle.cc:472] "loading: m:1"', logging.DEBUG),
+        ("| Option                           | Value |", logging.DEBUG),
+        ("error: creating server: Internal - failed to read the repository", logging.ERROR),
+        ("Signal (6) received.", logging.ERROR),
+        ("terminate called after throwing an instance of 'std::runtime_error'", logging.ERROR),
+        ('W1124 14:10:12.1 1 CudaDriverHelper.cc:1] "no driver"', logging.DEBUG),
+    ],
+)
+def test_triton_output_is_logged_by_what_it_says(line, level):
+    assert log_level(line) == level
