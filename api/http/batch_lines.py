@@ -10,7 +10,6 @@ sorted by length; each line's answer is then built by the route's own code.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,13 +32,18 @@ from .rerank_schemas import RerankRequest
 from .routes import rerank
 
 
-class EmbeddingsLines:
-    url = "/v1/embeddings"
+class _Lines:
+    """What each endpoint's lines need: the models, the embedding service, the limits. A
+    chunk's lines all name one model (chunks are cut per model)."""
 
     def __init__(self, registry: ModelRegistry, service: EmbeddingService, settings: Settings):
         self.registry = registry
         self.service = service
         self.settings = settings
+
+
+class EmbeddingsLines(_Lines):
+    url = "/v1/embeddings"
 
     def measure(self, body: dict[str, Any]) -> Measure:
         model = body.get("model")
@@ -54,8 +58,8 @@ class EmbeddingsLines:
 
     async def run(self, model: str, requests: list[RequestLine]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(requests)
-        planned: dict[int, list[tuple[int, embeddings.Plan, str]]] = defaultdict(list)
-        models: dict[int, ServedModel] = {}
+        planned: list[tuple[int, embeddings.Plan, str]] = []
+        served: ServedModel | None = None
         for row, request in enumerate(requests):
             try:
                 body = EmbeddingsRequest.model_validate(request.body)
@@ -65,14 +69,13 @@ class EmbeddingsLines:
             except (EmbedgateError, ValidationError) as error:
                 outcomes[row] = Outcome(*openai_error_of(error))
                 continue
-            models[id(served)] = served
-            planned[id(served)].append((row, plan, prefix))
-        for key, lines in planned.items():
-            served = models[key]
-            texts = [prefix + text for _, plan, prefix in lines for text in plan.request.input]
+            planned.append((row, plan, prefix))
+        if planned:
+            assert served is not None
+            texts = [prefix + text for _, plan, prefix in planned for text in plan.request.input]
             result = await self.service.run_bulk(served, texts)
             start = 0
-            for row, plan, _ in lines:
+            for row, plan, _ in planned:
                 rows = slice(start, start + len(plan.request.input))
                 start = rows.stop
                 counts = result.token_counts[rows]
@@ -82,17 +85,11 @@ class EmbeddingsLines:
                     outcomes[row] = Outcome(*openai_error_of(error))
                     continue
                 outcomes[row] = Outcome(200, embeddings.answer(plan, vectors, counts), tokens=sum(counts))
-        assert all(outcome is not None for outcome in outcomes)
         return outcomes  # type: ignore[return-value]
 
 
-class RerankLines:
+class RerankLines(_Lines):
     url = "/v1/rerank"
-
-    def __init__(self, registry: ModelRegistry, service: EmbeddingService, settings: Settings):
-        self.registry = registry
-        self.service = service
-        self.settings = settings
 
     def measure(self, body: dict[str, Any]) -> Measure:
         model, query, documents = body.get("model"), body.get("query"), body.get("documents")
@@ -118,7 +115,7 @@ class RerankLines:
                 continue
             planned.append((row, body, query))
         if planned:
-            assert served is not None  # a chunk's lines name one model
+            assert served is not None
             pairs = [(query, document) for _, body, query in planned for document in body.documents]
             result = await self.service.run_bulk(served, pairs)
             start = 0

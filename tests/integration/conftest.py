@@ -7,6 +7,7 @@ the whole session; tests that need their own gateway start one with :func:`start
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import free_port
+from tests.helpers import cosine_rows, free_port
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -100,6 +102,41 @@ async def wait_until_async(condition: Callable[[], object], timeout: float, what
         assert time.monotonic() < deadline, f"waited {timeout:.0f}s for {what}"
         await asyncio.sleep(interval)
     return value
+
+
+@contextlib.asynccontextmanager
+async def steady_clients(url: str, what: str, clients: int = 8):
+    """``clients`` clients, each with one MiniLM /infer always in flight (a text of its own
+    each time), until the block ends; yields the (text, answer) list, growing as they are
+    answered. Their deadline is longer than any Triton restart on a loaded machine: a
+    request sent again after a restart is what the tests around a dying Triton look at."""
+    answers: list[tuple[str, httpx.Response]] = []
+    stop = asyncio.Event()
+    deadline = {"x-request-timeout": "120"}
+
+    async def client_loop(client: httpx.AsyncClient, number: int) -> None:
+        sent = 0
+        while not stop.is_set():
+            text = f"{what} {number} {sent}"
+            answer = await client.post("/infer", json={"model_name": MINILM, "text": [text]}, headers=deadline)
+            answers.append((text, answer))
+            sent += 1
+
+    async with httpx.AsyncClient(base_url=url, timeout=180) as client:
+        loops = [asyncio.create_task(client_loop(client, n)) for n in range(clients)]
+        try:
+            yield answers
+        finally:
+            stop.set()
+            await asyncio.gather(*loops)
+
+
+def assert_each_got_its_embedding(answers: list[tuple[str, httpx.Response]], minilm) -> None:
+    """Every answer is 200 with the PyTorch model's embedding of its own text."""
+    statuses = [response.status_code for _, response in answers]
+    assert statuses == [200] * len(answers), [r.text for _, r in answers if r.status_code != 200][:5]
+    served = np.asarray([response.json()["text_embeddings"][0] for _, response in answers])
+    assert cosine_rows(served, minilm.encode([text for text, _ in answers])).min() >= 0.9999
 
 
 def processes() -> list[tuple[int, str, int]]:

@@ -9,7 +9,6 @@ deployed with ``embedgate serve --ray`` and used through Serve's HTTP proxy.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
@@ -30,7 +29,15 @@ from ray.cluster_utils import Cluster
 from tests.helpers import cosine_rows
 from tests.s3 import S3Bucket
 
-from .conftest import MINILM, free_port, processes, wait_until, wait_until_async
+from .conftest import (
+    MINILM,
+    assert_each_got_its_embedding,
+    free_port,
+    processes,
+    steady_clients,
+    wait_until,
+    wait_until_async,
+)
 
 REPLICA = "x-embedgate-replica"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -192,36 +199,18 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, m
     # run's) have tritonservers too, and their supervisors would replace them as well.
     (victim,) = tritonserver_of(owner)
     log_start = len(replica_log(ray_app, owner))
-    answers: list[tuple[str, httpx.Response]] = []
-    stop = asyncio.Event()
-    deadline = {"x-request-timeout": "120"}  # longer than a restart: the retry is under test
-
     def answered_by_owner(since: int = 0) -> int:
         return sum(1 for _, response in answers[since:] if response.headers.get(REPLICA) == owner["replica_id"])
 
-    async def steady_client(client: httpx.AsyncClient, number: int) -> None:
-        sent = 0
-        while not stop.is_set():
-            text = f"served while a triton dies {number} {sent}"
-            answers.append((text, await client.post("/infer", json={"model_name": MINILM, "text": [text]}, headers=deadline)))
-            sent += 1
+    async with steady_clients(ray_app.url, "served while a triton dies") as answers:
+        await wait_until_async(lambda: answered_by_owner() >= 2, 120, "the replica to serve")
+        os.kill(victim, signal.SIGKILL)
+        restarted = "tritonserver restarted in"
+        await wait_until_async(lambda: restarted in replica_log(ray_app, owner)[log_start:], 120, "its restart")
+        since = len(answers)
+        await wait_until_async(lambda: answered_by_owner(since) >= 2, 120, "the replica to serve again")
 
-    async with httpx.AsyncClient(base_url=ray_app.url, timeout=180) as client:
-        clients = [asyncio.create_task(steady_client(client, n)) for n in range(8)]
-        try:
-            await wait_until_async(lambda: answered_by_owner() >= 2, 120, "the replica to serve")
-            os.kill(victim, signal.SIGKILL)
-            restarted = "tritonserver restarted in"
-            await wait_until_async(lambda: restarted in replica_log(ray_app, owner)[log_start:], 120, "its restart")
-            since = len(answers)
-            await wait_until_async(lambda: answered_by_owner(since) >= 2, 120, "the replica to serve again")
-        finally:
-            stop.set()
-            await asyncio.gather(*clients)
-
-    assert [r.status_code for _, r in answers] == [200] * len(answers), [r.text for _, r in answers if r.status_code != 200][:5]
-    served = np.asarray([response.json()["text_embeddings"][0] for _, response in answers])
-    assert cosine_rows(served, minilm.encode([text for text, _ in answers])).min() >= 0.9999
+    assert_each_got_its_embedding(answers, minilm)
     assert len({r.headers[REPLICA] for _, r in answers}) >= 2
     # The killed tritonserver was this replica's: its supervisor saw it die, sent a request
     # that was on it again, and started the one that runs now.
@@ -292,6 +281,10 @@ def test_unload_reaches_every_replica(ray_app):
         response = client.post("/unload_model", json={"model_name": MINILM})
         assert response.status_code == 200, response.text
     answers = embed_until_every_replica_answers(ray_app, "gone everywhere", replicas)
+    # Not served anywhere. A replica that had it says it is in the repository but not loaded;
+    # one Serve started during the change (with the new config) never saw it there, and a
+    # remote repository is not listed on the request path: it says it is not there.
+    expected = {409: "model_not_loaded", 404: "model_not_found"}
     for replica_id, response in answers.items():
-        assert response.status_code == 409, (replica_id, response.text)
-        assert response.json()["error"]["code"] == "model_not_loaded"
+        assert response.status_code in expected, (replica_id, response.text)
+        assert response.json()["error"]["code"] == expected[response.status_code]

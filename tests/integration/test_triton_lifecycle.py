@@ -11,11 +11,19 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, processes_mentioning, start_gateway, wait_ready, wait_until, wait_until_async
+from .conftest import (
+    MINILM,
+    assert_each_got_its_embedding,
+    processes_mentioning,
+    start_gateway,
+    steady_clients,
+    wait_ready,
+    wait_until,
+    wait_until_async,
+)
 
 
 async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_restart(gateway, minilm_loaded, minilm):
@@ -23,37 +31,14 @@ async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_
     the restart and is sent once more, so its client sees a slower 200."""
     (triton_pid,) = gateway.children("tritonserver")
     log_start = len(gateway.log())
-    answers: list[tuple[str, httpx.Response]] = []
-    stop = asyncio.Event()
-    # A deadline longer than any restart on a loaded machine: the retry is under test here,
-    # not the deadline (a request whose deadline passes first gets 504, as documented).
-    deadline = {"x-request-timeout": "120"}
-
-    async def steady_client(client: httpx.AsyncClient, number: int) -> None:
-        sent = 0
-        while not stop.is_set():
-            text = f"in flight while triton dies {number} {sent}"
-            answers.append((text, await client.post("/infer", json={"model_name": MINILM, "text": [text]}, headers=deadline)))
-            sent += 1
-
-    async with httpx.AsyncClient(base_url=gateway.url, timeout=180) as client:
-        clients = [asyncio.create_task(steady_client(client, n)) for n in range(8)]
-        try:
-            # Eight clients each with a request always in flight: Triton dies under some.
-            await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
-            os.kill(triton_pid, signal.SIGKILL)
-            await asyncio.to_thread(gateway.wait_log, "tritonserver restarted in", 120, log_start)
-            restarted = len(answers)
-            await wait_until_async(lambda: len(answers) >= restarted + 16, 120, "answers after the restart")
-        finally:
-            stop.set()
-            await asyncio.gather(*clients)
-
-    statuses = [response.status_code for _, response in answers]
-    assert statuses == [200] * len(answers), [r.text for _, r in answers if r.status_code != 200][:5]
-    texts = [text for text, _ in answers]
-    served = np.asarray([response.json()["text_embeddings"][0] for _, response in answers])
-    assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+    async with steady_clients(gateway.url, "in flight while triton dies") as answers:
+        # Eight clients each with a request always in flight: Triton dies under some.
+        await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
+        os.kill(triton_pid, signal.SIGKILL)
+        await asyncio.to_thread(gateway.wait_log, "tritonserver restarted in", 120, log_start)
+        restarted = len(answers)
+        await wait_until_async(lambda: len(answers) >= restarted + 16, 120, "answers after the restart")
+    assert_each_got_its_embedding(answers, minilm)
     # Some requests were on a connection Triton's death broke, and were sent again.
     log = gateway.log()[log_start:]
     assert "tritonserver exited unexpectedly" in log
