@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     triton_restart_backoff_s: float = Field(
         0.5, ge=0, description="First delay before restarting a Triton that died (doubles on failure)."
     )
+    triton_stub_python: Path | None = Field(
+        None,
+        description="The Python whose environment Triton's Python backend runs models in (default: the gateway's "
+        "own); same Python version, numpy<2, and for GPU instances torch with CUDA.",
+    )
     triton_log_verbose: int = Field(0, ge=0, description="Triton's --log-verbose level.")
 
     # --- dynamic batching (written into each new model's config)
@@ -128,10 +133,23 @@ class Settings(BaseSettings):
         1024, ge=0, description="Requests queued in Triton per model before it rejects (503)."
     )
     instance_count: int = Field(
-        0, ge=0, description="Model instances per model in Triton; 0: one per CPU core ('python'), 1 ('onnxruntime')."
+        0, ge=0,
+        description="Model instances per model in Triton; 0: one per CPU core ('python' on CPU), 2 ('python' on "
+        "a GPU), 1 ('onnxruntime').",
     )
     instance_kind: Literal["auto", "cpu", "gpu"] = Field(
-        "auto", description="Triton instance kind; auto: CPU for 'python', GPU for 'onnxruntime'."
+        "auto",
+        description="Triton instance kind of new models; auto: GPU where the host has an NVIDIA GPU and PyTorch "
+        "with CUDA ('python': sentence-transformers models, traced for the GPU at conversion), else CPU; "
+        "GPU for 'onnxruntime'.",
+    )
+    gpu_float16: bool = Field(
+        True,
+        description="GPU instances: publish a sentence-transformer's float16 graph where it keeps "
+        "gpu_half_parity_threshold against the float32 PyTorch model (false: float32 graphs only).",
+    )
+    gpu_half_parity_threshold: float = Field(
+        0.999, gt=0, le=1, description="GPU instances: the least cosine a float16 graph must keep against PyTorch."
     )
     ort_intra_op_threads: int = Field(
         0, ge=0, description="onnxruntime threads per instance; 0: cores / instances ('python'), onnxruntime's choice ('onnxruntime')."

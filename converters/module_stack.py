@@ -95,7 +95,7 @@ def takes_token_type_ids(transformer) -> bool:
     return TOKEN_TYPE_IDS in transformer.tokenizer.model_input_names
 
 
-def _stack_graph(model, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
+def stack_graph(model, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
     import torch
 
     class StackGraph(torch.nn.Module):
@@ -137,7 +137,7 @@ def export(
     import torch
 
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
-    graph = _stack_graph(model, input_names, zero_token_types, output_key, after)
+    graph = stack_graph(model, input_names, zero_token_types, output_key, after)
     # Two texts of different lengths: the trace then follows the masked (padded) path.
     inputs = tuple(example[name] for name in input_names)
     dynamic = {0: "batch", 1: "sequence"}

@@ -139,7 +139,7 @@ def embedding_checks(run: Run, token_ids: list[list[int]], reference: np.ndarray
     alone = np.concatenate([run(pad([ids])) for ids in token_ids])
     if batched.shape != reference.shape:
         raise ParityError(
-            f"ONNX output shape {list(batched.shape)} differs from the model's {list(reference.shape)}"
+            f"the graph's output shape {list(batched.shape)} differs from the model's {list(reference.shape)}"
         )
     return {
         "as one padded batch": cosines(batched, reference),
@@ -174,7 +174,13 @@ def measure_embeddings(
 def check_embeddings(
     onnx_file: Path, token_ids: list[list[int]], reference: np.ndarray, threshold: float
 ) -> ParityResult:
-    result, worst = measure_embeddings(onnx_file, token_ids, reference, threshold)
+    return check_run(onnx_runner(onnx_file), token_ids, reference, threshold)
+
+
+def check_run(run: Run, token_ids: list[list[int]], reference: np.ndarray, threshold: float) -> ParityResult:
+    """``run``'s embeddings against ``reference``, in one padded batch and alone; raises
+    ParityError below ``threshold``."""
+    result, worst = summarize(embedding_checks(run, token_ids, reference), threshold, len(token_ids))
     if not result.passed:
         raise ParityError(
             f"parity check failed: min cosine {result.min_cosine:.6f} < threshold {threshold} ({worst})"

@@ -17,6 +17,8 @@ TOKENIZER_DIR = "tokenizer"
 ONNX_FILE = "model.onnx"
 # Python form, sentence-transformers: the same model taking several short texts per row.
 PACKED_ONNX_FILE = "model.packed.onnx"
+# GPU instances (python form): the module stack traced with TorchScript on CUDA (converters/gpu.py).
+TORCH_FILE = "model.pt"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
@@ -75,7 +77,8 @@ class TritonConfigOptions(BaseModel):
     max_queue_size: int = Field(1024, ge=0)
     queue_timeout_microseconds: int = Field(0, ge=0)
     instance_count: int = Field(1, ge=1)
-    # "cpu" or "gpu"; python form defaults to CPU instances.
+    # "cpu" or "gpu". Python form on GPU: the model also gets a TorchScript graph
+    # (TORCH_FILE) that model.py runs with PyTorch on the instance's GPU.
     instance_kind: Literal["cpu", "gpu"] = "cpu"
     # Python form: a dynamic batch's text rows are sorted by length and run through
     # onnxruntime in runs of at most sub_batch_size rows, each padded only to its own
@@ -115,6 +118,11 @@ class ConversionSpec(BaseModel):
     repository_cache_dir: str | None = None
     triton: TritonConfigOptions = Field(default_factory=TritonConfigOptions)
     parity_threshold: float = 0.9999
+    # GPU instances: the float16 graph is published where it keeps this cosine against the
+    # float32 PyTorch model; otherwise the graph is float32 (held to parity_threshold).
+    half_parity_threshold: float = Field(0.999, gt=0, le=1)
+    # GPU instances: try the float16 graph first (False: float32 only).
+    gpu_float16: bool = True
     # Cross-encoders: the largest difference from CrossEncoder.predict a score may have.
     score_tolerance: float = Field(1e-4, gt=0)
     # Allow the hub to be contacted. When false, HF_HUB_OFFLINE=1 is set.
@@ -132,6 +140,18 @@ class ConversionSpec(BaseModel):
             raise ValueError("variants ('optimized', 'int8') are for sentence-transformer models only")
         return self
 
+    @model_validator(mode="after")
+    def _gpu_graphs_are_plain_text_models(self) -> ConversionSpec:
+        # GPU instances of the python form run a TorchScript graph of a sentence-transformers
+        # module stack (converters/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
+        if self.triton.form == "python" and self.triton.instance_kind == "gpu":
+            if self.library != "sentence_transformers" or self.variant is not None:
+                raise ValueError(
+                    "GPU instances of the python form serve sentence-transformers models without a variant; "
+                    "OpenCLIP models and variants run on CPU instances"
+                )
+        return self
+
 
 class ParityResult(BaseModel):
     passed: bool
@@ -144,6 +164,20 @@ class ParityResult(BaseModel):
     # Cross-encoders: the largest |score - CrossEncoder.predict|; sparse encoders: the
     # largest difference of one weight.
     max_abs_error: float | None = None
+
+
+class GpuInfo(BaseModel):
+    """The graph GPU instances run (python form): the module stack traced with TorchScript
+    on CUDA, in half precision where it keeps parity (``parity``, against the float32
+    PyTorch model), else in float32."""
+
+    runtime: Literal["torch"] = "torch"
+    dtype: Literal["float16", "float32"]
+    # The GPU it was traced and checked on (torch.cuda.get_device_name).
+    device: str
+    torch_version: str
+    torch_bytes: int
+    parity: ParityResult
 
 
 class CrossEncoderInfo(BaseModel):
@@ -331,6 +365,8 @@ class ModelMetadata(BaseModel):
     # Kind-specific: a cross-encoder's pairs and scores, a sparse encoder's vocabulary output.
     cross_encoder: CrossEncoderInfo | None = None
     sparse: SparseInfo | None = None
+    # GPU instances: the TorchScript graph they run (None: CPU instances only).
+    gpu: GpuInfo | None = None
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
     calibration: Calibration | None = None
 

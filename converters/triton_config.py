@@ -3,7 +3,8 @@
 Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.form``):
 
 - ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
-  requests of a dynamic batch itself. Inputs are ragged so that Triton batches requests of
+  requests of a dynamic batch itself (onnxruntime on CPU instances; on GPU instances,
+  sentence-transformers models only, PyTorch runs the TorchScript graph ``converters/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
   gateway pads to sequence-length buckets and requests of one bucket batch together.
@@ -17,7 +18,15 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, PIXELS, TritonConfigOptions
+from embedgate.converters.spec import (
+    ATTENTION_MASK,
+    EMBEDDING,
+    INPUT_IDS,
+    ONNX_FILE,
+    PIXELS,
+    TORCH_FILE,
+    TritonConfigOptions,
+)
 
 TEXT_INPUTS = (INPUT_IDS, ATTENTION_MASK)
 
@@ -34,14 +43,13 @@ SUB_BATCH_PARAMETER = "sub_batch_size"
 RUN_OVERHEAD_PARAMETER = "run_overhead_tokens"
 # Python form, text models: texts laid end to end in rows this wide through the packed graph.
 PACK_WIDTH_PARAMETER = "pack_width"
+# Python form, GPU instances: the TorchScript graph model.py runs with PyTorch, and where.
+TORCH_FILE_PARAMETER = "torch_file"
+TORCH_DEVICE_PARAMETER = "torch_device"
 
 
 def validate_options(options: TritonConfigOptions) -> None:
     """Refuse option combinations Triton would only reject at load time."""
-    if options.form == "python" and options.instance_kind == "gpu":
-        raise ValueError(
-            'the "python" form runs onnxruntime on CPU; use form "onnxruntime" for GPU instances'
-        )
     too_large = [size for size in options.preferred_batch_sizes if size > options.max_batch_size]
     if too_large:
         raise ValueError(
@@ -66,7 +74,12 @@ def build_text_model_config(
         config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
         config.parameters[SUB_BATCH_PARAMETER].string_value = str(options.sub_batch_size)
         config.parameters[RUN_OVERHEAD_PARAMETER].string_value = f"{options.run_overhead_tokens:g}"
-        config.parameters[PACK_WIDTH_PARAMETER].string_value = str(options.pack_width)
+        gpu = options.instance_kind == "gpu"
+        # The packed graph is an onnxruntime one; GPU instances run the TorchScript graph.
+        config.parameters[PACK_WIDTH_PARAMETER].string_value = "0" if gpu else str(options.pack_width)
+        if gpu:
+            config.parameters[TORCH_FILE_PARAMETER].string_value = TORCH_FILE
+            config.parameters[TORCH_DEVICE_PARAMETER].string_value = "cuda"
     return config
 
 
@@ -108,7 +121,12 @@ def _model_config(name: str, output_name: str, output_dim: int, options: TritonC
         policy.allow_timeout_override = True
         policy.max_queue_size = options.max_queue_size
 
-    kind = pb.ModelInstanceGroup.KIND_GPU if options.instance_kind == "gpu" else pb.ModelInstanceGroup.KIND_CPU
+    # Python form on a GPU: Triton sees CPU instances and model.py puts the graph on the GPU
+    # itself (torch_device), so Triton needs no CUDA of its own (the bundled tritonserver
+    # links CUDA 12.6, the host's PyTorch its own) and hands model.py host tensors, which it
+    # pads and sorts before they go to the GPU. This is the form measured on an H200.
+    gpu_kind = options.instance_kind == "gpu" and not python_form
+    kind = pb.ModelInstanceGroup.KIND_GPU if gpu_kind else pb.ModelInstanceGroup.KIND_CPU
     config.instance_group.add(count=options.instance_count, kind=kind)
 
     parameters = {

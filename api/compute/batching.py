@@ -23,20 +23,51 @@ from __future__ import annotations
 
 import os
 
-from embedgate.converters.spec import ModelLibrary, ModelMetadata, TritonConfigOptions
+from embedgate.converters.spec import ModelLibrary, ModelMetadata, TritonConfigOptions, Variant
 
 from ..settings import Settings
+from ..triton import gpus
+
+# GPU instances of the python form (PyTorch on the GPU): two per model, so one instance
+# copies inputs and pads while the other computes; a run's fixed cost (kernel launches for
+# every layer) is worth far more padded tokens than onnxruntime's on a CPU core.
+GPU_INSTANCES = 2
+GPU_RUN_OVERHEAD_TOKENS = 4096.0
 
 
 class BatchingPolicy:
     def __init__(self, settings: Settings):
         self.settings = settings
 
-    def triton_options(self, library: ModelLibrary) -> TritonConfigOptions:
+    def instance_kind(self, library: ModelLibrary, variant: Variant | None = None) -> str:
+        """``gpu`` or ``cpu`` for a new model. auto: the native form's are GPU instances; the
+        python form's are where this host has a GPU PyTorch can use (``triton/gpus.py``),
+        for the sentence-transformers models it traces for the GPU (not OpenCLIP models or
+        variants, which stay ONNX graphs on CPU instances)."""
+        s = self.settings
+        if s.triton_form == "onnxruntime":
+            return "cpu" if s.instance_kind == "cpu" else "gpu"
+        if library != "sentence_transformers" or variant is not None:
+            return "cpu"
+        if s.instance_kind == "auto":
+            return "gpu" if gpus.available() else "cpu"
+        return s.instance_kind
+
+    def triton_options(self, library: ModelLibrary, variant: Variant | None = None) -> TritonConfigOptions:
         """The Triton config of a new model of ``library`` (``sentence_transformers``, ``open_clip``)."""
         s = self.settings
         instances, threads = s.instance_count, s.ort_intra_op_threads
-        if s.triton_form == "python":
+        kind = self.instance_kind(library, variant)
+        run_overhead_tokens, sub_batch_size = s.run_overhead_tokens, s.sub_batch_size
+        if s.triton_form == "python" and kind == "gpu":
+            instances = instances or GPU_INSTANCES
+            threads = threads or 1
+            # Unless set: a whole call in one GPU run where padding costs less than a launch.
+            if "run_overhead_tokens" not in s.model_fields_set:
+                run_overhead_tokens = GPU_RUN_OVERHEAD_TOKENS
+            if "sub_batch_size" not in s.model_fields_set:
+                sub_batch_size = s.max_batch_size
+        elif s.triton_form == "python":
             # Measured on CPU: one single-threaded onnxruntime per core keeps every core
             # busy, where one instance with a thread per core leaves them idle between ops.
             cores = os.cpu_count() or 1
@@ -46,15 +77,13 @@ class BatchingPolicy:
             form=s.triton_form,
             max_batch_size=s.max_batch_size,
             dynamic_batching=not self.gateway_batches(library),
-            sub_batch_size=s.sub_batch_size,
-            run_overhead_tokens=s.run_overhead_tokens,
+            sub_batch_size=sub_batch_size,
+            run_overhead_tokens=run_overhead_tokens,
             pack_width=s.pack_width,
             max_queue_delay_microseconds=s.max_queue_delay_us,
             max_queue_size=s.triton_max_queue_size,
             instance_count=instances or 1,
-            instance_kind=(
-                s.instance_kind if s.instance_kind != "auto" else ("gpu" if s.triton_form == "onnxruntime" else "cpu")
-            ),
+            instance_kind=kind,
             intra_op_threads=threads,
         )
 

@@ -292,6 +292,12 @@ class ModelInfo(BaseModel):
     parity_mean_cosine: float | None = Field(
         None, description="Mean of the same cosines (none for models converted before it was recorded)."
     )
+    gpu_dtype: Literal["float16", "float32"] | None = Field(
+        None, description="The precision of the graph GPU instances run (none: CPU instances)."
+    )
+    gpu_parity_min_cosine: float | None = Field(
+        None, description="Lowest cosine of the GPU graph against the float32 PyTorch model, measured on the GPU."
+    )
     prompts: dict[str, str] | None = Field(
         None,
         description="The model's prompts (name -> text put before every text), as sentence-transformers holds "

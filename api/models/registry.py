@@ -195,7 +195,9 @@ class ModelRegistry:
             parity_threshold=settings.int8_parity_threshold if variant == "int8" else settings.parity_threshold,
             repository=self.repository.location,
             repository_cache_dir=str(settings.repository_cache),
-            triton=self.batching.triton_options(ref.library),
+            triton=self.batching.triton_options(ref.library, variant),
+            gpu_float16=settings.gpu_float16,
+            half_parity_threshold=settings.gpu_half_parity_threshold,
             allow_network=settings.allow_hub_download,
             **job,
         )

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import uuid
@@ -42,7 +43,7 @@ def _package_dir() -> Path:
     return Path(spec.origin).parent
 
 
-def _runtime_env(package_dir: Path) -> dict[str, str]:
+def _runtime_env(package_dir: Path, stub_python: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     lib_dirs = [str(package_dir.parent / "nvidia_pytriton.libs")]
     libdir = sysconfig.get_config_var("LIBDIR")
@@ -51,14 +52,48 @@ def _runtime_env(package_dir: Path) -> dict[str, str]:
     if env.get("LD_LIBRARY_PATH"):
         lib_dirs.append(env["LD_LIBRARY_PATH"])
     env["LD_LIBRARY_PATH"] = os.pathsep.join(lib_dirs)
-    # The stub's embedded interpreter finds sys.prefix through `python3` on PATH: put
-    # this interpreter's bin first so model.py sees this environment's packages.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # The stub's embedded interpreter finds sys.prefix through `python3` on PATH (not
+    # PYTHONPATH): put this interpreter's bin (or stub_python's) first so model.py sees
+    # that environment's packages.
+    python = Path(stub_python) if stub_python else Path(sys.executable)
+    env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
     return env
 
 
-def prepare(work_dir: Path) -> PreparedTriton:
-    """Copy the bundle into ``work_dir`` (once per pytriton and Python version)."""
+def _numpy_version(stub_python: Path | None) -> str:
+    if stub_python is None:
+        return importlib.metadata.version("numpy")
+    try:
+        found = subprocess.run(
+            [str(stub_python), "-c", "import sys, numpy; print(numpy.__version__, '%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BundleError(f"triton_stub_python {stub_python} cannot be run: {error}") from None
+    if found.returncode != 0:
+        raise BundleError(f"triton_stub_python {stub_python} has no numpy: {found.stderr.strip()[-300:]}")
+    version, python_version = found.stdout.split()
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if python_version != here:
+        raise BundleError(f"triton_stub_python {stub_python} is Python {python_version}; the gateway's is {here}")
+    return version
+
+
+def check_numpy(version: str) -> None:
+    """The Python backend stub of nvidia-pytriton 0.7.0 is built for numpy 1: under numpy 2
+    it loads models, but every output tensor comes back empty (seen with Python 3.12)."""
+    if int(version.split(".")[0]) >= 2:
+        raise BundleError(
+            f"numpy {version} is installed; the Python backend of nvidia-pytriton 0.7.0 needs numpy<2 "
+            "(under numpy 2 every output comes back empty): pip install 'numpy<2'"
+        )
+
+
+def prepare(work_dir: Path, stub_python: Path | None = None) -> PreparedTriton:
+    """Copy the bundle into ``work_dir`` (once per pytriton and Python version). Models run
+    in the environment of ``stub_python`` (default: this interpreter's), of this Python
+    version, with numpy 1."""
+    check_numpy(_numpy_version(stub_python))
     package_dir = _package_dir()
     source = package_dir / "tritonserver"
     version = importlib.metadata.version("nvidia-pytriton")
@@ -89,6 +124,6 @@ def prepare(work_dir: Path) -> PreparedTriton:
         binary=target / "bin" / "tritonserver",
         backend_dir=target / "backends",
         cache_dir=target / "caches",
-        env=_runtime_env(package_dir),
+        env=_runtime_env(package_dir, stub_python),
         version=version,
     )

@@ -20,8 +20,12 @@ padding in as few runs as ``PACKED_RUN_TOKENS`` allows; other batches run as abo
 text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
+Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
+``converters/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
+of onnxruntime, fed the same padded, length-sorted sub-batches.
 
-Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils only.
+Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils (and
+torch on GPU instances) only.
 """
 
 import heapq
@@ -46,6 +50,8 @@ PACK_WIDTH_PARAMETER = "pack_width"
 PACKED_RUN_TOKENS = 512
 # Row counts ``pack_rows`` tries for a batch, from the fewest that can hold its tokens.
 PACK_ROW_COUNTS = 3
+TORCH_FILE_PARAMETER = "torch_file"
+TORCH_DEVICE_PARAMETER = "torch_device"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # Config data types of the tensors we publish.
@@ -82,6 +88,9 @@ class _Input:
 
 
 class TritonPythonModel:
+    # The GPU graph (_TorchGraph) where the config names one; onnxruntime otherwise.
+    torch = None
+
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.inputs = [_Input(entry) for entry in config["input"]]
@@ -91,16 +100,28 @@ class TritonPythonModel:
             str(args["model_version"]),
             _parameter(config, ONNX_FILE_PARAMETER, ONNX_FILE),
         )
+        self.length_input = _parameter(config, LENGTH_INPUT_PARAMETER, None)
+        self.sub_batch_size = int(_parameter(config, SUB_BATCH_PARAMETER, "0"))
+        self.run_overhead_tokens = float(_parameter(config, RUN_OVERHEAD_PARAMETER, "0"))
+        self.pack_width = int(_parameter(config, PACK_WIDTH_PARAMETER, "0"))
+        self.torch = None
+        torch_file = _parameter(config, TORCH_FILE_PARAMETER, None)
+        if torch_file is not None:
+            self.torch = _TorchGraph(
+                os.path.join(os.path.dirname(path), torch_file),
+                _parameter(config, TORCH_DEVICE_PARAMETER, "cuda"),
+                args.get("model_instance_name", ""),
+                [spec.name for spec in self.inputs],
+                int(_parameter(config, INTRA_OP_PARAMETER, "0")),
+            )
+            self.packed = False
+            return
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(_parameter(config, INTRA_OP_PARAMETER, "0"))
         options.inter_op_num_threads = int(_parameter(config, INTER_OP_PARAMETER, "0"))
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Spinning threads would take CPU from Triton, the other instances and the gateway.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.length_input = _parameter(config, LENGTH_INPUT_PARAMETER, None)
-        self.sub_batch_size = int(_parameter(config, SUB_BATCH_PARAMETER, "0"))
-        self.run_overhead_tokens = float(_parameter(config, RUN_OVERHEAD_PARAMETER, "0"))
-        self.pack_width = int(_parameter(config, PACK_WIDTH_PARAMETER, "0"))
         # The packed graph computes what the plain one does (one text per row costs the
         # same), so where it exists it is the only one loaded: one copy of the weights.
         packed_path = os.path.join(os.path.dirname(path), PACKED_ONNX_FILE)
@@ -225,6 +246,8 @@ class TritonPythonModel:
 
     def _run_rows(self, feeds):
         """One run with one text per row, right-padded, as the plain graph takes them."""
+        if self.torch is not None:
+            return [self.torch.run(feeds)]
         if not self.packed:
             return self.session.run(self.outputs, feeds)
         tokens = feeds[self.length_input] > 0
@@ -258,6 +281,33 @@ class TritonPythonModel:
 
     def finalize(self):
         self.session = None
+        self.torch = None
+
+
+class _TorchGraph:
+    """The TorchScript graph on one GPU: inputs in, the one output back as float32 numpy.
+    Triton sees a CPU instance; with several GPUs, instance ``<model>_<n>`` takes GPU
+    ``n`` modulo their count. TorchScript's profiling optimizations are off: every batch
+    has another shape."""
+
+    def __init__(self, path, device, instance_name, input_names, threads):
+        import torch
+
+        if threads > 0:
+            torch.set_num_threads(threads)
+        if device == "cuda" and torch.cuda.device_count() > 1:
+            number = instance_name.rsplit("_", 1)[-1]
+            device = f"cuda:{int(number) % torch.cuda.device_count() if number.isdigit() else 0}"
+        self.torch = torch
+        self.device = device
+        self.input_names = input_names
+        self.module = torch.jit.load(path, map_location=device).eval()
+
+    def run(self, feeds):
+        torch = self.torch
+        with torch.inference_mode(), torch.jit.optimized_execution(False):
+            inputs = [torch.from_numpy(feeds[name]).to(self.device, non_blocking=True) for name in self.input_names]
+            return self.module(*inputs).float().cpu().numpy()
 
 
 def plan_sub_batches(lengths, max_rows, overhead_tokens):

@@ -177,7 +177,9 @@ class TritonSupervisor:
 
     # --- lifecycle
     async def start(self) -> None:
-        self._prepared = await asyncio.to_thread(bundle.prepare, self.settings.triton_work_dir)
+        self._prepared = await asyncio.to_thread(
+            bundle.prepare, self.settings.triton_work_dir, self.settings.triton_stub_python
+        )
         await asyncio.to_thread(reap_orphaned_stubs)
         repository = open_repository(self.repository, self.settings.repository_cache)
         await asyncio.to_thread(repository.create)

@@ -106,6 +106,17 @@ class CrossEncoderConverter(LibraryKind):
             parity.onnx_runner(onnx_file, SCORES), token_ids, types, reference, spec.score_tolerance
         )
         step(f"parity passed: scores within {result.max_abs_error:.3g} of CrossEncoder.predict")
+        gpu = self.gpu_graph(
+            model,
+            model.preprocess([list(pair) for pair in pairs[:2]]),
+            out_dir,
+            # Scores are held to an absolute tolerance float16 does not keep: float32 only.
+            lambda run, half: parity.check_scores(run, token_ids, types, reference, spec.score_tolerance),
+            half=False,
+            input_names=names,
+            output_key=SCORES,
+            after=activation,
+        )
         return ModelMetadata(
             **self.metadata_fields(model, transformer, prompts, max_length),
             model_name=spec.model_name,
@@ -113,6 +124,7 @@ class CrossEncoderConverter(LibraryKind):
             normalized=False,
             strip_whitespace=strip_whitespace,
             parity=result,
+            gpu=gpu,
             cross_encoder=CrossEncoderInfo(
                 num_labels=int(model.num_labels),
                 activation=_qualified_name(activation),

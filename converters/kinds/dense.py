@@ -65,8 +65,18 @@ class DenseConverter(LibraryKind):
         else:
             result, variant = variants.build(spec, model, out_dir, onnx_file, token_ids, reference, step)
         step(f"parity passed: min cosine {result.min_cosine:.6f}")
+        gpu = self.gpu_graph(
+            model,
+            model.preprocess(sentences[:2]),
+            out_dir,
+            lambda run, half: parity.check_run(
+                run, token_ids, reference, spec.half_parity_threshold if half else spec.parity_threshold
+            ),
+            half=spec.gpu_float16,
+            zero_token_types=needs_token_type_ids,
+        )
         packed_parity = None
-        if spec.variant is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
+        if spec.variant is None and gpu is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
             step("exporting the packed graph for short texts")
             packed_parity, outcome = packed.build(
                 model, needs_token_type_ids, out_dir, token_ids, reference, spec.parity_threshold, spec.triton.pack_width
@@ -83,6 +93,7 @@ class DenseConverter(LibraryKind):
             variant=variant,
             packed_parity=packed_parity,
             calibration=calibrated,
+            gpu=gpu,
         )
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:

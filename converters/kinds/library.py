@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from embedgate.converters import module_stack, parity
+from embedgate.converters import gpu, module_stack, parity
 from embedgate.converters.errors import UnsupportedModelError
 from embedgate.converters.declared import Declared
 from embedgate.converters.module_stack import Source
 from embedgate.converters.prompts import Prompts, read_prompts
-from embedgate.converters.spec import TOKENIZER_DIR, ConversionSpec
+from embedgate.converters.spec import TOKENIZER_DIR, ConversionSpec, GpuInfo
 
 from .base import KindConverter, Step
 
@@ -46,6 +46,14 @@ class LibraryKind(KindConverter):
         # Before any export: a default prompt the graph cannot apply refuses the conversion.
         prompts = read_prompts(model)
         return model, transformer, prompts, module_stack.checked_max_length(self.max_length(model))
+
+    def gpu_graph(self, model, example: dict, out_dir: Path, check: gpu.Check, **options) -> GpuInfo | None:
+        """The TorchScript graph of GPU instances (``converters/gpu.py``), where the model
+        is published for them; None for CPU instances."""
+        triton = self.spec.triton
+        if triton.form != "python" or triton.instance_kind != "gpu":
+            return None
+        return gpu.build(model, example, out_dir, check, self.step, **options)
 
     def refusal(self, model) -> str | None:
         """Why ``model`` cannot be served exactly as this kind, or None."""

@@ -72,6 +72,15 @@ class SparseConverter(LibraryKind):
         strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
         result = parity.check_sparse(parity.onnx_runner(onnx_file), token_ids, reference, spec.parity_threshold)
         step(f"parity passed: the same non-zero weights, min cosine {result.min_cosine:.6f}")
+        gpu = self.gpu_graph(
+            model,
+            model.preprocess(sentences[:2]),
+            out_dir,
+            # Which weights are zero is what a sparse vector is: float16 is not tried.
+            lambda run, half: parity.check_sparse(run, token_ids, reference, spec.parity_threshold),
+            half=False,
+            zero_token_types=module_stack.takes_token_type_ids(transformer),
+        )
         pooling = model[1]
         return ModelMetadata(
             **self.metadata_fields(model, transformer, prompts, max_length),
@@ -80,6 +89,7 @@ class SparseConverter(LibraryKind):
             normalized=False,
             strip_whitespace=strip_whitespace,
             parity=result,
+            gpu=gpu,
             sparse=SparseInfo(
                 max_active_dims=max_active_dims,
                 pooling=str(pooling.pooling_strategy),

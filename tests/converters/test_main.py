@@ -127,9 +127,15 @@ def test_existing_target_exits_4_unless_replace(fake_env, tmp_path):
     [
         ("not json", "invalid conversion spec"),
         (json.dumps({"model_name": "fake"}), "triton_name"),
-        (json.dumps({"model_name": "f", "triton_name": "f", "repository": "/tmp", "triton": {"instance_kind": "gpu"}}), "onnxruntime"),
+        (
+            json.dumps(
+                {"model_name": "f", "triton_name": "f", "repository": "/tmp", "library": "open_clip",
+                 "triton": {"instance_kind": "gpu"}}
+            ),
+            "OpenCLIP models and variants run on CPU instances",
+        ),
     ],
-    ids=["not-json", "missing-fields", "python-form-on-gpu"],
+    ids=["not-json", "missing-fields", "python-form-clip-on-gpu"],
 )
 def test_bad_specs_exit_1_with_a_one_line_error(fake_env, spec, message):
     code, stdout, stderr = finish(start(fake_env, spec))

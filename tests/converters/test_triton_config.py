@@ -4,7 +4,15 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ONNX_FILE, TritonConfigOptions
+from embedgate.converters.spec import (
+    ATTENTION_MASK,
+    EMBEDDING,
+    INPUT_IDS,
+    ONNX_FILE,
+    TORCH_FILE,
+    ConversionSpec,
+    TritonConfigOptions,
+)
 from embedgate.converters.triton_config import (
     INTER_OP_PARAMETER,
     INTRA_OP_PARAMETER,
@@ -95,9 +103,43 @@ def test_rendering_is_text_format_not_defaults():
     assert "platform" not in text
 
 
-def test_python_form_refuses_gpu_instances():
-    with pytest.raises(ValueError, match="onnxruntime"):
-        build_text_model_config("m", EMBEDDING, 8, TritonConfigOptions(form="python", instance_kind="gpu"))
+def test_python_form_on_gpu_runs_the_torchscript_graph_without_packing():
+    config = build_text_model_config(
+        "m", EMBEDDING, 8, TritonConfigOptions(form="python", instance_kind="gpu", instance_count=2)
+    )
+
+    assert config.backend == "python"
+    # Triton sees CPU instances; model.py puts the graph on the GPU.
+    assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
+    assert config.instance_group[0].count == 2
+    assert config.parameters["torch_file"].string_value == TORCH_FILE
+    assert config.parameters["torch_device"].string_value == "cuda"
+    assert config.parameters["pack_width"].string_value == "0"
+    assert all(i.allow_ragged_batch for i in config.input)
+
+
+def test_python_form_on_cpu_names_no_torchscript_graph():
+    config = build_text_model_config("m", EMBEDDING, 8, TritonConfigOptions(form="python"))
+
+    assert "torch_file" not in config.parameters
+    assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"library": "open_clip"}, {"variant": "int8"}],
+    ids=["clip", "variant"],
+)
+def test_gpu_instances_of_the_python_form_are_for_plain_sentence_transformers(fields):
+    with pytest.raises(ValueError, match="run on CPU instances"):
+        ConversionSpec(
+            model_name="m", triton_name="m", repository="/r", triton=TritonConfigOptions(instance_kind="gpu"), **fields
+        )
+    # The native form's GPU instances run the ONNX file: any model.
+    ConversionSpec(
+        model_name="m", triton_name="m", repository="/r",
+        triton=TritonConfigOptions(form="onnxruntime", instance_kind="gpu"), **fields,
+    )
 
 
 def test_preferred_batch_size_above_max_is_refused():

@@ -52,6 +52,8 @@ def _info(metadata: ModelMetadata, loaded: bool) -> ModelInfo:
         variant=metadata.variant.name if metadata.variant else None,
         parity_min_cosine=metadata.parity.min_cosine,
         parity_mean_cosine=metadata.parity.mean_cosine,
+        gpu_dtype=metadata.gpu.dtype if metadata.gpu else None,
+        gpu_parity_min_cosine=metadata.gpu.parity.min_cosine if metadata.gpu else None,
         prompts=metadata.prompts,
         default_prompt_name=metadata.default_prompt_name,
         prompts_refused=metadata.prompts_refused,

@@ -4,8 +4,19 @@ gateway's coalescer treats a model given how it was published."""
 import os
 from types import SimpleNamespace
 
+import pytest
+
+from embedgate.api.compute import batching
 from embedgate.api.compute.batching import BatchingPolicy
 from embedgate.api.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def host_gpu(monkeypatch):
+    """The host has no GPU unless a test says it has: the policy, not this machine, is tested."""
+    state = {"gpu": False}
+    monkeypatch.setattr(batching.gpus, "available", lambda: state["gpu"])
+    return state
 
 
 def options(library="sentence_transformers", **settings):
@@ -57,3 +68,32 @@ def test_explicit_instances_share_the_cores():
 def test_native_form_runs_one_gpu_instance_with_onnxruntimes_threads():
     chosen = options(triton_form="onnxruntime")
     assert (chosen.instance_count, chosen.intra_op_threads, chosen.instance_kind) == (1, 0, "gpu")
+
+
+def test_on_a_gpu_host_sentence_transformers_get_two_gpu_instances_running_whole_calls(host_gpu):
+    host_gpu["gpu"] = True
+    chosen = options()
+    assert (chosen.form, chosen.instance_kind, chosen.instance_count, chosen.intra_op_threads) == ("python", "gpu", 2, 1)
+    # A whole call in one run unless padding costs more than a launch; the gateway still batches.
+    assert (chosen.sub_batch_size, chosen.run_overhead_tokens) == (256, batching.GPU_RUN_OVERHEAD_TOKENS)
+    assert chosen.dynamic_batching is False
+    # Settings given explicitly win.
+    assert options(sub_batch_size=32, run_overhead_tokens=100, instance_count=4).model_dump(
+        include={"sub_batch_size", "run_overhead_tokens", "instance_count"}
+    ) == {"sub_batch_size": 32, "run_overhead_tokens": 100, "instance_count": 4}
+
+
+def test_on_a_gpu_host_clip_models_and_variants_stay_on_cpu_instances(host_gpu):
+    host_gpu["gpu"] = True
+    policy = BatchingPolicy(Settings())
+    assert policy.triton_options("open_clip").instance_kind == "cpu"
+    assert policy.triton_options("sentence_transformers", "int8").instance_kind == "cpu"
+    assert policy.triton_options("open_clip").instance_count == (os.cpu_count() or 1)
+
+
+def test_instance_kind_cpu_keeps_a_gpu_host_on_cpu_and_gpu_asks_for_it_anywhere(host_gpu):
+    host_gpu["gpu"] = True
+    assert options(instance_kind="cpu").instance_kind == "cpu"
+    host_gpu["gpu"] = False
+    assert options().instance_kind == "cpu"
+    assert options(instance_kind="gpu").instance_kind == "gpu"

@@ -214,3 +214,47 @@ def test_many_texts_fill_rows_to_the_brim(load_python_model):
     lengths = np.array([16] * 9 + [8] * 6)  # 192 tokens: four rows of 48 exactly
     rows = pack_rows(lengths, 48)
     assert slots(lengths, rows) == 192
+
+
+def test_a_config_naming_a_torch_file_runs_that_graph_with_pytorch(mean_pool_onnx, load_python_model, ragged_request):
+    """GPU instances: the TorchScript graph (here traced on the CPU, with torch_device cpu)
+    gets the batches onnxruntime would, and answers what the ONNX graph answers."""
+    import torch
+
+    from embedgate.converters.spec import TORCH_FILE
+
+    table = torch.from_numpy(mean_pool_onnx.table)
+
+    class MeanPool(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            mask = attention_mask.unsqueeze(-1).float()
+            return (table[input_ids] * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+    model_dir = mean_pool_onnx.path.parent.parent
+    example = (torch.ones(2, 3, dtype=torch.int64), torch.ones(2, 3, dtype=torch.int64))
+    torch.jit.save(torch.jit.trace(MeanPool(), example), str(model_dir / "1" / TORCH_FILE))
+    dim = mean_pool_onnx.table.shape[1]
+
+    def loaded(options):
+        config = triton_config.build_text_model_config("tiny", EMBEDDING, dim, options)
+        if "torch_device" in config.parameters:
+            config.parameters["torch_device"].string_value = "cpu"
+        instance = load_python_model().TritonPythonModel()
+        instance.initialize(
+            {
+                "model_config": json_format.MessageToJson(config, preserving_proto_field_name=True),
+                "model_repository": str(model_dir),
+                "model_version": "1",
+                "model_instance_name": "tiny_0",
+            }
+        )
+        return instance
+
+    on_torch = loaded(TritonConfigOptions(instance_kind="gpu", intra_op_threads=1))
+    on_onnx = loaded(TritonConfigOptions(intra_op_threads=1, pack_width=0))
+    assert on_torch.torch is not None and on_onnx.torch is None
+    requests = [ragged_request(lengths, seed) for seed, lengths in enumerate([[3, 9, 1], [12], [5, 5]])]
+
+    for torch_answer, onnx_answer in zip(on_torch.execute(requests), on_onnx.execute(requests)):
+        assert not torch_answer.has_error()
+        np.testing.assert_allclose(torch_answer.output(EMBEDDING), onnx_answer.output(EMBEDDING), rtol=1e-5, atol=1e-6)

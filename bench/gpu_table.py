@@ -1,0 +1,66 @@
+"""The table of a GPU sweep (``bench/gpu_sweep.sh``): each model, payload and client count
+with its throughput, latency and ratio to the in-process reference on the same GPU.
+
+``python -m embedgate.bench.gpu_table OUT_DIR`` prints it as Markdown (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+_RUN = re.compile(r"(?P<model>[a-z0-9]+)-(?P<payload>single|batch)-(?P<clients>\d+)\.json")
+
+
+def rows(out: Path) -> list[dict]:
+    found = []
+    for path in sorted(out.glob("*.json")):
+        match = _RUN.fullmatch(path.name)
+        if not match:
+            continue
+        report = json.loads(path.read_text())
+        reference = json.loads((out / f"{match['model']}-{match['payload']}-reference.json").read_text())
+        load = report["load"]
+        latency = load.get("response_time_s") or {}
+        found.append(
+            {
+                "model": match["model"],
+                "payload": match["payload"],
+                "clients": int(match["clients"]),
+                "embeddings_per_s": load["embeddings_per_s"],
+                "qps": load["qps"],
+                "p50_ms": round(latency.get("p50", 0) * 1000, 2),
+                "p99_ms": round(latency.get("p99", 0) * 1000, 2),
+                "failed": load["failed_requests"],
+                "reference_embeddings_per_s": reference["best_embeddings_per_s"],
+                "reference_p50_ms": reference["latency_ms"]["p50"],
+            }
+        )
+    return sorted(found, key=lambda r: (r["model"], r["payload"] != "single", r["clients"]))
+
+
+def markdown(found: list[dict]) -> str:
+    lines = [
+        "| model | texts/request | clients | embeddings/s | requests/s | p50 ms | p99 ms | failed "
+        "| in-process embeddings/s | ratio | in-process p50 ms (1 call) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in found:
+        ratio = r["embeddings_per_s"] / r["reference_embeddings_per_s"] if r["reference_embeddings_per_s"] else 0
+        lines.append(
+            f"| {r['model']} | {1 if r['payload'] == 'single' else 32} | {r['clients']} | {r['embeddings_per_s']:,.0f} "
+            f"| {r['qps']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['failed']} "
+            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {r['reference_p50_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    print(markdown(rows(Path(args[0]))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The in-process reference on an accelerator: the model's own library, in this process.
+
+``python -m embedgate.bench.torch_reference --model-path DIR --device cuda``: the
+sentence-transformers model in ``DIR`` (float16 by default) embeds the inputs a benchmark
+run sends (the same payload and seed), with nothing between the texts and PyTorch:
+
+- throughput: all inputs through ``SentenceTransformer.encode``, which sorts texts by
+  length before cutting batches (the best batching an offline job gets), at each
+  ``--batch-sizes`` value; tokenization included, as the server's is;
+- latency: one call at a time of one request's inputs (``--payload``), p50 and p99.
+
+Prints a JSON report (also written to ``--json``), the figure server runs are put against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from .payloads import build_payload
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def measure(args: argparse.Namespace) -> dict:
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
+    model = SentenceTransformer(str(args.model_path), device=args.device, model_kwargs={"torch_dtype": dtype})
+    model.eval()
+    payload = build_payload(args.payload, batch_size=args.per_request, seed=args.seed)
+    texts = [text for index in range(args.requests) for text in payload.inputs(index)]
+
+    def sync() -> None:
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    model.encode(texts[:512], batch_size=max(args.batch_sizes))  # warm-up: kernels, allocator
+    throughput = {}
+    for batch_size in args.batch_sizes:
+        sync()
+        started = time.perf_counter()
+        model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
+        sync()
+        seconds = time.perf_counter() - started
+        throughput[str(batch_size)] = {"seconds": round(seconds, 4), "embeddings_per_s": round(len(texts) / seconds, 2)}
+
+    latencies = []
+    for index in range(args.latency_calls):
+        inputs = payload.inputs(index)
+        started = time.perf_counter()
+        model.encode(inputs, batch_size=len(inputs), convert_to_numpy=True)
+        latencies.append(time.perf_counter() - started)
+    return {
+        "model_path": str(args.model_path),
+        "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else args.device,
+        "dtype": args.dtype,
+        "torch": torch.__version__,
+        "payload": args.payload,
+        "per_request": len(payload.inputs(0)),
+        "texts": len(texts),
+        "throughput": throughput,
+        "best_embeddings_per_s": max(entry["embeddings_per_s"] for entry in throughput.values()),
+        "latency_ms": {
+            "calls": len(latencies),
+            "p50": round(statistics.median(latencies) * 1000, 3),
+            "p99": round(_percentile(latencies, 0.99) * 1000, 3),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Embed a benchmark's inputs in-process with sentence-transformers.")
+    parser.add_argument("--model-path", type=Path, required=True, help="a sentence-transformers model directory")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16")
+    parser.add_argument("--payload", choices=("single", "batch"), default="single")
+    parser.add_argument("--per-request", type=int, default=32, help="texts per request of --payload batch")
+    parser.add_argument("--requests", type=int, default=20000, help="requests' inputs embedded for throughput")
+    parser.add_argument("--batch-sizes", type=lambda text: [int(v) for v in text.split(",")], default=[32, 256])
+    parser.add_argument("--latency-calls", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    report = measure(args)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The GPU graph (converters/gpu.py): the module stack traced with TorchScript computes
+what sentence-transformers computes, for shapes other than the one it was traced on. The
+trace runs here on the CPU (the same code the converter runs on CUDA); the GPU itself is
+exercised by tests/integration/test_gpu.py on a GPU host."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedgate.converters import gpu, parity
+from embedgate.converters.errors import ConversionError
+from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS
+from tests import tiny_models
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_models.dense_model(tmp_path_factory.mktemp("gpu") / "bert")), device="cpu")
+    return model.float().eval()
+
+
+def test_the_traced_stack_matches_sentence_transformers_on_other_shapes(tiny, tmp_path):
+    import torch
+
+    sentences = ["a", "embedding servers batch requests", "the quick brown fox jumps over the lazy dog " * 3]
+    reference = tiny.encode(sentences, convert_to_numpy=True)
+    torch_file = tmp_path / "model.pt"
+    # Traced on two texts; run below on three, each alone and padded together.
+    gpu.trace(tiny, tiny.preprocess(sentences[:2]), torch_file, torch.float32, device="cpu")
+    features = tiny.preprocess(sentences)
+    token_ids = parity.reference_token_ids(features[INPUT_IDS].numpy(), features[ATTENTION_MASK].numpy())
+
+    result = parity.check_run(gpu.runner(torch_file, (INPUT_IDS, ATTENTION_MASK), "cpu"), token_ids, reference, 0.9999)
+
+    assert result.passed and result.min_cosine >= 0.9999
+    # The model the converter goes on with is untouched (still float32, on the CPU).
+    assert next(tiny.parameters()).dtype == torch.float32 and next(tiny.parameters()).device.type == "cpu"
+
+
+def test_without_cuda_the_gpu_graph_is_refused_with_the_reason(tiny, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA: the refusal is for hosts without it")
+    with pytest.raises(ConversionError, match="torch.cuda.is_available"):
+        gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, lambda run, half: None, lambda line: None)
+
+
+def test_the_published_graph_falls_back_to_float32_where_float16_loses_parity(tiny, tmp_path):
+    from embedgate.converters.errors import ParityError
+
+    asked = []
+
+    def check(run, half):
+        asked.append(half)
+        if half:
+            raise ParityError("min cosine 0.99 < threshold 0.999")
+        return parity.ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=2)
+
+    steps = []
+    info = gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, check, steps.append, device="cpu")
+
+    assert asked == [True, False]
+    assert info.dtype == "float32" and info.torch_bytes == (tmp_path / "1" / "model.pt").stat().st_size
+    assert any("float16 graph refused" in line for line in steps)
+
+
+def test_a_trace_that_does_not_run_is_refused_as_unsupported_with_the_way_out(tiny, tmp_path):
+    from embedgate.converters.errors import UnsupportedModelError
+
+    def check(run, half):
+        raise RuntimeError("The following operation failed in the TorchScript interpreter.")
+
+    with pytest.raises(UnsupportedModelError, match="EMBEDGATE_INSTANCE_KIND=cpu"):
+        gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, check, lambda line: None, device="cpu")
