@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
 from .payloads import build_payload
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+from .report import describe
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -61,6 +56,7 @@ def measure(args: argparse.Namespace) -> dict:
         started = time.perf_counter()
         model.encode(inputs, batch_size=len(inputs), convert_to_numpy=True)
         latencies.append(time.perf_counter() - started)
+    latency = describe(latencies)
     return {
         "model_path": str(args.model_path),
         "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else args.device,
@@ -71,11 +67,7 @@ def measure(args: argparse.Namespace) -> dict:
         "texts": len(texts),
         "throughput": throughput,
         "best_embeddings_per_s": max(entry["embeddings_per_s"] for entry in throughput.values()),
-        "latency_ms": {
-            "calls": len(latencies),
-            "p50": round(statistics.median(latencies) * 1000, 3),
-            "p99": round(_percentile(latencies, 0.99) * 1000, 3),
-        },
+        "latency_ms": {"calls": len(latencies), **{p: round(latency[p] * 1000, 3) for p in ("p50", "p99")}},
     }
 
 

@@ -306,7 +306,7 @@ class _TorchGraph:
     def run(self, feeds):
         torch = self.torch
         with torch.inference_mode(), torch.jit.optimized_execution(False):
-            inputs = [torch.from_numpy(feeds[name]).to(self.device, non_blocking=True) for name in self.input_names]
+            inputs = [torch.from_numpy(feeds[name]).to(self.device) for name in self.input_names]
             return self.module(*inputs).float().cpu().numpy()
 
 
