@@ -67,8 +67,9 @@ class Gateway:
         self.client = TritonClient(
             self.triton.url,
             control_timeout_s=self.settings.load_timeout_s,
+            load_watch=self.triton.watch_load,
         )
-        self.registry = ModelRegistry(self.settings, self.client, keep_manifest=self.cluster is None)
+        self.registry = ModelRegistry(self.settings, self.client, self.triton, keep_manifest=self.cluster is None)
         self.embeddings = EmbeddingService(self.settings, self.client, self.triton)
         self.triton.on_restart(self.registry.reload_all)
         if not self.triton.embedded:

@@ -18,6 +18,7 @@ from embedgate.converters.repository import RepositoryError
 from embedgate.converters.spec import ConversionSpec, ModelMetadata
 
 from ..compute.batching import BatchingPolicy
+from ..compute.embedding import Restartable
 from ..compute.kinds import kind_of
 from ..compute.served import ServedModel
 from ..errors import (
@@ -27,6 +28,7 @@ from ..errors import (
     ModelConflict,
     ModelNotFound,
     ModelNotLoaded,
+    TritonConnectionLost,
 )
 from ..settings import Settings
 from ..triton.client import TritonClient
@@ -62,9 +64,19 @@ class ModelControl(Protocol):
 
 
 class ModelRegistry:
-    def __init__(self, settings: Settings, client: TritonClient, *, keep_manifest: bool = True):
+    def __init__(
+        self,
+        settings: Settings,
+        client: TritonClient,
+        triton: Restartable | None = None,
+        *,
+        keep_manifest: bool = True,
+    ):
         self.settings = settings
         self.client = client
+        # The supervisor of an embedded Triton: a load that Triton died under is made again
+        # once it is back.
+        self.triton = triton
         # One gateway keeps a manifest of its models for restarts; replicas of a cluster
         # share a repository and are told their models instead.
         self.keep_manifest = keep_manifest
@@ -225,6 +237,21 @@ class ModelRegistry:
         # bucket holds a conversion the cache has no copy of.
         tokenizer = await off_loop(kind_of(metadata).tokenizer, self.repository.fetch, triton_name)
         model = ServedModel(name, triton_name, metadata, tokenizer)
+        restarts = self.triton.restarts if self.triton is not None else 0
+        try:
+            await self._load_parts(model)
+        except TritonConnectionLost:
+            # Triton died under the load (or was ended for a load that hung): once its
+            # supervisor has it back, load again, so the caller sees a slower success.
+            if self.triton is None or not await self.triton.wait_restarted(restarts):
+                raise
+            log.warning("triton restarted while loading %s; loading it again", name)
+            await self._load_parts(model)
+        self._served[name] = model
+        log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
+        return model
+
+    async def _load_parts(self, model: ServedModel) -> None:
         loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
         outcomes = await asyncio.gather(*loads, return_exceptions=True)
         failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
@@ -234,9 +261,6 @@ class ModelRegistry:
                 if not isinstance(outcome, BaseException):
                     await asyncio.gather(self.client.unload(part), return_exceptions=True)
             raise failure
-        self._served[name] = model
-        log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
-        return model
 
     async def unload(self, name: str, pretrained: str | None = None) -> None:
         ref = ModelRef.named(name, pretrained)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -50,8 +51,16 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
 
 
 class TritonClient:
-    def __init__(self, url: str, *, control_timeout_s: float, conn_limit: int = 256):
+    def __init__(
+        self,
+        url: str,
+        *,
+        control_timeout_s: float,
+        conn_limit: int = 256,
+        load_watch: Callable[[str], Awaitable[None]] | None = None,
+    ):
         self.url = url
+        self._load_watch = load_watch
         # No session-wide timeout for inference: each call runs under its request's own
         # deadline (asyncio.timeout), which may be longer than any fixed one, and aiohttp
         # then arms no timers of its own on every call.
@@ -93,10 +102,16 @@ class TritonClient:
         raise AssertionError("unreachable")
 
     async def load(self, triton_name: str) -> None:
+        """Load a model; ``load_watch`` runs beside it (it may end a Triton whose load hangs)."""
+        watch = asyncio.create_task(self._load_watch(triton_name)) if self._load_watch else None
         try:
             await self._control.load_model(triton_name)
         except Exception as exc:  # noqa: BLE001
             raise map_triton_error(exc, triton_name) from None
+        finally:
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
 
     async def unload(self, triton_name: str, *, wait_s: float = 30.0) -> None:
         """Unload and wait until Triton has really let go (its unload returns early)."""

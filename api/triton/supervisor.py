@@ -32,7 +32,7 @@ import httpx
 from embedgate.converters.repository import is_s3, open_repository, parse_s3, triton_location
 
 from ..settings import Settings
-from . import bundle
+from . import bundle, stalls
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
 log = logging.getLogger("embedgate.triton")
@@ -174,6 +174,35 @@ class TritonSupervisor:
             return False
         await self._serving.wait()
         return True
+
+    async def watch_load(self, triton_name: str) -> None:
+        """Run beside a load of ``triton_name``: when the load is still pending past the
+        stub start-up timeout and the model's stubs sit idle (a stub handshake that hangs,
+        see ``stalls``), kill this tritonserver; the watchdog starts a new one, and the
+        load fails as if Triton had died under it. Returns only after killing it."""
+        proc = self._proc
+        if proc is None:
+            return
+        await asyncio.sleep(self.settings.triton_stub_timeout_s + stalls.GRACE_S)
+        before = None
+        while proc.returncode is None and proc is self._proc:
+            now = await asyncio.to_thread(stalls.stub_cpu_seconds, proc.pid, triton_name)
+            if stalls.is_idle(before, now):
+                log.error(
+                    "tritonserver has not finished loading %s after its stub start-up timeout (%ss), and the "
+                    "model's stubs are idle: a stub handshake that hangs; restarting tritonserver",
+                    triton_name,
+                    self.settings.triton_stub_timeout_s,
+                )
+                # Its stubs too (they share its process group): a stuck one may never
+                # notice that its parent is gone, and would hold Triton's output open.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+            before = now
+            await asyncio.sleep(stalls.POLL_S)
 
     # --- lifecycle
     async def start(self) -> None:
@@ -347,6 +376,9 @@ class ExternalTriton:
 
     async def wait_restarted(self, since: int) -> bool:
         return False  # nobody here restarts it
+
+    async def watch_load(self, triton_name: str) -> None:
+        pass  # its processes are not ours to see
 
     async def start(self) -> None:
         log.info("using external Triton at %s", self.url)

@@ -4,6 +4,7 @@ and preloaded at startup."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -12,11 +13,13 @@ from pathlib import Path
 
 import httpx
 
+from embedgate.api.triton.orphans import STUB
 from tests.helpers import cosine_rows
 
 from .conftest import (
     MINILM,
     assert_each_got_its_embedding,
+    processes,
     processes_mentioning,
     start_gateway,
     steady_clients,
@@ -113,3 +116,44 @@ def test_preloaded_models_are_loaded_at_startup_and_readiness_says_starting_unti
         assert cosine_rows(served["text_embeddings"], minilm.encode(["preloaded"]))[0] >= 0.9999
     finally:
         preloading.stop()
+
+
+def stub_of(triton_pid: int) -> int | None:
+    """A child of this tritonserver that runs the stub (not one forked that has yet to exec it)."""
+    for pid, _, ppid in processes():
+        try:
+            if ppid == triton_pid and Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(STUB.encode()):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def test_a_load_whose_stub_hangs_ends_tritonserver_and_is_made_again(gateway, minilm_loaded, minilm, tmp_path):
+    """Under CPU pressure the Python backend's stub handshake can hang: tritonserver waits for
+    the stub, the stub for tritonserver, and the load never returns. A stub stopped as it
+    starts makes the same hang. The gateway ends that tritonserver, starts another, and
+    loads again: the caller sees a slower 200."""
+    published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
+    repository = tmp_path / "repository"
+    shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
+    hanging = start_gateway(repository, tmp_path / "hanging.log", triton_stub_timeout_s="5")
+    try:
+        wait_ready(hanging)
+        (triton_pid,) = hanging.children("tritonserver")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool, hanging.client() as http:
+            load = pool.submit(http.post, "/load_sentence_transformer_model", json={"model_name": MINILM})
+            stub = wait_until(lambda: stub_of(triton_pid), 120, "a stub of the load", interval=0.001)
+            os.kill(stub, signal.SIGSTOP)
+            answer = load.result(timeout=300)
+            assert answer.status_code == 200, answer.text
+            served = http.post("/infer", json={"model_name": MINILM, "text": ["after the hang"]}).json()
+        assert cosine_rows(served["text_embeddings"], minilm.encode(["after the hang"]))[0] >= 0.9999
+        log = hanging.log()
+        assert "the model's stubs are idle: a stub handshake that hangs; restarting tritonserver" in log
+        assert f"triton restarted while loading {MINILM}; loading it again" in log
+        (new_pid,) = hanging.children("tritonserver")
+        assert new_pid != triton_pid
+        assert not Path(f"/proc/{stub}").exists(), "the stopped stub outlived its tritonserver"
+    finally:
+        hanging.stop()

@@ -1,0 +1,66 @@
+"""A model load that Triton never finishes.
+
+Under CPU pressure the Python backend's start-up handshake with a model instance's stub
+can end with each side waiting for the other: tritonserver gives up on the stub and
+waits for it to exit, while the stub, started and idle, waits for a message from
+tritonserver. The load then never returns (seen with gdb on a busy 2-core machine; at
+other times the same handshake ends in tritonserver aborting). From outside it looks
+like this: the load is still pending past the stub start-up timeout, and the model's
+stubs, children of this tritonserver, use no CPU. A stub that loads a model is busy, so
+an idle one that long is stuck, and the only way out is a new tritonserver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .orphans import STUB
+
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+# Past the stub start-up timeout, the first look waits this long: Triton's own handling
+# of a stub that did not start comes first.
+GRACE_S = 15.0
+# Stubs of the loading model that together use less CPU than this over one poll are idle.
+POLL_S = 10.0
+IDLE_CPU_S = 0.05
+
+
+def _instance_pattern(triton_name: str) -> re.Pattern[bytes]:
+    # A stub's command line names what it runs: the model itself (the stub the Python
+    # backend starts first, to read the model's configuration) or one of its instances,
+    # "<model>_<group>_<index>".
+    return re.compile(re.escape(triton_name.encode()) + rb"(_\d+_\d+)?")
+
+
+def stub_cpu_seconds(triton_pid: int, triton_name: str) -> float | None:
+    """CPU seconds used so far by the stubs of ``triton_name`` that this tritonserver
+    started; None when it has none."""
+    instance = _instance_pattern(triton_name)
+    total, found = 0, False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if not argv or not argv[0].endswith(STUB.encode()):
+            continue
+        if not any(instance.fullmatch(arg) for arg in argv[1:]):
+            continue
+        # After the command name, which may hold spaces: state, ppid, ..., utime, stime.
+        fields = stat.rsplit(b")", 1)[1].split()
+        if int(fields[1]) != triton_pid:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        found = True
+    return total / _TICKS_PER_S if found else None
+
+
+def is_idle(before: float | None, after: float | None) -> bool:
+    """Whether the stubs seen at two looks one poll apart did (almost) nothing between them."""
+    return before is not None and after is not None and after - before < IDLE_CPU_S
