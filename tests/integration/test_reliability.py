@@ -327,28 +327,28 @@ async def test_a_model_deleted_under_load_fails_cleanly_then_comes_back(strict, 
         assert again.status_code == 200 and again.json()["converted"] is True
 
 
-async def test_triton_killed_during_a_load_fails_the_load_and_recovers(strict, minilm):
+async def test_triton_killed_during_a_load_is_waited_out_and_the_load_made_again(strict, minilm):
+    """docs/limits.md: a load that Triton died under is made again once the supervisor has
+    Triton back, so its caller sees a slower 200."""
     with strict.client() as http:
         assert http.post("/unload_model", json={"model_name": MINILM}, headers=ADMIN).status_code == 200
     (triton_pid,) = strict.children("tritonserver")
     log_start = len(strict.log())
-    async with httpx.AsyncClient(base_url=strict.url, headers=ADMIN, timeout=120) as client:
+    async with httpx.AsyncClient(base_url=strict.url, headers=ADMIN, timeout=300) as client:
         load = asyncio.create_task(client.post("/load_sentence_transformer_model", json={"model_name": MINILM}))
         # Killed while Triton loads the model (the load's step says it has begun).
         loading = re.compile(re.escape(f"[{MINILM}] [") + r"\s*[\d.]+s\] loading into Triton")
         await asyncio.to_thread(strict.wait_log, loading, 60, log_start)
         os.kill(triton_pid, signal.SIGKILL)
-        failed = await load
-        assert_error(failed, 503, "triton_unavailable")
-        deadline = time.monotonic() + 60
-        while True:
-            again = await client.post("/load_sentence_transformer_model", json={"model_name": MINILM})
-            if again.status_code == 200:
-                break
-            assert again.status_code == 503 and time.monotonic() < deadline, again.text
-            await asyncio.sleep(0.5)
+        loaded = await load
+        assert loaded.status_code == 200, loaded.text
         served = await client.post("/infer", json={"model_name": MINILM, "text": ["after the crash"]}, headers=USER)
     assert cosine_rows(served.json()["text_embeddings"], minilm.encode(["after the crash"]))[0] >= 0.9999
+    log = strict.log()[log_start:]
+    assert "tritonserver exited unexpectedly" in log
+    assert f"triton restarted while loading {MINILM}; loading it again" in log
+    (new_pid,) = strict.children("tritonserver")
+    assert new_pid != triton_pid
 
 
 def test_a_conversion_out_of_memory_is_a_clear_error(tmp_path, minilm_path):
