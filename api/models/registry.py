@@ -182,7 +182,8 @@ class ModelRegistry:
                 )
             converted = False
             if metadata is None:
-                spec = self._spec(ref, replace=state is OnDisk.HALF_PUBLISHED, **source)
+                # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
+                spec = await asyncio.to_thread(self._spec, ref, replace=state is OnDisk.HALF_PUBLISHED, **source)
                 metadata = await self._convert(spec, progress, ref.parts())
                 converted = True
             progress.step("loading into Triton")
