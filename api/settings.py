@@ -163,6 +163,10 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(30.0, gt=0, description="Deadline for one inference.")
     load_timeout_s: float = Field(600.0, gt=0, description="Deadline for a Triton load.")
     tokenizer_threads: int = Field(2, ge=1, description="Threads that tokenize off the event loop.")
+    response_cache_mb: float = Field(
+        64.0, ge=0, description="Bound of the response cache: the model outputs of inputs seen before, answered "
+        "without running the model again (0 turns it off)."
+    )
     max_request_timeout_s: float = Field(
         300.0, gt=0, description="Upper bound for a client's own deadline (X-Request-Timeout header)."
     )

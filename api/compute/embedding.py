@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -32,13 +31,15 @@ from ..settings import Settings
 from ..triton.client import TritonClient
 from .admission import admit
 from .batching import BatchingPolicy
+from .cache import ResponseCache, answer_from_cache
 from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
-from .kinds import SparseVector, Task, sparsify
+from .kinds import Task, sparsify
 from .preprocess.text import TokenBatch, bucket_length
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision, quantized
+from .results import Embedded, Embeddings, ImageEmbeddings
 from .served import ServedModel
 
 log = logging.getLogger("embedgate.embedding")
@@ -57,51 +58,6 @@ class Restartable(Protocol):
 
 # A text input: a text, or a cross-encoder's (query, document) pair.
 TextInput = str | tuple[str, str]
-
-
-@dataclass(frozen=True)
-class Embeddings:
-    """What one request's text inputs gave: the graph's output per input (float32 [n, dim];
-    in a lower precision, its integers; a cross-encoder's scores [n, labels]), and where
-    the time went."""
-
-    vectors: np.ndarray
-    token_counts: list[int]
-    truncated: int
-    tokenize_ms: float
-    inference_ms: float
-    # Waiting for a tokenizer thread: the request's queue time before any work on it.
-    queue_ms: float = 0.0
-    # Sparse encoders: each input's non-zero weights (``vectors`` then holds the full ones).
-    sparse: list[SparseVector] | None = None
-
-
-@dataclass(frozen=True)
-class _Embedded:
-    """One tokenizer and Triton pass over the texts of one request or of several merged."""
-
-    batch: TokenBatch
-    vectors: np.ndarray
-    tokenize_began: float  # perf_counter times
-    tokenized: float
-    finished: float
-
-    def share(self, rows: slice, arrived: float) -> Embeddings:
-        return Embeddings(
-            vectors=self.vectors[rows],
-            token_counts=self.batch.token_counts[rows],
-            truncated=sum(self.batch.truncated_rows[rows]),
-            tokenize_ms=(self.tokenized - self.tokenize_began) * 1000,
-            inference_ms=(self.finished - self.tokenized) * 1000,
-            queue_ms=max(0.0, self.tokenize_began - arrived) * 1000,
-        )
-
-
-@dataclass(frozen=True)
-class ImageEmbeddings:
-    vectors: np.ndarray  # float32 [n, dim]
-    load_ms: float  # fetching, decoding and resizing
-    inference_ms: float
 
 
 def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
@@ -127,7 +83,9 @@ class EmbeddingService:
         self.triton = triton
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
-        self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, _Embedded, Embeddings]]] = {}
+        self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, Embedded, Embeddings]]] = {}
+        megabytes = settings.response_cache_mb
+        self.cache = ResponseCache(int(megabytes * 1024 * 1024)) if megabytes > 0 and not settings.noop_inference else None
         if settings.noop_inference:
             log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
 
@@ -214,6 +172,28 @@ class EmbeddingService:
     async def _run(
         self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
+        """The text graph's outputs for ``inputs``: those the response cache has from it,
+        and the others (each distinct input once) computed and kept there."""
+        cache = self.cache
+        if cache is None:
+            return await self._compute(model, inputs, timeout_s, prefix)
+        arrived = time.perf_counter()
+        found = cache.lookup(model.serial, prefix, inputs)
+        missing = list(dict.fromkeys(value for value, row in zip(inputs, found) if row is None))
+        model.cache_misses += sum(row is None for row in found)
+        model.cache_hits += len(inputs) - sum(row is None for row in found)
+        if not missing:
+            return answer_from_cache(inputs, found, [], None, arrived)
+        computed = await self._compute(model, missing, timeout_s, prefix)
+        truncated_rows = computed.truncated_rows or [False] * len(missing)
+        cache.store(model.serial, prefix, missing, computed.vectors, computed.token_counts, truncated_rows)
+        if len(missing) == len(inputs):
+            return computed
+        return answer_from_cache(inputs, found, missing, computed, arrived)
+
+    async def _compute(
+        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+    ) -> Embeddings:
         """The text graph's outputs for ``inputs``: merged with other requests' where they
         fit one call, else tokenized in the pool and sent in chunks."""
         with self.admit(model):
@@ -225,7 +205,7 @@ class EmbeddingService:
             embedded = await self._tokenize_and_embed(model, inputs, timeout_s, prefix)
             return embedded.share(slice(None), arrived)
 
-    def _coalescer(self, model: ServedModel) -> Coalescer[TextInput, _Embedded, Embeddings]:
+    def _coalescer(self, model: ServedModel) -> Coalescer[TextInput, Embedded, Embeddings]:
         """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
         the old one finishes the calls it has."""
         key = model.triton_names[0]
@@ -234,7 +214,7 @@ class EmbeddingService:
             settings = self.settings
             coalescer = Coalescer(
                 lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
-                _Embedded.share,
+                Embedded.share,
                 max_rows=model.metadata.max_batch_size,
                 max_in_flight=self.batching.calls_in_flight(model.metadata),
                 bulk_slots=model.metadata.instance_count,
@@ -247,7 +227,7 @@ class EmbeddingService:
 
     async def _tokenize_and_embed(
         self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
-    ) -> _Embedded:
+    ) -> Embedded:
         loop = asyncio.get_running_loop()
         tokenize_began, batch = await loop.run_in_executor(
             self._pool, _began_then, _tokenize, model, inputs, prefix
@@ -261,7 +241,7 @@ class EmbeddingService:
             vectors = await self._send(model, batch, slice(None), batch.input_ids.shape[1], timeout_s)
         else:
             vectors = await self._embed_chunked(model, batch, limit, timeout_s)
-        return _Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
+        return Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
 
     async def _embed_chunked(self, model: ServedModel, batch: TokenBatch, limit: int, timeout_s: float) -> np.ndarray:
         # Sort by length so each chunk pads little, send chunks concurrently (Triton

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from embedgate.converters.spec import ModelMetadata
@@ -9,6 +10,8 @@ from embedgate.converters.spec import ModelMetadata
 from .kinds import ServedKind, kind_of
 from .preprocess.clip_text import AnyClipTokenizer
 from .preprocess.text import TextTokenizer
+
+_serials = itertools.count(1)
 
 
 @dataclass
@@ -21,6 +24,11 @@ class ServedModel:
     # Requests holding an admission slot (compute/admission.py).
     inflight: int = field(default=0)
     kind: ServedKind = field(init=False)
+    # New at every load: the response cache's rows of one load are never another's.
+    serial: int = field(init=False, default_factory=lambda: next(_serials))
+    # Inputs answered from the response cache, and those that were not.
+    cache_hits: int = field(default=0, init=False)
+    cache_misses: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.kind = kind_of(self.metadata)

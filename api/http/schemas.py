@@ -372,5 +372,15 @@ class ModelStats(BaseModel):
     part: Literal["text_encoder", "image_encoder"] | None = Field(None, description="CLIP parts: which tower.")
 
 
+class ResponseCacheStats(BaseModel):
+    max_bytes: int = Field(description="The bound (EMBEDGATE_RESPONSE_CACHE_MB).")
+    bytes: int
+    entries: int = Field(description="Inputs whose model output is held.")
+    hits: int = Field(description="Inputs answered from the cache, since the gateway started.")
+    misses: int = Field(description="Inputs the model ran for, since the gateway started.")
+    evictions: int = Field(description="Outputs dropped to stay within the bound.")
+
+
 class MetricsResponse(BaseModel):
     model_stats: list[ModelStats]
+    response_cache: ResponseCacheStats | None = Field(None, description="The response cache; null when it is off.")

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 from ..telemetry.metrics import STAGE_SECONDS
 
 if TYPE_CHECKING:
-    from ..compute.embedding import Embeddings
+    from ..compute.results import Embeddings
 
 QUEUE_HEADER = "x-queue-time-ms"
 TOKENIZE_HEADER = "x-tokenize-time-ms"
 INFERENCE_HEADER = "x-inference-time-ms"
 TOTAL_HEADER = "x-total-time-ms"
 TRUNCATED_HEADER = "x-truncated-inputs"
+CACHED_HEADER = "x-cached-inputs"
 IMAGE_LOAD_HEADER = "x-image-load-time-ms"
 IMAGE_INFERENCE_HEADER = "x-image-inference-time-ms"
 
@@ -43,6 +44,11 @@ def documented_headers(*, text_always: bool) -> dict[str, dict]:
         "required": text_always,
         "schema": {"type": "integer", "minimum": 0},
     }
+    headers[CACHED_HEADER] = {
+        "description": "Inputs answered from the response cache (the model did not run for them).",
+        "required": text_always,
+        "schema": {"type": "integer", "minimum": 0},
+    }
     if not text_always:
         headers[IMAGE_LOAD_HEADER] = {"description": "Fetching and decoding the images, ms.", "schema": number}
         headers[IMAGE_INFERENCE_HEADER] = {"description": "The image tower's Triton calls, ms.", "schema": number}
@@ -60,4 +66,5 @@ def inference_headers(model: str, result: Embeddings, total_ms: float) -> dict[s
         INFERENCE_HEADER: f"{result.inference_ms:.2f}",
         TOTAL_HEADER: f"{total_ms:.2f}",
         TRUNCATED_HEADER: str(result.truncated),
+        CACHED_HEADER: str(result.cached),
     }

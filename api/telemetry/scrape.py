@@ -30,6 +30,16 @@ class ModelState:
     inflight: int
     kind: str
     form: str
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+@dataclass(frozen=True)
+class CacheState:
+    max_bytes: int
+    bytes: int
+    entries: int
+    evictions: int
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,8 @@ class GatewayState:
     triton_restarts: int
     triton_ready: bool
     triton_scraped: bool
+    # The response cache; None when it is off.
+    cache: CacheState | None = None
 
     def collect(self) -> Iterator[Metric]:
         inflight = GaugeMetricFamily(
@@ -71,6 +83,35 @@ class GatewayState:
             "embedgate_triton_restarts",
             "Times the gateway restarted an embedded Triton that died.",
             value=self.triton_restarts,
+        )
+        if self.cache is not None:
+            yield from self._cache_metrics(self.cache)
+
+    def _cache_metrics(self, cache: CacheState) -> Iterator[Metric]:
+        hits = CounterMetricFamily(
+            "embedgate_response_cache_hits", "Inputs answered from the response cache, per model.", labels=["model"]
+        )
+        misses = CounterMetricFamily(
+            "embedgate_response_cache_misses",
+            "Inputs the response cache did not have (the model ran for them), per model.",
+            labels=["model"],
+        )
+        for model in self.models:
+            hits.add_metric([model.name], model.cache_hits)
+            misses.add_metric([model.name], model.cache_misses)
+        yield hits
+        yield misses
+        yield GaugeMetricFamily("embedgate_response_cache_bytes", "Bytes the response cache holds.", value=cache.bytes)
+        yield GaugeMetricFamily(
+            "embedgate_response_cache_max_bytes", "The response cache's bound in bytes.", value=cache.max_bytes
+        )
+        yield GaugeMetricFamily(
+            "embedgate_response_cache_entries", "Inputs whose output the response cache holds.", value=cache.entries
+        )
+        yield CounterMetricFamily(
+            "embedgate_response_cache_evictions",
+            "Outputs dropped from the response cache to keep it within its bound.",
+            value=cache.evictions,
         )
 
 

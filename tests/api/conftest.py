@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.compute.embedding import Embeddings
+from embedgate.api.compute.results import Embeddings
 from embedgate.api.compute.prompts import DEFAULT, prompt_for
 from embedgate.api.compute.quantize import quantize
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
@@ -32,6 +32,8 @@ class FakeModel:
     name: str
     triton_name: str = "fake"
     inflight: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
     changes: dict = field(default_factory=dict)  # metadata fields other than fake_metadata's
 
     @property
@@ -75,6 +77,7 @@ class FakeRegistry:
 class FakeEmbeddings:
     def __init__(self):
         self.calls = []
+        self.cache = None  # the response cache is off
 
     def admit(self, model):
         return contextlib.nullcontext()

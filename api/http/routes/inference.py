@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from ...compute.concurrency import run_all
-from ...compute.embedding import Embeddings, ImageEmbeddings
+from ...compute.results import Embeddings, ImageEmbeddings
 from ...compute.kinds import Task
 from ...compute.prompts import PromptChoice
 from ...errors import InvalidInput, TooManyInputs, WrongModelKind

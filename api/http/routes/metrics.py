@@ -4,6 +4,7 @@ A CLIP model has an entry per part: its ``name`` and ``pretrained`` are the user
 ``part`` says which tower (``text_encoder`` or ``image_encoder``).
 """
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -50,4 +51,10 @@ def part_names(gateway: Gateway) -> dict[str, dict[str, str]]:
 async def metrics(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
     stats = await gateway.client.statistics()
     parts = part_names(gateway)
-    return JSONResponse({"model_stats": [model_stats_entry(s) | parts.get(s["name"], {}) for s in stats]})
+    cache = gateway.embeddings.cache
+    return JSONResponse(
+        {
+            "model_stats": [model_stats_entry(s) | parts.get(s["name"], {}) for s in stats],
+            "response_cache": None if cache is None else dataclasses.asdict(cache.stats()),
+        }
+    )

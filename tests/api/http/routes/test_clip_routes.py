@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from embedgate.api.compute.embedding import ImageEmbeddings
+from embedgate.api.compute.results import ImageEmbeddings
 
 from .test_inference import assert_error
 
