@@ -47,18 +47,27 @@ def embeddings(response) -> np.ndarray:
 
 def test_infer_with_a_prompt_name_matches_encode_with_it(http, loaded, reference):
     for name in ("query", "passage"):
-        served = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt_name": name}))
-        assert cosine_rows(served, reference.encode(TEXTS, prompt_name=name)).min() >= 0.9999
+        response = http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt_name": name})
+        assert cosine_rows(embeddings(response), reference.encode(TEXTS, prompt_name=name)).min() >= 0.9999
+        # The response cache keeps rows per prompt: the other prompt's rows are not these.
+        assert response.headers["x-cached-inputs"] == "0"
     # The prompt matters: without one the vectors differ.
-    plain = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt": ""}))
+    response = http.post("/infer", json={"model_name": NAME, "text": TEXTS, "prompt": ""})
+    plain = embeddings(response)
+    assert response.headers["x-cached-inputs"] == "0"
     assert cosine_rows(plain, reference.encode(TEXTS, prompt="")).min() >= 0.9999
     assert cosine_rows(plain, reference.encode(TEXTS, prompt_name="passage")).max() < 0.999
 
 
 def test_infer_without_a_prompt_gets_the_models_default_as_encode_does(http, loaded, reference):
-    served = embeddings(http.post("/infer", json={"model_name": NAME, "text": TEXTS}))
-    assert cosine_rows(served, reference.encode(TEXTS)).min() >= 0.9999
-    assert cosine_rows(served, reference.encode(TEXTS, prompt_name="query")).min() >= 0.9999
+    texts = ["the lazy dog", "search the bank", "an awesome movie", "hello model server"]
+    served = embeddings(http.post("/infer", json={"model_name": NAME, "text": texts}))
+    assert cosine_rows(served, reference.encode(texts)).min() >= 0.9999
+    assert cosine_rows(served, reference.encode(texts, prompt_name="query")).min() >= 0.9999
+    # Its prompt is the one named "query": the response cache has their rows under it.
+    named = http.post("/infer", json={"model_name": NAME, "text": texts, "prompt_name": "query"})
+    assert named.headers["x-cached-inputs"] == str(len(texts))
+    np.testing.assert_array_equal(embeddings(named), served)
 
 
 def test_embeddings_with_an_input_type_and_usage_counting_the_prompts_tokens(http, loaded, reference):

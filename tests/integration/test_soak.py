@@ -36,7 +36,11 @@ async def test_soak_with_overload_and_a_triton_crash(gateway, minilm_loaded, min
     pool = [f"{i}: " + " ".join(rng.choice(words) for _ in range(rng.randint(3, 40))) for i in range(400)]
     reference = minilm.encode(pool, convert_to_numpy=True, normalize_embeddings=True)
 
-    soak = start_gateway(gateway.repository, tmp_path / "soak.log", max_inflight_requests=str(CLIENTS // 3))
+    # A response cache of about 100 of the pool's 400 rows: most inputs still run the
+    # model (and meet the crash), and the cache is hit and evicted under the same load.
+    soak = start_gateway(
+        gateway.repository, tmp_path / "soak.log", max_inflight_requests=str(CLIENTS // 3), response_cache_mb="0.2"
+    )
     counts: Counter[str] = Counter()
     slowest = 0.0
     problems: list[str] = []
@@ -68,6 +72,7 @@ async def test_soak_with_overload_and_a_triton_crash(gateway, minilm_loaded, min
                         counts["wrong"] += 1
                     else:
                         counts["ok"] += 1
+                        counts["cached"] += int(response.headers["x-cached-inputs"])
                 elif response.status_code in (503, 504):
                     error = response.json().get("error", {})
                     if error.get("status") != response.status_code or not error.get("message"):
@@ -96,7 +101,8 @@ async def test_soak_with_overload_and_a_triton_crash(gateway, minilm_loaded, min
     print(
         f"\nsoak: {SECONDS:.0f}s, {CLIENTS} clients: sent {counts['sent']}, ok {counts['ok']}, "
         f"rejected {counts['rejected']}, timed out {counts['timed_out']}, wrong {counts['wrong']}, "
-        f"hung {counts['hung']}, slowest {slowest:.2f}s, triton killed {counts['triton_killed']}"
+        f"hung {counts['hung']}, slowest {slowest:.2f}s, triton killed {counts['triton_killed']}, "
+        f"inputs answered from the cache {counts['cached']}"
     )
     assert counts["triton_killed"] == 1
     assert counts["wrong"] == 0, "a response carried another input's embedding"

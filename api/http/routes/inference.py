@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from ...compute.concurrency import run_all
-from ...compute.results import Embeddings, ImageEmbeddings
 from ...compute.kinds import Task
 from ...compute.prompts import PromptChoice
+from ...compute.results import Embeddings, ImageEmbeddings
 from ...errors import InvalidInput, TooManyInputs, WrongModelKind
 from ...gateway import Gateway
 from .. import patterns
