@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--warmup", type=float, default=5.0, help="seconds of unmeasured load first (default 5)")
     load.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
     load.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    load.add_argument("--repeat", type=float, default=0.0, metavar="SHARE",
+                      help="share of inputs (0-1) that repeat one of 1000 popular inputs, as a response cache "
+                           "meets them (default 0: every input is new)")
 
     server = parser.add_argument_group("server processes (memory and CPU)")
     server.add_argument("--server-pid", type=int, action="append", default=[],
@@ -118,6 +121,10 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
     for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 <= args.repeat <= 1:
+        parser.error("--repeat must be between 0 and 1")
+    if args.repeat and args.payload in ("image", "file"):
+        parser.error("--repeat applies to generated text (the single, batch and long payloads)")
     if args.requests is not None and args.requests < 1:
         parser.error("--requests must be at least 1")
     if args.duration is not None and args.duration <= 0:
@@ -157,7 +164,7 @@ def _payload(args: argparse.Namespace, max_length: int | None) -> Payload:
     try:
         return build_payload(
             args.payload, batch_size=args.batch_size, seed=args.seed, max_length=max_length,
-            input_file=args.input_file, image_size=args.image_size,
+            input_file=args.input_file, image_size=args.image_size, repeat=args.repeat,
         )
     except (OSError, ValueError) as exc:
         raise SystemExit(f"payload {args.payload}: {exc}") from None
@@ -318,6 +325,7 @@ def _config(args: argparse.Namespace) -> dict:
         "duration_s": args.duration,
         "warmup_s": args.warmup,
         "seed": args.seed,
+        "repeat": args.repeat,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

@@ -23,6 +23,14 @@ class Parsed:
     server_ms: float | None  # the server's own processing time for the request
     timings_ms: dict[str, float]  # the x-*-time-ms headers, keyed by their middle part
     zero_vectors: bool  # the first embedding is all zeros (a no-op inference server)
+    cached: int = 0  # inputs the server answered from its response cache
+
+
+def cached_inputs(headers: Mapping[str, str]) -> int:
+    try:
+        return int(headers.get("x-cached-inputs", 0))
+    except ValueError:
+        return 0
 
 
 def timing_headers(headers: Mapping[str, str]) -> dict[str, float]:
@@ -60,6 +68,7 @@ class InferEndpoint:
             server_ms=float(server_ms) if server_ms is not None else None,
             timings_ms=timing_headers(headers),
             zero_vectors=bool(vectors) and not any(vectors[0]),
+            cached=cached_inputs(headers),
         )
 
 
@@ -85,6 +94,7 @@ class OpenAIEndpoint:
             server_ms=timings.get("total"),
             timings_ms=timings,
             zero_vectors=bool(data) and not any(data[0]["embedding"]),
+            cached=cached_inputs(headers),
         )
 
 

@@ -31,6 +31,7 @@ class RequestRecord:
     server_ms: float | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     zero_vectors: bool = False
+    cached: int = 0  # inputs answered from the server's response cache
 
     @property
     def ok(self) -> bool:
@@ -101,6 +102,7 @@ async def send_one(client: Client, head: bytes, endpoint: Endpoint, payload: Pay
         server_ms=parsed.server_ms,
         timings_ms=parsed.timings_ms,
         zero_vectors=parsed.zero_vectors,
+        cached=parsed.cached,
     )
 
 

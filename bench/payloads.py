@@ -124,6 +124,37 @@ class FilePayload:
         return [self.lines[(start + k) % len(self.lines)] for k in range(self.per_request)]
 
 
+# Where the hot inputs of a repeating payload come from: indices no run reaches.
+_HOT_INDEX = 10**9
+
+
+@dataclass(frozen=True)
+class RepeatingPayload:
+    """A workload with repeats: each input of a request is, with probability ``share``, one
+    of ``hot`` popular inputs (drawn uniformly; the same ones on every run), else the base
+    payload's own, new input. A server with a response cache answers the repeats from it."""
+
+    base: Payload
+    share: float
+    hot: int = 1000
+    seed: int = 0
+
+    @property
+    def kind(self) -> str:
+        return self.base.kind
+
+    @property
+    def per_request(self) -> int:
+        return self.base.per_request
+
+    def inputs(self, index: int) -> list[str]:
+        rng = random.Random(f"{self.seed}:repeat:{index}")
+        return [
+            self.base.inputs(_HOT_INDEX + rng.randrange(self.hot))[0] if rng.random() < self.share else own
+            for own in self.base.inputs(index)
+        ]
+
+
 class ImagePayload:
     """JPEG images as ``data:`` URIs (no image server, nothing fetched over the network).
 
@@ -166,6 +197,14 @@ def build_payload(
     max_length: int | None = None,
     input_file: Path | None = None,
     image_size: int = 256,
+    repeat: float = 0.0,
+) -> Payload:
+    payload = _build_payload(kind, batch_size, seed, max_length, input_file, image_size)
+    return RepeatingPayload(payload, repeat, seed=seed) if repeat > 0 else payload
+
+
+def _build_payload(
+    kind: str, batch_size: int, seed: int, max_length: int | None, input_file: Path | None, image_size: int
 ) -> Payload:
     if kind == "single":
         return SentencePayload(1, seed)

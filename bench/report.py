@@ -61,6 +61,8 @@ def load_summary(run: LoadRun) -> dict:
         "qps": round(len(ok) / run.wall_s, 2) if run.wall_s else 0.0,
         "embeddings": embeddings,
         "embeddings_per_s": round(embeddings / run.wall_s, 2) if run.wall_s else 0.0,
+        # Inputs the server answered from its response cache (x-cached-inputs).
+        "cached_inputs": sum(r.cached for r in ok),
         "response_time_s": describe([r.latency_s for r in ok]),
         "processing_time_ms": describe([r.server_ms for r in ok if r.server_ms is not None]),
         # The gateway's per-layer timing headers (x-<name>-time-ms), averaged.
@@ -131,6 +133,9 @@ def format_summary(report: dict) -> str:
                 "Server timings (mean ms): "
                 + ", ".join(f"{k} {v:.2f}" for k, v in load["server_timings_ms"].items())
             )
+        if load["cached_inputs"]:
+            share = load["cached_inputs"] / max(load["embeddings"], 1)
+            lines.append(f"Answered from the server's response cache: {load['cached_inputs']} inputs ({share:.0%})")
         if load["server_mode"] == "noop":
             lines.append("Server mode: no-op inference (zero vectors; the gateway's own cost)")
     triton = report.get("triton")

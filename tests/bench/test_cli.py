@@ -22,6 +22,8 @@ from embedgate.bench import cli
         (["--concurrency", "0"], "--concurrency must be at least 1"),
         (["--requests", "0"], "--requests must be at least 1"),
         (["--header", "no colon"], "is not 'NAME: VALUE'"),
+        (["--repeat", "1.5"], "--repeat must be between 0 and 1"),
+        (["--payload", "image", "--repeat", "0.5"], "--repeat applies to generated text"),
     ],
 )
 def test_contradictory_options_are_refused(argv, message, capsys):

@@ -18,7 +18,8 @@ def test_infer_responses_give_count_server_time_timings_and_zero_detection():
     parsed = InferEndpoint("m").parse(raw, headers, "text")
     assert parsed.embeddings == 2 and parsed.server_ms == 4.5
     assert parsed.timings_ms == {"tokenize": 0.25, "total": 4.5}
-    assert parsed.zero_vectors is False
+    assert parsed.zero_vectors is False and parsed.cached == 0
+    assert InferEndpoint("m").parse(raw, {**headers, "x-cached-inputs": "2"}, "text").cached == 2
     zeros = orjson.dumps({"image_embeddings": [[0.0, 0.0]], "processingTimeMs": 1})
     assert InferEndpoint("m").parse(zeros, {}, "image").zero_vectors is True
 

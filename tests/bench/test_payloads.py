@@ -12,6 +12,7 @@ from embedgate.bench.payloads import (
     FilePayload,
     ImagePayload,
     LongPayload,
+    RepeatingPayload,
     SentencePayload,
     build_payload,
     sentence,
@@ -84,3 +85,19 @@ def test_build_payload_checks_what_each_kind_needs(tmp_path):
         build_payload("file", batch_size=1, seed=0)
     with pytest.raises(ValueError, match="unknown payload"):
         build_payload("video", batch_size=1, seed=0)
+
+
+def test_a_repeating_payload_repeats_its_share_of_inputs_from_a_hot_set():
+    base = SentencePayload(per_request=32, seed=3)
+    payload = build_payload("batch", batch_size=32, seed=3, repeat=0.5)
+    assert isinstance(payload, RepeatingPayload) and payload.per_request == 32 and payload.kind == "text"
+    requests = [payload.inputs(index) for index in range(200)]
+    assert requests[7] == payload.inputs(7)  # deterministic
+    inputs = [text for request in requests for text in request]
+    own = [text for index, request in enumerate(requests) for text in request if text in base.inputs(index)]
+    repeated = [text for text in inputs if text not in own]
+    # About half are drawn from the 1000 hot inputs, the rest are new (and never repeat).
+    assert 0.45 < len(repeated) / len(inputs) < 0.55
+    assert len(set(repeated)) <= 1000 and len(set(repeated)) < len(repeated)
+    assert len(set(own)) == len(own)
+    assert build_payload("single", batch_size=1, seed=3, repeat=0.0) == SentencePayload(1, 3)

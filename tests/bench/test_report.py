@@ -28,12 +28,12 @@ def test_describe_of_nothing_and_of_one_value():
     assert one["std"] == 0.0 and one["p99"] == 2.0
 
 
-def _record(index, status="200", latency=0.1, embeddings=1, server_ms=5.0, zero=False, **timings):
+def _record(index, status="200", latency=0.1, embeddings=1, server_ms=5.0, zero=False, cached=0, **timings):
     return RequestRecord(
         index, 1, latency, status,
         embeddings=embeddings if status == "200" else 0,
         server_ms=server_ms if status == "200" else None,
-        timings_ms=timings, zero_vectors=zero,
+        timings_ms=timings, zero_vectors=zero, cached=cached,
     )
 
 
@@ -53,6 +53,7 @@ def test_load_summary_counts_add_up_and_errors_are_grouped_by_status():
     assert summary["processing_time_ms"]["mean"] == 5.0
     assert summary["server_timings_ms"] == {"tokenize": 3.5}
     assert summary["server_mode"] == "model"
+    assert summary["cached_inputs"] == 0
 
 
 def test_a_server_answering_zero_vectors_is_reported_as_noop():
@@ -70,7 +71,7 @@ def test_cpu_per_request_in_milliseconds():
 
 
 def test_summary_prints_the_seed_lines_and_the_additions():
-    records = [_record(i, latency=0.01 * (i + 1)) for i in range(20)]
+    records = [_record(i, latency=0.01 * (i + 1), cached=i % 2) for i in range(20)]
     report = {
         "config": {"payload": "single", "per_request": 1, "endpoint": "/infer", "model": "m"},
         "load": load_summary(LoadRun(records, 1.0, 4)),
@@ -100,6 +101,7 @@ def test_summary_prints_the_seed_lines_and_the_additions():
         "Mean inference time: 5.0000 ms",
         "Embeddings per second: 20.00",
         "Errors: none",
+        "Answered from the server's response cache: 10 inputs (50%)",
         "Average Triton batch size: 2.50 (20 inputs in 8 model runs)",
         "CPU per request (ms): client 0.30, gateway 1.20",
         "Server peak memory (PSS): 250 MB (gateway 80, triton 170)",
