@@ -83,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
     load.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     load.add_argument("--repeat", type=float, default=0.0, metavar="SHARE",
-                      help="share of inputs (0-1) that repeat one of 1000 popular inputs, as a response cache "
-                           "meets them (default 0: every input is new)")
+                      help="share of inputs (0-1) that repeat one of --hot-inputs popular inputs, as a response "
+                           "cache meets them (default 0: every input is new)")
+    load.add_argument("--hot-inputs", type=int, default=1000, help="popular inputs --repeat draws from (default 1000)")
 
     server = parser.add_argument_group("server processes (memory and CPU)")
     server.add_argument("--server-pid", type=int, action="append", default=[],
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size"):
+    for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size", "hot_inputs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.repeat <= 1:
@@ -165,6 +166,7 @@ def _payload(args: argparse.Namespace, max_length: int | None) -> Payload:
         return build_payload(
             args.payload, batch_size=args.batch_size, seed=args.seed, max_length=max_length,
             input_file=args.input_file, image_size=args.image_size, repeat=args.repeat,
+            hot_inputs=args.hot_inputs,
         )
     except (OSError, ValueError) as exc:
         raise SystemExit(f"payload {args.payload}: {exc}") from None
@@ -326,6 +328,7 @@ def _config(args: argparse.Namespace) -> dict:
         "warmup_s": args.warmup,
         "seed": args.seed,
         "repeat": args.repeat,
+        "hot_inputs": args.hot_inputs if args.repeat else None,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
@@ -387,6 +390,12 @@ def main(argv: list[str] | None = None) -> None:
         write_json(report, args.json)
         _progress(f"report written to {args.json}")
     load = report.get("load")
+    if load and load["cached_inputs"] and not args.repeat:
+        _progress(
+            f"note: the server answered {load['cached_inputs']} inputs from its response cache: it saw them "
+            "before (a run with the same --seed); use another --seed, or a server with "
+            "EMBEDGATE_RESPONSE_CACHE_MB=0, to measure the model"
+        )
     if load is not None and load["successful_requests"] == 0:
         raise SystemExit("no request succeeded: " + ", ".join(f"{k}: {v}" for k, v in load["errors"].items()))
 

@@ -1,7 +1,9 @@
 """What each benchmark request carries, generated offline and deterministically.
 
 Request ``i`` always carries the same inputs for a given seed, so a run can be repeated,
-and the in-process baseline can replay exactly the inputs the server got.
+and the in-process baseline can replay exactly the inputs the server got. A server with a
+response cache answers a repeated run's inputs from it (the report counts them): a new
+``--seed`` gives new inputs.
 
 Sentences are built from a vocabulary of common English words that BERT-style WordPiece
 tokenizers keep whole, so a sentence of ``n`` words ending in a period is ``n + 3``
@@ -36,9 +38,9 @@ major book home later town light land point play human story field road market
 """.split()
 
 
-def _rng(seed: int, index: int) -> random.Random:
+def _rng(seed: int, index: int, *salt: object) -> random.Random:
     # A string seed is hashed with SHA-512: the same inputs on every run and machine.
-    return random.Random(f"{seed}:{index}")
+    return random.Random(":".join(map(str, (seed, *salt, index))))
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -86,7 +88,9 @@ class SentencePayload:
     kind: str = "text"
 
     def inputs(self, index: int) -> list[str]:
-        rng = _rng(self.seed, index)
+        # Salted with the request size: the single and batch payloads of one seed share no
+        # sentence (a server with a response cache would answer one's from the other's).
+        rng = _rng(self.seed, index, self.per_request)
         return [mixed_sentence(rng, self.min_tokens, self.max_tokens) for _ in range(self.per_request)]
 
 
@@ -148,7 +152,7 @@ class RepeatingPayload:
         return self.base.per_request
 
     def inputs(self, index: int) -> list[str]:
-        rng = random.Random(f"{self.seed}:repeat:{index}")
+        rng = _rng(self.seed, index, "repeat")
         return [
             self.base.inputs(_HOT_INDEX + rng.randrange(self.hot))[0] if rng.random() < self.share else own
             for own in self.base.inputs(index)
@@ -198,9 +202,10 @@ def build_payload(
     input_file: Path | None = None,
     image_size: int = 256,
     repeat: float = 0.0,
+    hot_inputs: int = 1000,
 ) -> Payload:
     payload = _build_payload(kind, batch_size, seed, max_length, input_file, image_size)
-    return RepeatingPayload(payload, repeat, seed=seed) if repeat > 0 else payload
+    return RepeatingPayload(payload, repeat, hot_inputs, seed) if repeat > 0 else payload
 
 
 def _build_payload(

@@ -79,11 +79,26 @@ def test_batch_payload_counts_embeddings_not_requests(gateway, minilm_loaded, tm
     report = run_benchmark(
         gateway, tmp_path / "batch.json",
         "--payload", "batch", "--batch-size", "8", "--requests", "6", "--concurrency", "2", "--warmup", "0",
+        "--seed", "1",
     )
     load = report["load"]
     assert load["successful_requests"] == 6 and load["embeddings"] == 48
     assert report["triton"]["inferences"] == 48
     assert report["config"]["per_request"] == 8
+
+
+def test_repeated_inputs_are_answered_from_the_response_cache_and_counted(gateway, minilm_loaded, tmp_path):
+    # One client at a time, so no two requests miss on one input together: Triton runs
+    # exactly the inputs that were not answered from the cache.
+    report = run_benchmark(
+        gateway, tmp_path / "repeat.json",
+        "--requests", "60", "--concurrency", "1", "--warmup", "0", "--seed", "2", "--repeat", "0.5", "--hot-inputs", "5",
+    )
+    load = report["load"]
+    assert load["successful_requests"] == 60 and report["config"]["repeat"] == 0.5
+    # About 30 draws from 5 popular inputs: all but the first of each are cache hits.
+    assert 10 <= load["cached_inputs"] <= 45
+    assert report["triton"]["inferences"] == load["embeddings"] - load["cached_inputs"]
 
 
 def test_noop_gateway_answers_zero_vectors_and_the_benchmark_says_so(gateway, minilm_loaded, tmp_path):
