@@ -30,7 +30,7 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
-from . import compare, inprocess, job, processes, server_stats
+from . import compare, inprocess, job, plot, processes, server_stats, sweep
 from .connection import Target
 from .endpoints import ENDPOINTS, build_endpoint
 from .loadgen import LoadRun, run_load
@@ -107,6 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the server's model repository, a directory or an s3:// URL (default: "
                           "EMBEDGATE_MODEL_REPOSITORY or model_repository)")
 
+    sweep_group = parser.add_argument_group("load sweep (--sweep)")
+    sweep_group.add_argument("--sweep", action="store_true",
+                             help="measure single sentences and --batch-size-sentence requests at each of "
+                                  "--sweep-clients, against in-process references, and print the table")
+    sweep_group.add_argument("--sweep-clients", type=int, nargs="+", metavar="N",
+                             help=f"client counts of the sweep (default {' '.join(map(str, sweep.DEFAULT_CLIENTS))})")
+    sweep_group.add_argument("--plot", type=Path, metavar="PATH", help="also draw the sweep as an SVG chart")
+
     bulk = parser.add_argument_group("bulk jobs (--job)")
     bulk.add_argument("--job", action="store_true",
                       help="measure a bulk job instead: its rate on an idle server against the sorted in-process "
@@ -130,6 +138,15 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--requests must be at least 1")
     if args.duration is not None and args.duration <= 0:
         parser.error("--duration must be positive")
+    if args.sweep:
+        if args.pretrained or args.payload not in ("single", "batch") or args.inprocess_only or args.job \
+                or args.compare_model or args.requests is not None:
+            parser.error("--sweep measures a sentence-transformer model by duration (no --pretrained, "
+                         "--payload other than single or batch, --inprocess-only, --job, --compare-model or --requests)")
+        if args.sweep_clients and min(args.sweep_clients) < 1:
+            parser.error("--sweep-clients must be at least 1")
+    elif args.sweep_clients or args.plot:
+        parser.error("--sweep-clients and --plot go with --sweep")
     if args.inprocess_only and args.requests is None:
         parser.error("--inprocess-only needs --requests (how many requests' inputs to embed)")
     if (args.inprocess or args.inprocess_only) and (args.payload == "image" or args.pretrained):
@@ -367,6 +384,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.job:
         _run_loop(job.run(args, report, load_model=_load_model, open_model=_open_model, progress=_progress))
         print(job.format_job_report(report))
+        if args.json:
+            write_json(report, args.json)
+        return
+
+    if args.sweep:
+        _run_loop(sweep.run(args, report, server_run=_server_run, open_model=_open_model, progress=_progress))
+        print(sweep.format_sweep(report))
+        if args.plot:
+            args.plot.write_text(plot.sweep_svg(report))
+            _progress(f"chart written to {args.plot}")
         if args.json:
             write_json(report, args.json)
         return

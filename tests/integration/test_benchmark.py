@@ -17,14 +17,14 @@ from .conftest import MINILM, start_gateway, wait_ready
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_benchmark(gateway, out: Path, *args: str) -> dict:
+def run_benchmark(gateway, out: Path, *args: str, stdout=("QPS:", "Mean response time:")) -> dict:
     command = [
         sys.executable, "benchmark.py", "--url", gateway.url, "--model", MINILM,
         "--model-repository", str(gateway.repository), "--json", str(out), *args,
     ]
     finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert "QPS:" in finished.stdout and "Mean response time:" in finished.stdout
+    assert all(line in finished.stdout for line in stdout), finished.stdout
     return json.loads(out.read_text())
 
 
@@ -99,6 +99,28 @@ def test_repeated_inputs_are_answered_from_the_response_cache_and_counted(gatewa
     # About 30 draws from 5 popular inputs: all but the first of each are cache hits.
     assert 10 <= load["cached_inputs"] <= 45
     assert report["triton"]["inferences"] == load["embeddings"] - load["cached_inputs"]
+
+
+def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, minilm_loaded, tmp_path):
+    report = run_benchmark(
+        gateway, tmp_path / "sweep.json",
+        "--sweep", "--sweep-clients", "1", "2", "--batch-size", "4", "--duration", "1", "--warmup", "0",
+        "--seed", "3", "--plot", str(tmp_path / "sweep.svg"), stdout=("| clients | request | p50 ms", "Targets:"),
+    )
+    sweep = report["sweep"]
+    assert [(s["clients"], s["payload"]) for s in sweep["steps"]] == [(1, "single"), (2, "single"), (1, "batch"), (2, "batch")]
+    references = sweep["references"]
+    assert 0 < references["latency"]["single"]["p50"] < references["latency"]["batch"]["p50"]
+    assert references["sorted_limit"]["texts"] == 4096 and references["sorted_limit"]["embeddings_per_s"] > 0
+    for step in sweep["steps"]:
+        load = step["load"]
+        assert load["successful_requests"] > 0 and load["errors"] == {} and load["cached_inputs"] == 0
+        assert step["triton"]["inferences"] == load["embeddings"]  # every input ran the model
+        assert step["memory"]["peak_mb"] > 0
+        reference = references["latency"][step["payload"]]["p50"]
+        assert step["ratios"]["latency"] == round(load["response_time_s"]["p50"] / reference, 3)
+    assert {t["clients"] for t in sweep["targets"]} == {1, 2}
+    assert (tmp_path / "sweep.svg").read_text().startswith("<svg")
 
 
 def test_noop_gateway_answers_zero_vectors_and_the_benchmark_says_so(gateway, minilm_loaded, tmp_path):

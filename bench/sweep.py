@@ -1,0 +1,211 @@
+"""``benchmark.py --sweep``: the server at every load, against the model in this process.
+
+One run measures 1, 8 and 64 clients (``--sweep-clients``), each sending single sentences
+and then ``--batch-size``-sentence requests, ``--duration`` seconds a step. Beside them, the
+same ONNX file in this process with every core (:mod:`inprocess`) gives three references:
+
+- **one sentence**: tokenized and embedded alone, the p50 over many: the latency no server
+  can beat for one client sending one sentence;
+- **one request's sentences**: a request's ``--batch-size`` sentences tokenized and
+  embedded as one batch, padded to its longest, the p50: the same for one client sending
+  batches;
+- **the sorted limit**: many sentences sorted by length and embedded in batches, the
+  embeddings per second of the best offline batching (the mean of a run before the
+  sweep and one after: the machine's speed drifts over minutes).
+
+Each step's ratios are its p50 over the reference latency of its request size, and its
+throughput over the sorted limit. The targets (``TARGETS``) are the low-load latency ratios
+at one client and the throughput ratio at the most clients. Every step sends inputs of its
+own seed, so no step meets another's inputs in the server's response cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import inprocess
+from .payloads import SentencePayload
+from .report import describe
+
+DEFAULT_CLIENTS = (1, 8, 64)
+PAYLOADS = ("single", "batch")
+# Requests timed for each in-process latency reference, after one untimed.
+REFERENCE_REQUESTS = {"single": 200, "batch": 40}
+LIMIT_TEXTS = 4096
+_SEED_STRIDE = 1000  # step n sends seed + (n + 1) * stride: inputs of its own
+
+
+@dataclass(frozen=True)
+class Target:
+    """A ratio a step must reach: ``at_most`` for latency, else at least."""
+
+    clients: str  # "fewest" or "most"
+    payload: str
+    ratio: str  # "latency" or "throughput"
+    bound: float
+    at_most: bool
+
+    def met(self, value: float) -> bool:
+        return value <= self.bound if self.at_most else value >= self.bound
+
+    def describe(self) -> str:
+        return f"{'<=' if self.at_most else '>='} {self.bound:g}x"
+
+
+TARGETS = (
+    Target("fewest", "single", "latency", 1.3, True),
+    Target("fewest", "batch", "latency", 1.15, True),
+    Target("most", "single", "throughput", 1.0, False),
+    Target("most", "batch", "throughput", 1.0, False),
+)
+
+
+def step_args(args: argparse.Namespace, number: int, clients: int, payload: str) -> argparse.Namespace:
+    return argparse.Namespace(
+        **{**vars(args), "concurrency": clients, "payload": payload, "seed": args.seed + (number + 1) * _SEED_STRIDE}
+    )
+
+
+def reference_latencies(model: inprocess.LocalModel, payload: SentencePayload, requests: int) -> dict:
+    """p50/p99 (seconds) of embedding one request's inputs at a time, tokenizing included."""
+    inputs = [payload.inputs(index) for index in range(requests + 1)]
+    inprocess.warm_up(model, inputs[0], len(inputs[0]))
+    latencies = []
+    for texts in inputs[1:]:
+        started = time.perf_counter()
+        tokens = model.tokenizer.encode(texts)
+        longest = int(max(tokens.token_counts))  # no padding past the longest input
+        inprocess.embed(model, tokens.input_ids[:, :longest], tokens.attention_mask[:, :longest])
+        latencies.append(time.perf_counter() - started)
+    return describe(latencies) or {}
+
+
+def sorted_limit(model: inprocess.LocalModel, batch_size: int, seed: int) -> dict:
+    payload = SentencePayload(1, seed)
+    texts = [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)]
+    inprocess.warm_up(model, texts, batch_size)
+    return inprocess.run_baseline(model, texts, "length_sorted", batch_size).as_dict()
+
+
+def ratios(step: dict, references: dict) -> dict:
+    load = step["load"]
+    latency = (load["response_time_s"] or {}).get("p50")
+    reference = references["latency"][step["payload"]]["p50"]
+    return {
+        "latency": round(latency / reference, 3) if latency else None,
+        "throughput": round(load["embeddings_per_s"] / references["sorted_limit"]["embeddings_per_s"], 3),
+    }
+
+
+def verdicts(steps: list[dict]) -> list[dict]:
+    """Each target with the step it applies to, its ratio and whether it is met."""
+    clients = sorted({step["clients"] for step in steps})
+    found = []
+    for target in TARGETS:
+        wanted = clients[0] if target.clients == "fewest" else clients[-1]
+        step = next((s for s in steps if s["clients"] == wanted and s["payload"] == target.payload), None)
+        value = step["ratios"][target.ratio] if step else None
+        found.append({
+            "clients": wanted, "payload": target.payload, "ratio": target.ratio, "target": target.describe(),
+            "value": value, "met": value is not None and target.met(value),
+        })
+    return found
+
+
+async def run(
+    args: argparse.Namespace,
+    report: dict,
+    *,
+    server_run: Callable[..., Awaitable[Any]],
+    open_model: Callable[[argparse.Namespace], inprocess.LocalModel],
+    progress: Callable[[str], None],
+) -> None:
+    clients = args.sweep_clients or list(DEFAULT_CLIENTS)
+    model: inprocess.LocalModel | None = None
+    references: dict = {}
+
+    def measure_references(_payload: Any) -> None:
+        nonlocal model
+        if model is not None:
+            return
+        model = open_model(args)  # published by the first step's load
+        progress("in-process references: one sentence, one request's sentences, the sorted limit")
+        references["latency"] = {
+            "single": reference_latencies(model, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]),
+            "batch": reference_latencies(model, SentencePayload(args.batch_size, args.seed), REFERENCE_REQUESTS["batch"]),
+        }
+        references["sorted_limit_before"] = sorted_limit(model, args.batch_size, args.seed)
+
+    steps = []
+    for payload in PAYLOADS:
+        for count in clients:
+            number = len(steps)
+            progress(f"sweep step {number + 1}/{len(PAYLOADS) * len(clients)}: {count} clients, {payload}")
+            step: dict = {"clients": count, "payload": payload}
+            await server_run(step_args(args, number, count, payload), step, measure_references)
+            steps.append(step)
+    assert model is not None  # the first step measured the references
+    after = sorted_limit(model, args.batch_size, args.seed)
+    references["sorted_limit"] = inprocess.bracketed(references.pop("sorted_limit_before"), after)
+    for step in steps:
+        step["ratios"] = ratios(step, references)
+    report["sweep"] = {
+        "batch_size": args.batch_size,
+        "intra_op_threads": model.intra_op_threads,
+        "references": references,
+        "steps": steps,
+        "targets": verdicts(steps),
+    }
+
+
+def _ms(seconds: float | None) -> str:
+    return f"{seconds * 1000:.1f}" if seconds is not None else "n/a"
+
+
+def format_sweep(report: dict) -> str:
+    sweep = report["sweep"]
+    size = sweep["batch_size"]
+    what = {"single": "1 sentence", "batch": f"{size} sentences"}
+    references = sweep["references"]
+    lines = [
+        f"Sweep of {report['config']['model']}: p50 over the in-process p50 of the request's size, "
+        "embeddings/s over the sorted in-process limit",
+        "",
+        "| clients | request | p50 ms | p99 ms | embeddings/s | errors | peak MB "
+        "| p50 / in-process | embeddings/s / sorted limit |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for step in sweep["steps"]:
+        load, found = step["load"], step["ratios"]
+        latency = load["response_time_s"] or {}
+        memory = step.get("memory", {}).get("peak_mb")
+        lines.append(
+            f"| {step['clients']} | {what[step['payload']]} | {_ms(latency.get('p50'))} | {_ms(latency.get('p99'))} "
+            f"| {load['embeddings_per_s']:.0f} | {load['failed_requests']} | {memory if memory is not None else 'n/a'} "
+            f"| {_ratio(found['latency'])} | {_ratio(found['throughput'])} |"
+        )
+    limit = references["sorted_limit"]
+    lines += [
+        "",
+        "In-process, every core: 1 sentence p50 {} ms; {} sentences p50 {} ms; sorted limit {:.0f} embeddings/s "
+        "(runs before and after: {:.0f}, {:.0f})".format(
+            _ms(references["latency"]["single"].get("p50")), size, _ms(references["latency"]["batch"].get("p50")),
+            limit["embeddings_per_s"], *limit["runs_embeddings_per_s"],
+        ),
+        "",
+        "Targets:",
+    ]
+    for verdict in sweep["targets"]:
+        lines.append(
+            f"- {verdict['clients']} client(s), {what[verdict['payload']]}, {verdict['ratio']} ratio "
+            f"{_ratio(verdict['value'])} (target {verdict['target']}): {'met' if verdict['met'] else 'NOT met'}"
+        )
+    return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "n/a"
