@@ -183,6 +183,12 @@ class Settings(BaseSettings):
         description="Requests of at most this many texts are merged with others waiting for the same model "
         "into shared tokenizer and Triton calls (0: never).",
     )
+    spread_min_texts: int = Field(
+        8, ge=0, le=4096,
+        description="A request of at least twice this many texts, reaching a model (CPU instances, gateway "
+        "batching) with idle instances, is cut into one call per idle instance, each of at least this many "
+        "texts, run side by side (0: never).",
+    )
     coalesce_in_flight: int = Field(
         24, ge=1, le=1024, description="Merged calls in flight per model; requests arriving meanwhile wait and merge."
     )

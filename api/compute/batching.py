@@ -102,6 +102,18 @@ class BatchingPolicy:
             return self.settings.coalesce_max_texts
         return metadata.max_batch_size
 
+    def spread(self, metadata: ModelMetadata, texts: int, calls_in_flight: int) -> int:
+        """Calls to cut one request of ``texts`` into (``spreading.py``): one per idle
+        instance, each of at least ``spread_min_texts``, where the coalescer is the model's
+        only batcher and its instances are CPU cores; else one. An instance is idle when
+        fewer calls are in flight than there are instances (the coalescer keeps one more
+        waiting when all are busy, so nothing is waiting then)."""
+        minimum = self.settings.spread_min_texts
+        if not minimum or metadata.dynamic_batching or metadata.gpu is not None:
+            return 1
+        idle = metadata.instance_count - calls_in_flight
+        return max(1, min(idle, texts // minimum))
+
     def calls_in_flight(self, metadata: ModelMetadata) -> int:
         """Merged calls the coalescer keeps in flight for the model. Without Triton's
         batcher: one running on each instance and one waiting for the first to free, so

@@ -29,6 +29,7 @@ from embedgate.converters.spec import EMBEDDING, PIXELS
 from ..errors import DeadlineExceeded, TritonConnectionLost
 from ..settings import Settings
 from ..triton.client import TritonClient
+from . import spreading
 from .admission import admit
 from .batching import BatchingPolicy
 from .cache import ResponseCache, answer_from_cache
@@ -200,7 +201,14 @@ class EmbeddingService:
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
-                return await self._coalescer(model).submit(_prefixed(prefix, inputs), timeout_s)
+                coalescer = self._coalescer(model)
+                texts = _prefixed(prefix, inputs)
+                parts = self.batching.spread(model.metadata, len(texts), coalescer.in_flight)
+                if parts == 1:
+                    return await coalescer.submit(texts, timeout_s)
+                groups = spreading.cut(texts, parts, _length)
+                shares = await run_all([coalescer.submit([texts[row] for row in group], timeout_s) for group in groups])
+                return spreading.joined(shares, groups)
             arrived = time.perf_counter()
             embedded = await self._tokenize_and_embed(model, inputs, timeout_s, prefix)
             return embedded.share(slice(None), arrived)

@@ -14,10 +14,10 @@ from ..settings import Settings
 from ..telemetry import MetricsMiddleware
 from . import openapi
 from .auth import KeyRing, key_guard
+from .batch_lines import EmbeddingsLines, RerankLines
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .batch_lines import EmbeddingsLines, RerankLines
 from .routes import batches, health, inference, metrics, models, openai, prometheus, rerank
 
 # Requests on these paths are cancelled when their client disconnects.

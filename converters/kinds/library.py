@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from embedgate.converters import gpu, module_stack, parity
-from embedgate.converters.errors import UnsupportedModelError
 from embedgate.converters.declared import Declared
+from embedgate.converters.errors import UnsupportedModelError
 from embedgate.converters.module_stack import Source
 from embedgate.converters.prompts import Prompts, read_prompts
 from embedgate.converters.spec import TOKENIZER_DIR, ConversionSpec, GpuInfo

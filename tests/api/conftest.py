@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.compute.results import Embeddings
 from embedgate.api.compute.prompts import DEFAULT, prompt_for
 from embedgate.api.compute.quantize import quantize
+from embedgate.api.compute.results import Embeddings
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings

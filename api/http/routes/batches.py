@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, File, Form, Path as PathParam, Query, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
+from fastapi import Path as PathParam
 from starlette.responses import StreamingResponse
 
 from ...gateway import Gateway

@@ -23,9 +23,9 @@ def options(library="sentence_transformers", **settings):
     return BatchingPolicy(Settings(**settings)).triton_options(library)
 
 
-def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: int = 256):
+def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: int = 256, gpu=None):
     return SimpleNamespace(
-        dynamic_batching=dynamic_batching, instance_count=instance_count, max_batch_size=max_batch_size
+        dynamic_batching=dynamic_batching, instance_count=instance_count, max_batch_size=max_batch_size, gpu=gpu
     )
 
 
@@ -40,6 +40,21 @@ def test_with_tritons_batcher_the_coalescer_merges_small_requests_only():
     policy = BatchingPolicy(Settings(coalesce_max_texts=8, coalesce_in_flight=24))
     assert policy.coalesced_texts(published(True)) == 8
     assert policy.calls_in_flight(published(True)) == 24
+
+
+def test_a_request_is_spread_over_idle_cpu_instances_in_parts_of_at_least_the_minimum():
+    policy = BatchingPolicy(Settings(spread_min_texts=8))
+    four = published(False, instance_count=4)
+    assert policy.spread(four, texts=32, calls_in_flight=0) == 4
+    assert policy.spread(four, texts=32, calls_in_flight=1) == 3  # one instance is busy
+    assert policy.spread(four, texts=20, calls_in_flight=0) == 2  # parts of at least 8
+    assert policy.spread(four, texts=15, calls_in_flight=0) == 1
+    assert policy.spread(four, texts=32, calls_in_flight=4) == 1  # every instance busy
+    assert policy.spread(four, texts=32, calls_in_flight=5) == 1  # and a call waiting
+    # Triton batches the model, its instances are GPUs, or spreading is off: one call.
+    assert policy.spread(published(True, instance_count=4), texts=32, calls_in_flight=0) == 1
+    assert policy.spread(published(False, instance_count=4, gpu=object()), texts=32, calls_in_flight=0) == 1
+    assert BatchingPolicy(Settings(spread_min_texts=0)).spread(four, texts=32, calls_in_flight=0) == 1
 
 
 def test_python_form_defaults_to_one_single_threaded_instance_per_core():

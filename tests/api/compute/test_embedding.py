@@ -43,6 +43,7 @@ class Meta:
     default_prompt_name: str | None = None
     prompts_refused: str | None = None
     calibration: None = None
+    gpu: None = None  # CPU instances
 
 
 @pytest.fixture
@@ -247,3 +248,42 @@ async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_p
     for texts, result in zip(requests, results):
         expected = tokenizer.encode(texts)
         np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+
+
+async def test_a_large_request_reaching_idle_instances_is_spread_over_them_and_put_back_in_order(minilm_path):
+    settings = Settings(spread_min_texts=4, coalesce_max_texts=1)
+    client = HeldClient()
+    service = EmbeddingService(settings, client)
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16)
+    model = ServedModel("m", "m", Meta(max_batch_size=64, dynamic_batching=False, instance_count=2), tokenizer)
+    texts = [" ".join(["word"] * (n % 13 + 1)) + f" {n}" for n in range(20)] + ["word " * 40]
+    try:
+        request = asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
+        # Both parts reach Triton before either is answered: they run side by side.
+        await eventually(lambda: len(client.shapes) == 2, what="two calls")
+        client.release.set()
+        result = await request
+        # A request arriving while a call is in flight on one of two instances goes whole.
+        client.release.clear()
+        held = asyncio.create_task(service.embed_texts(model, ["one"], normalize=False, timeout_s=5))
+        await eventually(lambda: len(client.shapes) == 3, what="a call in flight")
+        others = [text + " again" for text in texts]  # not answered from the response cache
+        whole = asyncio.create_task(service.embed_texts(model, others, normalize=False, timeout_s=5))
+        await eventually(lambda: len(client.shapes) == 4, what="the second request's call")
+        client.release.set()
+        await held
+        assert (await whole).vectors.shape[0] == len(texts)
+    finally:
+        service.close()
+    (first, _), (second, _) = client.shapes[:2]
+    assert first + second == len(texts) and min(first, second) >= 1
+    assert client.shapes[3][0] == len(texts)
+    # Sorted by length before the cut: the part with the longest text has the fewest rows.
+    widths = [width for _, width in client.shapes[:2]]
+    assert [rows for rows, _ in client.shapes[:2]][widths.index(max(widths))] < len(texts) / 2
+    expected = tokenizer.encode(texts)
+    np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
+    np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
+    assert result.token_counts == expected.token_counts
+    assert result.truncated == expected.truncated == 1 and result.truncated_rows == expected.truncated_rows
+    assert model.inflight == 0

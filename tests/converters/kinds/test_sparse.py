@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from embedgate.converters.kinds.sparse import _splade_refusal
 from tests import tiny_models
 from tests.converters.conftest import run_converter
