@@ -30,6 +30,8 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
+from embedgate.converters import weights
+
 from . import compare, inprocess, job, plot, processes, server_stats, sweep
 from .connection import Target
 from .endpoints import ENDPOINTS, build_endpoint
@@ -319,7 +321,7 @@ def _inprocess(
         baselines = {strategy: inprocess.bracketed(before[strategy], after) for strategy, after in baselines.items()}
     result: dict = {
         "onnx_file": str(model.onnx_path),
-        "onnx_mb": round(model.onnx_path.stat().st_size / 1e6, 1),
+        "onnx_mb": round(weights.size_bytes(model.onnx_path) / 1e6, 1),
         "intra_op_threads": model.intra_op_threads,
         "baselines": baselines,
     }

@@ -29,7 +29,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from embedgate.converters import kinds
+from embedgate.converters import kinds, weights
 from embedgate.converters.errors import ConversionError, DiskFullError, OutOfMemoryError
 from embedgate.converters.repository import ModelRepository, open_repository
 from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
@@ -97,6 +97,9 @@ def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> No
     (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
     if spec.triton.form == "python":
         (directory / "1" / "model.py").write_bytes(PYTHON_BACKEND_MODEL.read_bytes())
+        # Each instance is a process of its own: weights beside the graph are shared.
+        for graph in sorted((directory / "1").glob("*.onnx")):
+            weights.externalize(graph)
 
 
 def main() -> int:

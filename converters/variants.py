@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters import int8, parity
+from embedgate.converters import int8, parity, weights
 from embedgate.converters.errors import ParityError
 from embedgate.converters.spec import ConversionSpec, ParityResult, VariantInfo
 
@@ -109,7 +109,7 @@ def _optimized(spec, model, onnx_file, token_ids, reference, step) -> tuple[Pari
     step("fused: " + (", ".join(f"{count} {op}" for op, count in sorted(fused.items())) or "nothing"))
     step(f"parity check of the fused graph on {len(token_ids)} sentences")
     result = parity.check_embeddings(onnx_file, token_ids, reference, spec.parity_threshold)
-    return result, VariantInfo(name="optimized", onnx_bytes=onnx_file.stat().st_size, fused_operators=fused)
+    return result, VariantInfo(name="optimized", onnx_bytes=weights.size_bytes(onnx_file), fused_operators=fused)
 
 
 def _int8(spec, work_dir, onnx_file, token_ids, reference, step) -> tuple[ParityResult, VariantInfo]:
@@ -142,7 +142,7 @@ def _int8(spec, work_dir, onnx_file, token_ids, reference, step) -> tuple[Parity
         )
     return result, VariantInfo(
         name="int8",
-        onnx_bytes=onnx_file.stat().st_size,
+        onnx_bytes=weights.size_bytes(onnx_file),
         int8_matmuls=total - keep,
         float32_matmuls=plan.ranked[:keep],
     )

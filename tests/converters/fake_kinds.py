@@ -9,6 +9,26 @@ would fill its parts' directories.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+
+
+def tiny_onnx(path: Path) -> Path:
+    """A small, real ONNX graph (y = x @ w, w 32 x 32) where a fake converter writes its
+    model: the publish step rewrites every graph it publishes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.eye(32, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])],
+        [weight],
+    )
+    onnx.save(helper.make_model(graph), str(path))
+    return path
 
 
 def install(**modules: str) -> None:

@@ -19,6 +19,7 @@ FAKE_CLIP_CONVERTER = textwrap.dedent(
     from embedgate.converters.spec import (
         ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata, ParityResult,
     )
+    from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, text_dir, image_dir, step):
         step("fake clip conversion")
@@ -27,7 +28,7 @@ FAKE_CLIP_CONVERTER = textwrap.dedent(
             (text_dir.parent.parent / (spec.triton_name + "_text_encoder")).mkdir()
         for directory in (text_dir, image_dir):
             (directory / "1").mkdir()
-            (directory / "1" / "model.onnx").write_bytes(b"not really onnx")
+            tiny_onnx(directory / "1" / "model.onnx")
         (text_dir / "tokenizer").mkdir()
         (text_dir / "tokenizer" / "tokenizer.json").write_text("{}")
         parity = dict(passed=True, threshold=0.9999, min_cosine=1.0)

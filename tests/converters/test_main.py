@@ -20,13 +20,14 @@ FAKE_CONVERTER = textwrap.dedent(
     """
     import os, sys, time
     from embedgate.converters.spec import ModelMetadata, ParityResult
+    from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, out_dir, step):
         step("fake conversion")
         print("stray print from a library")
         os.write(1, b"stray write on file descriptor 1\\n")
         (out_dir / "1").mkdir()
-        (out_dir / "1" / "model.onnx").write_bytes(b"not really onnx")
+        tiny_onnx(out_dir / "1" / "model.onnx")
         if spec.model_name == "slow":
             step("sleeping")
             time.sleep(60)

@@ -24,13 +24,14 @@ FAKE_CONVERTER = textwrap.dedent(
     import time
     from embedgate.converters.errors import ParityError
     from embedgate.converters.spec import ModelMetadata, ParityResult
+    from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, out_dir, step):
         step("fake conversion")
         (out_dir / "1").mkdir()
         for part in range(4):
             (out_dir / "1" / f"weights-{part}.bin").write_bytes(b"w" * 1024)
-        (out_dir / "1" / "model.onnx").write_bytes(b"not really onnx")
+        tiny_onnx(out_dir / "1" / "model.onnx")
         (out_dir / "tokenizer").mkdir()
         (out_dir / "tokenizer" / "tokenizer.json").write_text("{}")
         if spec.model_name == "diverging":
@@ -125,7 +126,7 @@ def test_publishes_into_the_bucket_and_stages_nothing_in_it(converter, s3_bucket
     assert code == 0, stderr
     assert result["triton_name"] == "fake"
     assert s3_bucket.keys() == [
-        "fake/1/model.onnx", "fake/1/model.py", *(f"fake/1/weights-{n}.bin" for n in range(4)),
+        "fake/1/model.onnx", "fake/1/model.onnx.data", "fake/1/model.py", *(f"fake/1/weights-{n}.bin" for n in range(4)),
         "fake/config.pbtxt", "fake/metadata.json", "fake/tokenizer/tokenizer.json",
     ]
     assert f"publishing to {s3_bucket.url}/fake" in stderr
