@@ -84,6 +84,43 @@ def reference_latencies(model: inprocess.LocalModel, payload: SentencePayload, r
     return describe(latencies) or {}
 
 
+def run_latencies(model: inprocess.LocalModel, payload: SentencePayload, requests: int) -> dict:
+    """p50/p99 (seconds) of the model run alone (tokenized beforehand), one request at a time."""
+    batches = [model.tokenizer.encode(payload.inputs(index)) for index in range(requests + 1)]
+    latencies = []
+    for tokens in batches:
+        longest = int(max(tokens.token_counts))
+        started = time.perf_counter()
+        inprocess.embed(model, tokens.input_ids[:, :longest], tokens.attention_mask[:, :longest])
+        latencies.append(time.perf_counter() - started)
+    return describe(latencies[1:]) or {}
+
+
+def breakdown(step: dict, references: dict) -> dict | None:
+    """Where one client's single-sentence p50 goes (ms): outside the gateway (client, HTTP,
+    the server's parsing before its clock starts), the gateway's own handling, tokenizing,
+    waiting, Triton with its Python-backend stub, and the model run itself (in-process on
+    one thread, as an instance runs it). The server's parts are the means of its timing
+    headers, so the parts add up to about the p50, not exactly."""
+    load = step["load"]
+    timings = load["server_timings_ms"]
+    model_ms = references.get("model_run_one_thread", {}).get("p50")
+    if not {"total", "inference", "tokenize"} <= set(timings) or model_ms is None or not load["response_time_s"]:
+        return None
+    p50_ms = load["response_time_s"]["p50"] * 1000
+    queue = timings.get("queue", 0.0)
+    model = model_ms * 1000
+    return {
+        "p50": round(p50_ms, 2),
+        "outside_the_gateway": round(p50_ms - timings["total"], 2),
+        "gateway": round(timings["total"] - timings["inference"] - timings["tokenize"] - queue, 2),
+        "tokenize": round(timings["tokenize"], 2),
+        "queue": round(queue, 2),
+        "triton_and_stub": round(timings["inference"] - model, 2),
+        "model_run": round(model, 2),
+    }
+
+
 def sorted_limit(model: inprocess.LocalModel, batch_size: int, seed: int) -> dict:
     payload = SentencePayload(1, seed)
     texts = [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)]
@@ -139,6 +176,10 @@ async def run(
             "batch": reference_latencies(model, SentencePayload(args.batch_size, args.seed), REFERENCE_REQUESTS["batch"]),
         }
         references["sorted_limit_before"] = sorted_limit(model, args.batch_size, args.seed)
+        one_thread = open_model(argparse.Namespace(**{**vars(args), "inprocess_threads": 1}))
+        references["model_run_one_thread"] = run_latencies(
+            one_thread, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]
+        )
 
     steps = []
     for payload in PAYLOADS:
@@ -153,12 +194,14 @@ async def run(
     references["sorted_limit"] = inprocess.bracketed(references.pop("sorted_limit_before"), after)
     for step in steps:
         step["ratios"] = ratios(step, references)
+    fewest = next(s for s in steps if s["payload"] == "single" and s["clients"] == min(clients))
     report["sweep"] = {
         "batch_size": args.batch_size,
         "intra_op_threads": model.intra_op_threads,
         "references": references,
         "steps": steps,
         "targets": verdicts(steps),
+        "breakdown": breakdown(fewest, references),
     }
 
 
@@ -196,15 +239,27 @@ def format_sweep(report: dict) -> str:
             _ms(references["latency"]["single"].get("p50")), size, _ms(references["latency"]["batch"].get("p50")),
             limit["embeddings_per_s"], *limit["runs_embeddings_per_s"],
         ),
-        "",
-        "Targets:",
     ]
+    parts = sweep.get("breakdown")
+    if parts:
+        lines.append(
+            "{} client(s), 1 sentence, p50 {:.2f} ms: outside the gateway {:.2f}, the gateway {:.2f}, tokenizing "
+            "{:.2f}, waiting {:.2f}, Triton and its stub {:.2f}, the model run (one thread) {:.2f}".format(
+                fewest_clients(sweep), parts["p50"], parts["outside_the_gateway"], parts["gateway"], parts["tokenize"],
+                parts["queue"], parts["triton_and_stub"], parts["model_run"],
+            )
+        )
+    lines += ["", "Targets:"]
     for verdict in sweep["targets"]:
         lines.append(
             f"- {verdict['clients']} client(s), {what[verdict['payload']]}, {verdict['ratio']} ratio "
             f"{_ratio(verdict['value'])} (target {verdict['target']}): {'met' if verdict['met'] else 'NOT met'}"
         )
     return "\n".join(lines)
+
+
+def fewest_clients(sweep: dict) -> int:
+    return min(step["clients"] for step in sweep["steps"])
 
 
 def _ratio(value: float | None) -> str:

@@ -115,3 +115,25 @@ def test_sweep_options_are_checked(argv, message, capsys):
         cli.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_breakdown_splits_one_clients_p50_into_its_parts():
+    step = {"load": {
+        "response_time_s": {"p50": 0.0115},
+        "server_timings_ms": {"total": 9.9, "inference": 7.2, "tokenize": 0.4, "queue": 0.3},
+    }}
+    parts = sweep.breakdown(step, {"model_run_one_thread": {"p50": 0.0045}})
+    assert parts == {
+        "p50": 11.5, "outside_the_gateway": 1.6, "gateway": 2.0, "tokenize": 0.4, "queue": 0.3,
+        "triton_and_stub": 2.7, "model_run": 4.5,
+    }
+    total = sum(value for key, value in parts.items() if key != "p50")
+    assert total == pytest.approx(parts["p50"])
+    # Without the server's timing headers (another server) there is no breakdown.
+    assert sweep.breakdown({"load": {"response_time_s": {"p50": 0.01}, "server_timings_ms": {}}}, {}) is None
+
+
+def test_the_sweep_reports_the_breakdown_of_its_fewest_clients(minilm_tokenizer):
+    report, _, session = run_sweep(minilm_tokenizer)
+    assert report["sweep"]["references"]["model_run_one_thread"]["count"] == sweep.REFERENCE_REQUESTS["single"]
+    assert report["sweep"]["breakdown"] is None  # the fake server sends no timing headers

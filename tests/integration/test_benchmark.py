@@ -105,7 +105,7 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
     report = run_benchmark(
         gateway, tmp_path / "sweep.json",
         "--sweep", "--sweep-clients", "1", "2", "--batch-size", "4", "--duration", "1", "--warmup", "0",
-        "--seed", "3", "--plot", str(tmp_path / "sweep.svg"), stdout=("| clients | request | p50 ms", "Targets:"),
+        "--seed", "3", "--plot", str(tmp_path / "sweep.svg"), stdout=("| clients | request | p50 ms", "Triton and its stub", "Targets:"),
     )
     sweep = report["sweep"]
     assert [(s["clients"], s["payload"]) for s in sweep["steps"]] == [(1, "single"), (2, "single"), (1, "batch"), (2, "batch")]
@@ -120,6 +120,10 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
         reference = references["latency"][step["payload"]]["p50"]
         assert step["ratios"]["latency"] == round(load["response_time_s"]["p50"] / reference, 3)
     assert {t["clients"] for t in sweep["targets"]} == {1, 2}
+    # One client's single-sentence p50, split by the server's timing headers and the model run alone.
+    parts = sweep["breakdown"]
+    assert parts["p50"] > parts["model_run"] > 0 and parts["tokenize"] > 0
+    assert set(parts) == {"p50", "outside_the_gateway", "gateway", "tokenize", "queue", "triton_and_stub", "model_run"}
     assert (tmp_path / "sweep.svg").read_text().startswith("<svg")
 
 
