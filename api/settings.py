@@ -96,8 +96,9 @@ class Settings(BaseSettings):
     triton_metrics_port: int = Field(0, ge=0, le=65535, description="0 picks a free port.")
     triton_startup_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for Triton to be ready.")
     triton_stub_timeout_s: int = Field(
-        120, ge=1, description="Seconds Triton's Python backend waits for a model instance's stub process to "
-        "start (its own default, 30, is short on a busy machine: the load fails, or Triton aborts).",
+        300, ge=1, description="Seconds Triton's Python backend waits for a model instance's stub process to "
+        "start (its own default, 30, is short on a busy machine: the load fails, Triton aborts, or the handshake "
+        "hangs; a stub that does not start at all exits, which Triton sees at once).",
     )
     triton_exit_timeout_s: int = Field(5, ge=1, description="Triton's --exit-timeout-secs on shutdown.")
     triton_restart_backoff_s: float = Field(

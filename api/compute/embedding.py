@@ -284,17 +284,18 @@ class EmbeddingService:
         )
 
     async def _surviving_restarts(self, call: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
-        """``call``, sent once more if Triton died under it and its supervisor brought it
-        back with the models reloaded (within the request's deadline). Embedding is
-        idempotent, so the client sees a slower answer instead of a 503."""
-        restarts = self.triton.restarts if self.triton is not None else 0
-        try:
-            return await call()
-        except TritonConnectionLost:
-            if self.triton is None or not await self.triton.wait_restarted(restarts):
-                raise
-        log.info("triton restarted under a request; sending it again")
-        return await call()
+        """``call``, sent again each time Triton died under it and its supervisor brought it
+        back with the models reloaded, until the request's deadline (which bounds the
+        whole: a Triton that dies again during its restart is waited out too). Embedding
+        is idempotent, so the client sees a slower answer instead of a 503."""
+        while True:
+            restarts = self.triton.restarts if self.triton is not None else 0
+            try:
+                return await call()
+            except TritonConnectionLost:
+                if self.triton is None or not await self.triton.wait_restarted(restarts):
+                    raise
+            log.info("triton restarted under a request; sending it again")
 
     async def embed_images(
         self,

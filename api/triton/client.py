@@ -42,6 +42,11 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
             return Overloaded(f"model '{model}' queue is full; retry shortly")
         if "timeout" in lowered and "request" in lowered:
             return DeadlineExceeded(f"model '{model}' did not answer before the deadline")
+        if "stub process" in lowered and "not healthy" in lowered:
+            # The model's Python-backend process died under the request (Triton often
+            # follows it): as a lost connection, it is sent again once Triton is back.
+            log.warning("triton error for %s: %s (status %s)", model, text, exc.status())
+            return TritonConnectionLost(f"model '{model}' lost its process in the inference server; retry shortly")
         if "unknown model" in lowered or "is not ready" in lowered or "unavailable" in lowered:
             return TritonUnavailable(f"model '{model}' is not available in the inference server right now")
         log.warning("triton error for %s: %s (status %s)", model, text, exc.status())

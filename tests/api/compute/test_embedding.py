@@ -128,15 +128,17 @@ async def test_one_request_takes_one_slot_for_all_its_parts(service):
 
 
 class DiesOnceClient(EchoClient):
-    """Loses its connection on the first call, as when tritonserver is killed."""
+    """Loses its connection on the first ``deaths`` calls, as when tritonserver is killed
+    (and dies again while it restarts)."""
 
-    def __init__(self):
+    def __init__(self, deaths: int = 1):
         super().__init__()
         self.calls = 0
+        self.deaths = deaths
 
     async def infer(self, triton_name, tensors, output, *, timeout_s):
         self.calls += 1
-        if self.calls == 1:
+        if self.calls <= self.deaths:
             raise TritonConnectionLost("the inference server is unavailable; retry shortly")
         return await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
 
@@ -150,6 +152,18 @@ class FakeSupervisor:
         if self.comes_back:
             self.restarts = since + 1
         return self.comes_back
+
+
+async def test_a_request_is_sent_again_after_each_restart_when_triton_dies_again_while_it_restarts(minilm_path):
+    client = DiesOnceClient(deaths=3)
+    supervisor = FakeSupervisor(comes_back=True)
+    service = EmbeddingService(Settings(), client, supervisor)
+    model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
+    try:
+        result = await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+    finally:
+        service.close()
+    assert client.calls == 4 and supervisor.restarts == 3 and result.vectors.shape == (1, 2)
 
 
 @pytest.mark.parametrize("comes_back", [True, False])

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from embedgate.api.errors import DeadlineExceeded, Overloaded, TritonError, TritonUnavailable
+from embedgate.api.errors import DeadlineExceeded, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
 from embedgate.api.http.errors import headers_of, status_of
 from embedgate.api.triton.client import map_triton_error
 
@@ -20,6 +20,8 @@ from embedgate.api.triton.client import map_triton_error
         ("Request for unknown model: 'm' is not found", "400", TritonUnavailable),
         ("Request for unknown model: 'm' has no available versions", "400", TritonUnavailable),
         ("onnxruntime failed: shape mismatch", "500", TritonError),
+        # The model's stub died under the request: sent again once Triton is back.
+        ("Stub process 'm_0_0' is not healthy.", "500", TritonConnectionLost),
     ],
 )
 def test_triton_messages_map_to_statuses(message, status, expected):
