@@ -5,9 +5,13 @@ can end with each side waiting for the other: tritonserver gives up on the stub 
 waits for it to exit, while the stub, started and idle, waits for a message from
 tritonserver. The load then never returns (seen with gdb on a busy 2-core machine; at
 other times the same handshake ends in tritonserver aborting). From outside it looks
-like this: the load is still pending past the stub start-up timeout, and the model's
-stubs, children of this tritonserver, use no CPU. A stub that loads a model is busy, so
-an idle one that long is stuck, and the only way out is a new tritonserver.
+like this: the load is still pending, and the model's stubs, children of this
+tritonserver, use no CPU. A stub that loads a model is busy (even on a starved machine it
+gets its share of a core), so one idle for several polls in a row is stuck, and the only
+way out is a new tritonserver. The stub start-up timeout is long, for slow starts on a busy
+machine, so the hang is not waited out until then: the first look comes after
+``EARLY_LOOK_S``, and ``IDLE_POLLS`` idle polls in a row end it (one, past the timeout,
+where Triton's own handling of a stub that did not start has come first).
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import re
 from .orphans import STUB
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-# Past the stub start-up timeout, the first look waits this long: Triton's own handling
-# of a stub that did not start comes first.
+# Past the stub start-up timeout, one idle poll is enough after this long: Triton's own
+# handling of a stub that did not start comes first.
 GRACE_S = 15.0
+# The first look at a pending load (a load on a busy machine takes tens of seconds).
+EARLY_LOOK_S = 60.0
 # Stubs of the loading model that together use less CPU than this over one poll are idle.
 POLL_S = 10.0
 IDLE_CPU_S = 0.05
+# Idle polls in a row that end a load before the stub start-up timeout.
+IDLE_POLLS = 3
 
 
 def _instance_pattern(triton_name: str) -> re.Pattern[bytes]:

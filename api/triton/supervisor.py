@@ -176,23 +176,26 @@ class TritonSupervisor:
         return True
 
     async def watch_load(self, triton_name: str) -> None:
-        """Run beside a load of ``triton_name``: when the load is still pending past the
-        stub start-up timeout and the model's stubs sit idle (a stub handshake that hangs,
-        see ``stalls``), kill this tritonserver; the watchdog starts a new one, and the
-        load fails as if Triton had died under it. Returns only after killing it."""
+        """Run beside a load of ``triton_name``: when the model's stubs sit idle while the
+        load is pending (a stub handshake that hangs, see ``stalls``), kill this
+        tritonserver; the watchdog starts a new one, and the load fails as if Triton had
+        died under it. Returns only after killing it."""
         proc = self._proc
         if proc is None:
             return
-        await asyncio.sleep(self.settings.triton_stub_timeout_s + stalls.GRACE_S)
-        before = None
+        loop = asyncio.get_running_loop()
+        timed_out_at = loop.time() + self.settings.triton_stub_timeout_s + stalls.GRACE_S
+        await asyncio.sleep(min(stalls.EARLY_LOOK_S, self.settings.triton_stub_timeout_s + stalls.GRACE_S))
+        before, idle_polls = None, 0
         while proc.returncode is None and proc is self._proc:
             now = await asyncio.to_thread(stalls.stub_cpu_seconds, proc.pid, triton_name)
-            if stalls.is_idle(before, now):
+            idle_polls = idle_polls + 1 if stalls.is_idle(before, now) else 0
+            if idle_polls >= (1 if loop.time() >= timed_out_at else stalls.IDLE_POLLS):
                 log.error(
-                    "tritonserver has not finished loading %s after its stub start-up timeout (%ss), and the "
-                    "model's stubs are idle: a stub handshake that hangs; restarting tritonserver",
+                    "tritonserver has not finished loading %s, and the model's stubs have been idle for %.0fs: "
+                    "a stub handshake that hangs; restarting tritonserver",
                     triton_name,
-                    self.settings.triton_stub_timeout_s,
+                    idle_polls * stalls.POLL_S,
                 )
                 # Its stubs too (they share its process group): a stuck one may never
                 # notice that its parent is gone, and would hold Triton's output open.

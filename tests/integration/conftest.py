@@ -108,11 +108,12 @@ async def wait_until_async(condition: Callable[[], object], timeout: float, what
 async def steady_clients(url: str, what: str, clients: int = 8):
     """``clients`` clients, each with one MiniLM /infer always in flight (a text of its own
     each time), until the block ends; yields the (text, answer) list, growing as they are
-    answered. Their deadline is longer than any Triton restart on a loaded machine: a
-    request sent again after a restart is what the tests around a dying Triton look at."""
+    answered. Their deadline is longer than a Triton restart on a loaded machine (a restart
+    can meet a hung stub handshake, or Triton aborting again, and take minutes): a request
+    sent again after a restart is what the tests around a dying Triton look at."""
     answers: list[tuple[str, httpx.Response]] = []
     stop = asyncio.Event()
-    deadline = {"x-request-timeout": "120"}
+    deadline = {"x-request-timeout": "300"}  # the most a client may ask for
 
     async def client_loop(client: httpx.AsyncClient, number: int) -> None:
         sent = 0
@@ -122,7 +123,7 @@ async def steady_clients(url: str, what: str, clients: int = 8):
             answers.append((text, answer))
             sent += 1
 
-    async with httpx.AsyncClient(base_url=url, timeout=180) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=360) as client:
         loops = [asyncio.create_task(client_loop(client, n)) for n in range(clients)]
         try:
             yield answers

@@ -108,10 +108,11 @@ def test_no_stubs_at_either_look_is_not_idle():
 def quick_looks(monkeypatch):
     monkeypatch.setattr(stalls, "GRACE_S", 0.0)
     monkeypatch.setattr(stalls, "POLL_S", 0.5)
+    monkeypatch.setattr(stalls, "EARLY_LOOK_S", 0.5)
 
 
-def supervisor(tmp_path, triton: asyncio.subprocess.Process) -> TritonSupervisor:
-    running = TritonSupervisor(Settings(model_repository=tmp_path, triton_stub_timeout_s=1), tmp_path)
+def supervisor(tmp_path, triton: asyncio.subprocess.Process, stub_timeout_s: int = 1) -> TritonSupervisor:
+    running = TritonSupervisor(Settings(model_repository=tmp_path, triton_stub_timeout_s=stub_timeout_s), tmp_path)
     running._proc = triton
     return running
 
@@ -127,6 +128,18 @@ async def test_a_load_whose_stubs_are_idle_past_the_stub_timeout_ends_tritonserv
             assert time.monotonic() < deadline, "the stub outlived its tritonserver"
             await asyncio.sleep(0.05)
         assert "a stub handshake that hangs; restarting tritonserver" in caplog.text
+    finally:
+        await stop(triton, stub)
+
+
+async def test_stubs_idle_for_several_polls_end_tritonserver_long_before_the_stub_timeout(tmp_path, quick_looks, caplog):
+    triton, stub = await start_fake_triton(IDLE)
+    try:
+        # A 300-s stub timeout: the hang is seen after the early look and IDLE_POLLS idle polls.
+        watch = supervisor(tmp_path, triton, stub_timeout_s=300).watch_load("m")
+        await asyncio.wait_for(watch, 30)
+        assert await asyncio.wait_for(triton.wait(), 10) == -signal.SIGKILL
+        assert f"stubs have been idle for {stalls.IDLE_POLLS * stalls.POLL_S:.0f}s" in caplog.text
     finally:
         await stop(triton, stub)
 
