@@ -78,9 +78,9 @@ class Gateway:
             self.models = self.registry
             self._restore_task = asyncio.create_task(self._restore(), name="restore-models")
         else:
-            # The cluster hands this replica its models (Ray Serve's reconfigure).
+            # The cluster hands this replica its models (Ray Serve's reconfigure), which
+            # ends the restoring (``cluster_models_applied``).
             self.models = self.cluster.control(self.registry)
-            self.restoring = False
         self.jobs = self._jobs()
         self.jobs.start()
 
@@ -111,6 +111,11 @@ class Gateway:
         self.embeddings.close()
         await self.embeddings.images.close()
         await self.triton.stop()
+
+    def cluster_models_applied(self) -> None:
+        """The replica now serves the cluster's models: bulk jobs may lease work here (a
+        chunk for a model not loaded yet would fail its batch as unloaded)."""
+        self.restoring = False
 
     async def _restore(self) -> None:
         """Bring back the models that were loaded before a restart, then preloads."""

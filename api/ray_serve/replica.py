@@ -62,6 +62,7 @@ class EmbedGate:
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         gateway = self._app.state.gateway
         await self.cluster.reconcile(gateway.registry, DesiredModels.from_user_config(user_config))
+        gateway.cluster_models_applied()
 
     async def check_health(self) -> None:
         """Serve replaces a replica whose Triton stays down; a restart in progress is fine

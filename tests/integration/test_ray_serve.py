@@ -244,8 +244,21 @@ def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(
         assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text]))[0] >= 0.9999
 
 
+def done_by(app: Deployment, batch_id: str) -> dict[int, int]:
+    """Chunks of the batch done so far, by the pid of the gateway that did them."""
+    with sqlite3.connect(app.jobs_dir / "jobs.sqlite3") as store:
+        rows = store.execute(
+            "SELECT owner, COUNT(*) FROM chunks WHERE batch_id = ? AND state = 'done' GROUP BY owner", (batch_id,)
+        ).fetchall()
+    done: dict[int, int] = {}
+    for owner, chunks in rows:
+        pid = int(owner.split(":")[1])
+        done[pid] = done.get(pid, 0) + chunks
+    return done
+
+
 def test_a_batch_runs_on_every_replica_and_survives_one_dying(ray_app):
-    count = 1500
+    count = 3000
     lines = [
         json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/embeddings",
                     "body": {"model": MINILM, "input": f"bulk text {i} " + "word " * (i % 30)}})
@@ -254,15 +267,19 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying(ray_app):
     with openai.OpenAI(api_key="x", base_url=f"{ray_app.url}/v1", max_retries=2, timeout=60) as client:
         uploaded = client.files.create(file=("ray.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
         batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
-        wait_until(lambda: client.batches.retrieve(batch.id).request_counts.completed >= 300, 600, "the batch to start")
         replicas = ray_app.wait_replicas(len(ray_app.replicas()))
         assert len(replicas) >= 2, replicas
+        pids = {replica["pid"] for replica in replicas}
+        # Killed once every replica has done some of it: the killed one's chunks stay done.
+        wait_until(lambda: pids <= set(done_by(ray_app, batch.id)), 600, "every replica to do a chunk", 0.05)
         os.kill(replicas[0]["pid"], signal.SIGKILL)
+        assert sum(done_by(ray_app, batch.id).values()) < count // 25, "the batch ended before a replica died"
         finished = ("completed", "failed", "expired")
         batch = wait_until(
             lambda: (b := client.batches.retrieve(batch.id)).status in finished and b, 900, "the batch to finish", 0.2
         )
-        assert batch.status == "completed" and batch.request_counts.completed == count, batch
+        assert batch.status == "completed" and batch.request_counts.completed == count, (
+            batch.status, batch.request_counts, batch.errors)
         ids = [json.loads(row)["custom_id"] for row in client.files.content(batch.output_file_id).text.splitlines()]
     assert len(ids) == count and set(ids) == {f"r{i}" for i in range(count)}
     # Every replica's worker leased chunks from the one coordinator, the killed one's included.
