@@ -184,6 +184,12 @@ class Settings(BaseSettings):
         description="Requests of at most this many texts are merged with others waiting for the same model "
         "into shared tokenizer and Triton calls (0: never).",
     )
+    admission_deadline_share: float = Field(
+        0.8, ge=0, le=1,
+        description="Models the gateway batches: a request is refused at once (503, Retry-After) when the work "
+        "queued before it, at the model's measured rate, would take more than this share of its deadline, and a "
+        "waiting request that can no longer finish by its deadline is refused then (0: admit by count only).",
+    )
     spread_min_texts: int = Field(
         8, ge=0, le=4096,
         description="A request of at least twice this many texts, reaching a model (CPU instances, gateway "

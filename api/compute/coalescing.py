@@ -24,17 +24,26 @@ never takes the last slot (an online request arriving finds one free), and is sm
 (``bulk_busy_rows``) while online requests come and go, so one arriving waits at most for a
 small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
 at full speed.
+
+With a ``pace`` (``pacing.py``), online requests are admitted by cost: one whose queued
+work ahead, at the model's measured rate, would take more than ``deadline_share`` of its
+deadline is refused at once, and one waiting when it can no longer finish by its deadline
+is refused then, before any work is done for it (503 with Retry-After, both).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from ..errors import Overloaded
+from .pacing import Pace
 
 Item = TypeVar("Item")
 Merged = TypeVar("Merged")
@@ -47,6 +56,7 @@ class _Waiter(Generic[Item, Share]):
     deadline: float  # event-loop time
     arrived: float  # perf_counter time
     future: asyncio.Future[Share]
+    cost: float = 0.0  # estimated tokens (with a pace)
 
 
 class Coalescer(Generic[Item, Merged, Share]):
@@ -65,6 +75,10 @@ class Coalescer(Generic[Item, Merged, Share]):
         bulk_busy_rows: int = 8,
         bulk_idle_rows: int = 64,
         quiet_s: float = 0.25,
+        pace: Pace | None = None,
+        cost: Callable[[list[Item]], float] | None = None,
+        deadline_share: float = 0.8,
+        name: str = "the model",
     ):
         self._work = work
         self._share = share
@@ -84,6 +98,12 @@ class Coalescer(Generic[Item, Merged, Share]):
         self._waiting_rows = 0
         self._last_online = float("-inf")
         self._calls: set[asyncio.Task[None]] = set()
+        self.pace = pace if cost is not None else None
+        self._cost = cost
+        self.deadline_share = deadline_share
+        self.name = name
+        self._waiting_cost = 0.0
+        self._in_flight_cost = 0.0
 
     @property
     def in_flight(self) -> int:
@@ -93,8 +113,10 @@ class Coalescer(Generic[Item, Merged, Share]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
-        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future))
+        cost = self._admit(items, timeout_s)
+        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost))
         self._waiting_rows += len(items)
+        self._waiting_cost += cost
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
@@ -115,6 +137,61 @@ class Coalescer(Generic[Item, Merged, Share]):
                 future.cancel()
             raise
 
+    def _admit(self, items: list[Item], timeout_s: float) -> float:
+        """The request's cost; Overloaded when the work ahead of it would take past its share
+        of ``timeout_s`` (never when nothing is ahead: it starts at once)."""
+        if self.pace is None or self._cost is None:
+            return 0.0
+        cost = self._cost(items)
+        ahead = self._ahead()
+        if not ahead:
+            return cost
+        needed = self.pace.seconds_for(ahead + cost)
+        allowed = self.deadline_share * timeout_s
+        if needed is not None and needed > allowed:
+            raise self._refusal(needed, timeout_s, allowed)
+        return cost
+
+    def _ahead(self) -> float:
+        """Queued online work: what waits, and half of what runs (calls are half done, about)."""
+        return self._waiting_cost + self._in_flight_cost / 2
+
+    def _refusal(self, needed: float, timeout_s: float, allowed: float) -> Overloaded:
+        retry = min(60, max(1, math.ceil(needed - allowed)))
+        return Overloaded(
+            f"{self.name} has about {needed:.0f}s of work queued for this request, past "
+            f"{self.deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
+            retry_after_s=retry,
+        )
+
+    def _shed(self) -> None:
+        """Refuse the waiting requests that can no longer finish by their deadline."""
+        if self.pace is None or self.pace.rate is None or not self._waiting:
+            return
+        now = asyncio.get_running_loop().time()
+        ahead = self._in_flight_cost / 2
+        kept: deque[_Waiter[Item, Share]] = deque()
+        for waiter in self._waiting:
+            if waiter.future.done():
+                self._waiting_rows -= len(waiter.items)
+                self._waiting_cost -= waiter.cost
+                continue
+            needed = self.pace.seconds_for(ahead + waiter.cost) or 0.0
+            remaining = waiter.deadline - now
+            if needed > remaining:
+                self._waiting_rows -= len(waiter.items)
+                self._waiting_cost -= waiter.cost
+                retry = min(60, max(1, math.ceil(needed - remaining)))
+                waiter.future.set_exception(Overloaded(
+                    f"{self.name} can no longer answer this request within its deadline: about {needed:.0f}s of "
+                    f"work is queued for it and {max(0.0, remaining):.0f}s remain; retry in {retry}s",
+                    retry_after_s=retry,
+                ))
+                continue
+            ahead += waiter.cost
+            kept.append(waiter)
+        self._waiting = kept
+
     def close(self) -> None:
         for call in list(self._calls):
             call.cancel()
@@ -134,10 +211,13 @@ class Coalescer(Generic[Item, Merged, Share]):
             if not taken:
                 return
             rows = sum(len(waiter.items) for waiter in taken)
+            cost = 0.0 if bulk else sum(waiter.cost for waiter in taken)
+            started_free = self._in_flight < (self.pace.instances if self.pace else 1)
             self._in_flight += 1
             self._bulk_in_flight += bulk
             self._in_flight_rows += 0 if bulk else rows
-            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk))
+            self._in_flight_cost += cost
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, cost, started_free))
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
 
@@ -167,22 +247,31 @@ class Coalescer(Generic[Item, Merged, Share]):
         while self._waiting:
             waiter = self._waiting[0]
             if waiter.future.done():  # cancelled while it waited
-                self._waiting_rows -= len(self._waiting.popleft().items)
+                self._waiting.popleft()
+                self._waiting_rows -= len(waiter.items)
+                self._waiting_cost -= waiter.cost
                 continue
             if taken and rows + len(waiter.items) > limit:
                 break
             taken.append(self._waiting.popleft())
             rows += len(waiter.items)
             self._waiting_rows -= len(waiter.items)
+            self._waiting_cost -= waiter.cost
         return taken
 
-    async def _call(self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False) -> None:
+    async def _call(
+        self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False, cost: float = 0.0,
+        started_free: bool = False,
+    ) -> None:
         loop = asyncio.get_running_loop()
+        began = loop.time()
+        finished = False
         try:
             items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
             # Long enough for the most patient request; each request keeps its own deadline.
             timeout_s = max(0.001, max(w.deadline for w in taken) - loop.time())
             merged = await self._work(items, timeout_s)
+            finished = True
         except asyncio.CancelledError:
             for waiter in taken:
                 waiter.future.cancel()
@@ -206,4 +295,9 @@ class Coalescer(Generic[Item, Merged, Share]):
             self._in_flight -= 1
             self._bulk_in_flight -= bulk
             self._in_flight_rows -= 0 if bulk else row_count
+            self._in_flight_cost -= cost
+            if self.pace is not None and finished and not bulk:
+                now = loop.time()
+                self.pace.call_finished(cost, now - began, now, started_free=started_free, saturated=bool(self._waiting))
+                self._shed()
             self._send_waiting()

@@ -37,6 +37,7 @@ from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
 from .kinds import Task, sparsify
+from .pacing import Pace, items_cost
 from .preprocess.text import TokenBatch, bucket_length
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision, quantized
@@ -229,9 +230,19 @@ class EmbeddingService:
                 bulk_busy_rows=settings.bulk_busy_texts,
                 bulk_idle_rows=settings.bulk_idle_texts,
                 quiet_s=settings.bulk_quiet_s,
+                **self._pacing(model),
             )
             known = self._coalescers[key] = (model, coalescer)
         return known[1]
+
+    def _pacing(self, model: ServedModel) -> dict[str, Any]:
+        """Admission by cost, where the coalescer is the model's only batcher (it then sees
+        all of the model's online work but the largest requests')."""
+        share = self.settings.admission_deadline_share
+        if not share or model.metadata.dynamic_batching:
+            return {}
+        pace = Pace(model.metadata.instance_count)
+        return {"pace": pace, "cost": items_cost, "deadline_share": share, "name": f"model '{model.name}'"}
 
     async def _tokenize_and_embed(
         self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""

@@ -5,6 +5,8 @@ import asyncio
 import pytest
 
 from embedgate.api.compute.coalescing import Coalescer
+from embedgate.api.compute.pacing import Pace
+from embedgate.api.errors import Overloaded
 
 
 class Calls:
@@ -251,3 +253,90 @@ async def test_with_one_slot_bulk_work_still_runs_when_nothing_else_does():
     await calls.started(1)
     calls.releases[0].set()
     assert await task == [["B"]]
+
+
+class FixedPace(Pace):
+    """A rate the test sets (the real one moves with every call)."""
+
+    def __init__(self, rate, instances=1):
+        super().__init__(instances)
+        self.rate = rate
+
+    def call_finished(self, *args, **kwargs):
+        pass
+
+
+def paced(calls, rate, *, deadline_share=0.8):
+    # Each item costs its length in units, so the arithmetic below is exact.
+    return Coalescer(
+        calls.work, share, max_rows=100, max_in_flight=1, pace=FixedPace(rate),
+        cost=lambda items: float(sum(len(item) for item in items)), deadline_share=deadline_share, name="model 'm'",
+    )
+
+
+async def test_a_request_whose_queued_work_would_outlast_its_deadline_is_refused_at_once():
+    calls = Calls()
+    merged = paced(calls, rate=100)
+    first = asyncio.create_task(merged.submit(["x" * 50], 5))  # nothing ahead: always admitted
+    await calls.started(1)
+    # Ahead: half the running call (25 units); with its own 60, 0.85 s at 100 units/s.
+    with pytest.raises(Overloaded) as refused:
+        await merged.submit(["y" * 60], 1.0)  # 0.85 s > 80% of 1 s
+    assert refused.value.retry_after_s == 1
+    assert "about 1s of work queued" in refused.value.message and "80% of its 1s deadline" in refused.value.message
+    admitted = asyncio.create_task(merged.submit(["y" * 60], 2.0))  # 0.85 s <= 1.6 s
+    await asyncio.sleep(0)
+    assert not admitted.done()
+    calls.releases[0].set()
+    await calls.started(2)
+    calls.releases[1].set()
+    assert await first == ["X" * 50] and await admitted == ["Y" * 60]
+    assert calls.items == [["x" * 50], ["y" * 60]]  # the refused request never reached the model
+
+
+async def test_the_retry_after_says_when_enough_of_the_queue_will_have_drained():
+    calls = Calls()
+    merged = paced(calls, rate=10)
+    first = asyncio.create_task(merged.submit(["x" * 100], 5))
+    await calls.started(1)
+    with pytest.raises(Overloaded) as refused:
+        await merged.submit(["y" * 100], 5)  # (50 + 100) / 10 = 15 s against 4 s allowed
+    assert refused.value.retry_after_s == 11
+    first.cancel()
+
+
+async def test_a_waiting_request_that_can_no_longer_make_its_deadline_is_refused_before_any_work():
+    calls = Calls()
+    pace = FixedPace(100)
+    merged = Coalescer(
+        calls.work, share, max_rows=100, max_in_flight=1, pace=pace,
+        cost=lambda items: float(sum(len(item) for item in items)), name="model 'm'",
+    )
+    first = asyncio.create_task(merged.submit(["x" * 50], 5))
+    await calls.started(1)
+    late = asyncio.create_task(merged.submit(["y" * 40], 1.0))  # (25 + 40) / 100 = 0.65 s: admitted
+    patient = asyncio.create_task(merged.submit(["z" * 10], 30))
+    await asyncio.sleep(0)
+    pace.rate = 10  # the model turned out slower: 40 units now take 4 s, past the 1 s deadline
+    calls.releases[0].set()
+    with pytest.raises(Overloaded) as shed:
+        await late
+    assert "can no longer answer this request within its deadline" in shed.value.message
+    assert shed.value.retry_after_s >= 3
+    await calls.started(2)
+    calls.releases[1].set()
+    assert await first == ["X" * 50] and await patient == ["Z" * 10]
+    assert calls.items == [["x" * 50], ["z" * 10]]  # no work for the request that was shed
+
+
+async def test_without_a_pace_requests_are_admitted_by_count_alone():
+    calls = Calls()
+    merged = coalescer(calls)
+    first = asyncio.create_task(merged.submit(["x" * 5000], 5))
+    await calls.started(1)
+    waiting = asyncio.create_task(merged.submit(["y" * 5000], 0.001))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    calls.releases[0].set()
+    await first
+    waiting.cancel()

@@ -301,3 +301,22 @@ async def test_a_large_request_reaching_idle_instances_is_spread_over_them_and_p
     assert result.token_counts == expected.token_counts
     assert result.truncated == expected.truncated == 1 and result.truncated_rows == expected.truncated_rows
     assert model.inflight == 0
+
+
+@pytest.mark.parametrize(
+    "dynamic_batching, share, paced",
+    [(False, 0.8, True), (True, 0.8, False), (False, 0.0, False)],
+)
+def test_requests_are_admitted_by_cost_where_the_coalescer_is_the_models_only_batcher(
+    minilm_path, dynamic_batching, share, paced
+):
+    service = EmbeddingService(Settings(admission_deadline_share=share), EchoClient())
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16)
+    model = ServedModel("m", "m", Meta(dynamic_batching=dynamic_batching, instance_count=2), tokenizer)
+    try:
+        coalescer = service._coalescer(model)
+        assert (coalescer.pace is not None) == paced
+        if paced:
+            assert coalescer.pace.instances == 2 and coalescer.deadline_share == share
+    finally:
+        service.close()
