@@ -14,7 +14,9 @@ the queue's and the rate's, so its bias cancels out. The rate is measured two wa
 
 - a call that started on a free instance took ``duration`` for ``cost``: the model, with
   ``instances`` of them, does ``instances * cost / duration`` (available from the first
-  calls, before any queue has formed);
+  calls, before any queue has formed; not the very first, which pays for onnxruntime's
+  first run; a small call's fixed cost makes the model read slower than it is, so a queue
+  is refused early rather than late);
 - while requests wait in the gateway the model is never idle, so what it finishes over a
   window of at least ``WINDOW_S`` is its rate (every call there queued behind another, so
   its duration alone would say nothing).
@@ -28,6 +30,8 @@ import math
 from collections.abc import Sequence
 
 WINDOW_S = 2.0
+# The model's first calls, which pay for onnxruntime's first runs: not read.
+SKIPPED_CALLS = 1
 # Weight of a new reading: about the last five count.
 SMOOTHING = 0.3
 # Characters per token of an English text, about; a token or two for the special tokens.
@@ -54,6 +58,7 @@ class Pace:
         self.rate: float | None = None
         self._window: tuple[float, float] | None = None  # (start time, cost finished by then)
         self._finished = 0.0
+        self._calls = 0
 
     def _reading(self, rate: float) -> None:
         if rate <= 0 or not math.isfinite(rate):
@@ -65,7 +70,8 @@ class Pace:
         ``started_free`` when an instance was free for it; the gateway is ``saturated``
         when requests wait in it now."""
         self._finished += cost
-        if started_free and duration > 0:
+        self._calls += 1
+        if started_free and duration > 0 and self._calls > SKIPPED_CALLS:
             self._reading(self.instances * cost / duration)
         if not saturated:
             self._window = None

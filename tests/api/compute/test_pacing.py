@@ -19,6 +19,8 @@ def test_no_rate_until_a_call_finishes():
 
 def test_a_call_on_a_free_instance_reads_the_rate_of_all_instances():
     pace = Pace(instances=2)
+    pace.call_finished(100, 5.0, now=5.0, started_free=True, saturated=False)
+    assert pace.rate is None  # the first call pays for the first run: not read
     pace.call_finished(100, 0.5, now=10.0, started_free=True, saturated=False)
     assert pace.rate == 400  # two instances, each 100 units in 0.5 s
     assert pace.seconds_for(800) == 2.0
