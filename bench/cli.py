@@ -75,6 +75,8 @@ async def _load_model(session: aiohttp.ClientSession, args: argparse.Namespace) 
         path, body = "/load_clip_model", {"model_name": args.model, "pretrained": args.pretrained}
     else:
         path, body = "/load_sentence_transformer_model", {"model_name": args.model}
+        if args.model_path:
+            body["model_path"] = args.model_path
     _progress(f"loading {args.model} (converted on first use; may take a while)")
     try:
         async with session.post(

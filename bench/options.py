@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the server (default {DEFAULT_URL}) [env EMBEDGATE_URL]")
     target.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default {DEFAULT_MODEL})")
     target.add_argument("--pretrained", help="OpenCLIP pretrained tag or checkpoint (loads with /load_clip_model)")
+    target.add_argument("--model-path", metavar="DIR",
+                        help="load --model from this directory on the server's machine (a model built with "
+                             "python -m embedgate.bench.random_models, say)")
     target.add_argument("--endpoint", choices=ENDPOINTS, default="/infer")
     target.add_argument("--no-load", action="store_true", help="do not load the model first")
     target.add_argument("--compare-model", metavar="MODEL",
@@ -99,6 +102,8 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size", "hot_inputs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.model_path and (args.pretrained or args.compare_model or args.no_load):
+        parser.error("--model-path loads a sentence-transformer model (no --pretrained, --compare-model or --no-load)")
     if not 0 <= args.repeat <= 1:
         parser.error("--repeat must be between 0 and 1")
     if args.repeat and args.payload in ("image", "file"):

@@ -23,6 +23,7 @@ from embedgate.bench import cli
         (["--requests", "0"], "--requests must be at least 1"),
         (["--header", "no colon"], "is not 'NAME: VALUE'"),
         (["--repeat", "1.5"], "--repeat must be between 0 and 1"),
+        (["--model-path", "/m", "--compare-model", "other"], "--model-path loads a sentence-transformer model"),
         (["--payload", "image", "--repeat", "0.5"], "--repeat applies to generated text"),
     ],
 )
