@@ -127,7 +127,8 @@ async def _server_run(
         if args.warmup > 0:
             _progress(f"warming up for {args.warmup:g}s with {args.concurrency} clients")
             warm = await run_load(target, endpoint, payload, concurrency=args.concurrency,
-                                  timeout_s=args.timeout, duration_s=args.warmup)
+                                  timeout_s=args.timeout, duration_s=args.warmup,
+                                  honor_retry_after=args.honor_retry_after)
             first_index = len(warm.records)
 
         counters_before = await server_stats.read_settled_counters(session, args.url, serves)
@@ -138,6 +139,7 @@ async def _server_run(
         run = await run_load(
             target, endpoint, payload, concurrency=args.concurrency, timeout_s=args.timeout,
             first_index=first_index, requests=args.requests, duration_s=args.duration,
+            honor_retry_after=args.honor_retry_after,
         )
         client_after = resource.getrusage(resource.RUSAGE_SELF)
         procs_after = processes.sample(roots) if roots else []
@@ -228,6 +230,7 @@ def _config(args: argparse.Namespace) -> dict:
         "warmup_s": args.warmup,
         "seed": args.seed,
         "repeat": args.repeat,
+        "honor_retry_after": args.honor_retry_after,
         "hot_inputs": args.hot_inputs if args.repeat else None,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

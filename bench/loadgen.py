@@ -32,6 +32,7 @@ class RequestRecord:
     timings_ms: dict[str, float] = field(default_factory=dict)
     zero_vectors: bool = False
     cached: int = 0  # inputs answered from the server's response cache
+    retry_after_s: float | None = None  # a refusal's Retry-After
 
     @property
     def ok(self) -> bool:
@@ -86,7 +87,7 @@ async def send_one(client: Client, head: bytes, endpoint: Endpoint, payload: Pay
         return RequestRecord(index, len(inputs), time.perf_counter() - started, "connection_error")
     latency = time.perf_counter() - started
     if response.status != 200:
-        return RequestRecord(index, len(inputs), latency, str(response.status))
+        return RequestRecord(index, len(inputs), latency, str(response.status), retry_after_s=_seconds(response))
     try:
         parsed = endpoint.parse(response.body, response.headers, payload.kind)
     except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
@@ -106,6 +107,13 @@ async def send_one(client: Client, head: bytes, endpoint: Endpoint, payload: Pay
     )
 
 
+def _seconds(response: Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
 async def run_load(
     target: Target,
     endpoint: Endpoint,
@@ -116,11 +124,14 @@ async def run_load(
     first_index: int = 0,
     requests: int | None = None,
     duration_s: float | None = None,
+    honor_retry_after: bool = False,
 ) -> LoadRun:
     """Send ``requests`` requests, or keep sending for ``duration_s`` seconds (requests in
     flight at the deadline still finish and count). Request numbers start at
     ``first_index``, so a warm-up and the measured run carry different inputs. Each
-    request is answered within ``timeout_s`` or recorded as a timeout."""
+    request is answered within ``timeout_s`` or recorded as a timeout. With
+    ``honor_retry_after``, a client refused with a Retry-After waits that long before its
+    next request (as OpenAI's client libraries do), else it sends the next at once."""
     if (requests is None) == (duration_s is None):
         raise ValueError("give exactly one of requests and duration_s")
     head = target.post_head(endpoint.path)
@@ -140,7 +151,13 @@ async def run_load(
                     return
                 index = first_index + issued
                 issued += 1
-                records.append(await send_one(client, head, endpoint, payload, index))
+                record = await send_one(client, head, endpoint, payload, index)
+                records.append(record)
+                if honor_retry_after and record.retry_after_s:
+                    pause = record.retry_after_s
+                    if deadline is not None:
+                        pause = min(pause, max(0.0, deadline - time.perf_counter()))
+                    await asyncio.sleep(pause)
         finally:
             client.close()
 

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--warmup", type=float, default=5.0, help="seconds of unmeasured load first (default 5)")
     load.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
     load.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    load.add_argument("--honor-retry-after", action="store_true",
+                      help="a client refused with a Retry-After waits that long before its next request "
+                           "(default: it sends the next at once)")
     load.add_argument("--repeat", type=float, default=0.0, metavar="SHARE",
                       help="share of inputs (0-1) that repeat one of --hot-inputs popular inputs, as a response "
                            "cache meets them (default 0: every input is new)")

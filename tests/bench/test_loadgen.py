@@ -45,7 +45,7 @@ class StandIn:
         (text,) = body["text"]
         self.seen.append(text)
         if text == "fail":
-            return web.json_response({"error": {"status": 503}}, status=503)
+            return web.json_response({"error": {"status": 503}}, status=503, headers={"retry-after": "2"})
         vectors = [[1.0, 0.0]] * (2 if text == "wrong count" else 1)
         return web.json_response(
             {"text_embeddings": vectors, "processingTimeMs": 3.0}, headers={"x-tokenize-time-ms": "0.5"}
@@ -93,6 +93,17 @@ async def test_a_fixed_number_of_requests_with_bounded_concurrency():
     assert ok.embeddings == 1 and ok.server_ms == 3.0 and ok.timings_ms == {"tokenize": 0.5}
     assert ok.latency_s >= 0.05
     assert run.wall_s >= 5 * 0.05  # 20 requests, 4 at a time, 50 ms each
+
+
+async def test_a_client_refused_with_a_retry_after_waits_it_out_when_asked_to():
+    async with stand_in() as (server, url):
+        run = await load(url, concurrency=1, requests=5, first_index=3, honor_retry_after=True)
+    # Request 3 is refused with Retry-After: 2; the next one leaves that much later.
+    assert run.records[0].status == "503" and run.records[0].retry_after_s == 2
+    assert server.arrivals[1] - server.arrivals[0] >= 0.05 + 2
+    async with stand_in() as (server, url):
+        await load(url, concurrency=1, requests=2, first_index=3)
+    assert server.arrivals[1] - server.arrivals[0] < 2  # by default, at once
 
 
 async def test_a_response_with_the_wrong_number_of_embeddings_is_not_a_success():
