@@ -165,7 +165,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         )
 
     def _shed(self) -> None:
-        """Refuse the waiting requests that can no longer finish by their deadline."""
+        """Refuse the waiting requests that can no longer finish by their deadline (within the
+        share of what remains of it that admission allows)."""
         if self.pace is None or self.pace.rate is None or not self._waiting:
             return
         now = asyncio.get_running_loop().time()
@@ -178,7 +179,8 @@ class Coalescer(Generic[Item, Merged, Share]):
                 continue
             needed = self.pace.seconds_for(ahead + waiter.cost) or 0.0
             remaining = waiter.deadline - now
-            if needed > remaining:
+            # The same share as at admission: a request admitted on a true estimate stays.
+            if needed > self.deadline_share * remaining:
                 self._waiting_rows -= len(waiter.items)
                 self._waiting_cost -= waiter.cost
                 retry = min(60, max(1, math.ceil(needed - remaining)))
