@@ -109,11 +109,13 @@ class Coalescer(Generic[Item, Merged, Share]):
     def in_flight(self) -> int:
         return self._in_flight
 
-    async def submit(self, items: list[Item], timeout_s: float) -> Share:
+    async def submit(self, items: list[Item], timeout_s: float, *, admitted: bool = False) -> Share:
+        """``items``' share of a call; ``admitted``: part of a request whose first part was
+        admitted (its cost is counted, and it is not refused)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
-        cost = self._admit(items, timeout_s)
+        cost = self._admit(items, timeout_s, admitted)
         self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost))
         self._waiting_rows += len(items)
         self._waiting_cost += cost
@@ -137,14 +139,14 @@ class Coalescer(Generic[Item, Merged, Share]):
                 future.cancel()
             raise
 
-    def _admit(self, items: list[Item], timeout_s: float) -> float:
+    def _admit(self, items: list[Item], timeout_s: float, admitted: bool = False) -> float:
         """The request's cost; Overloaded when the work ahead of it would take past its share
         of ``timeout_s`` (never when nothing is ahead: it starts at once)."""
         if self.pace is None or self._cost is None:
             return 0.0
         cost = self._cost(items)
         ahead = self._ahead()
-        if not ahead:
+        if not ahead or admitted:
             return cost
         needed = self.pace.seconds_for(ahead + cost)
         allowed = self.deadline_share * timeout_s

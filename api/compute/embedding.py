@@ -208,7 +208,11 @@ class EmbeddingService:
                 if parts == 1:
                     return await coalescer.submit(texts, timeout_s)
                 groups = spreading.cut(texts, parts, _length)
-                shares = await run_all([coalescer.submit([texts[row] for row in group], timeout_s) for group in groups])
+                # Admitted (by cost) as one request: the first part decides for all.
+                shares = await run_all([
+                    coalescer.submit([texts[row] for row in group], timeout_s, admitted=part > 0)
+                    for part, group in enumerate(groups)
+                ])
                 return spreading.joined(shares, groups)
             arrived = time.perf_counter()
             embedded = await self._tokenize_and_embed(model, inputs, timeout_s, prefix)

@@ -340,3 +340,21 @@ async def test_without_a_pace_requests_are_admitted_by_count_alone():
     calls.releases[0].set()
     await first
     waiting.cancel()
+
+
+async def test_the_later_parts_of_an_admitted_request_are_not_refused():
+    calls = Calls()
+    merged = Coalescer(
+        calls.work, share, max_rows=100, max_in_flight=2, pace=FixedPace(10, instances=2),
+        cost=lambda items: float(sum(len(item) for item in items)),
+    )
+    # One request in two parts: the first finds nothing ahead; the second has it ahead
+    # (50 units, 5 s of this model) and would be refused on its own with a 1 s deadline.
+    parts = [asyncio.create_task(merged.submit(["x" * 100], 1.0)),
+             asyncio.create_task(merged.submit(["y" * 100], 1.0, admitted=True))]
+    await calls.started(2)
+    with pytest.raises(Overloaded):
+        await merged.submit(["z" * 100], 1.0)
+    for release in calls.releases:
+        release.set()
+    assert [await part for part in parts] == [["X" * 100], ["Y" * 100]]
