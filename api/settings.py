@@ -186,9 +186,10 @@ class Settings(BaseSettings):
     )
     admission_deadline_share: float = Field(
         0.8, ge=0, le=1,
-        description="Models the gateway batches: a request is refused at once (503, Retry-After) when the work "
-        "queued before it, at the model's measured rate, would take more than this share of its deadline, and a "
-        "waiting request that can no longer finish by its deadline is refused then (0: admit by count only).",
+        description="Models the gateway batches: a request is refused at once (503, Retry-After) when its call, after "
+        "the work queued before it at the model's measured speed, would end past this share of its deadline, and a "
+        "waiting request whose call would end past this share of what remains is refused then (0: admit by count "
+        "only).",
     )
     spread_min_texts: int = Field(
         8, ge=0, le=4096,

@@ -25,10 +25,11 @@ never takes the last slot (an online request arriving finds one free), and is sm
 small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
 at full speed.
 
-With a ``pace`` (``pacing.py``), online requests are admitted by cost: one whose queued
-work ahead, at the model's measured rate, would take more than ``deadline_share`` of its
-deadline is refused at once, and one waiting when it can no longer finish by its deadline
-is refused then, before any work is done for it (503 with Retry-After, both).
+With a ``pace`` (``pacing.py``), online requests are admitted by cost: one whose call,
+placed after the calls running and the requests waiting (in the calls they will make), would
+finish past ``deadline_share`` of its deadline is refused at once; and at each call's end,
+one waiting whose call would now finish past that share of what remains of its deadline is
+refused, before any work is done for it (503 with Retry-After, both).
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ import copy
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..errors import Overloaded
-from .pacing import Pace
+from .pacing import Pace, Schedule
 
 Item = TypeVar("Item")
 Merged = TypeVar("Merged")
@@ -57,6 +58,16 @@ class _Waiter(Generic[Item, Share]):
     arrived: float  # perf_counter time
     future: asyncio.Future[Share]
     cost: float = 0.0  # estimated tokens (with a pace)
+    admitted: bool = False  # a later part of a request admitted whole: never refused
+
+
+@dataclass
+class _Running:
+    """A call in flight, for the forecast: when an instance took it (None while it waits in
+    Triton's queue), and its cost."""
+
+    started: float | None
+    cost: float
 
 
 class Coalescer(Generic[Item, Merged, Share]):
@@ -104,19 +115,21 @@ class Coalescer(Generic[Item, Merged, Share]):
         self.name = name
         self._waiting_cost = 0.0
         self._in_flight_cost = 0.0
+        self._running: list[_Running] = []  # in the order sent
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
     async def submit(self, items: list[Item], timeout_s: float, *, admitted: bool = False) -> Share:
-        """``items``' share of a call; ``admitted``: part of a request whose first part was
-        admitted (its cost is counted, and it is not refused)."""
+        """``items``' share of a call; ``admitted``: a later part of a request whose first part
+        was admitted (its cost is counted, and it is not refused, at once or later: its
+        other parts' work would be thrown away)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
         cost = self._admit(items, timeout_s, admitted)
-        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost))
+        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted))
         self._waiting_rows += len(items)
         self._waiting_cost += cost
         self._send_waiting()
@@ -140,61 +153,94 @@ class Coalescer(Generic[Item, Merged, Share]):
             raise
 
     def _admit(self, items: list[Item], timeout_s: float, admitted: bool = False) -> float:
-        """The request's cost; Overloaded when the work ahead of it would take past its share
-        of ``timeout_s`` (never when nothing is ahead: it starts at once)."""
+        """The request's cost; Overloaded when its call would finish past its share of
+        ``timeout_s`` (never when it starts at once, nor for the later parts of a request)."""
         if self.pace is None or self._cost is None:
             return 0.0
         cost = self._cost(items)
-        ahead = self._ahead()
-        if not ahead or admitted:
+        unit_s = self.pace.unit_s
+        if admitted or unit_s is None or (not self._waiting and self._in_flight < self.pace.instances):
             return cost
-        needed = self.pace.seconds_for(ahead + cost)
         allowed = self.deadline_share * timeout_s
-        if needed is not None and needed > allowed:
-            raise self._refusal(needed, timeout_s, allowed)
+        # A bound first (it starts once the work ahead is spread over the instances, and its
+        # call carries no more than what waits and itself), so a short queue costs no forecast.
+        ahead = self._waiting_cost + self._in_flight_cost
+        if unit_s * (ahead / self.pace.instances + self._waiting_cost + cost) <= allowed:
+            return cost
+        now = asyncio.get_running_loop().time()
+        schedule = self._schedule(now)
+        assert schedule is not None
+        needed = 0.0
+        for call in self._upcoming(items, cost):
+            needed = schedule.add(sum(waiter_cost for _, waiter_cost in call)) - now
+        if needed > allowed:
+            retry = min(60, max(1, math.ceil(needed - allowed)))
+            raise Overloaded(
+                f"{self.name} has about {needed:.0f}s of work queued for this request, past "
+                f"{self.deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
+                retry_after_s=retry,
+            )
         return cost
 
-    def _ahead(self) -> float:
-        """Queued online work: what waits, and half of what runs (calls are half done, about)."""
-        return self._waiting_cost + self._in_flight_cost / 2
+    def _schedule(self, now: float) -> Schedule | None:
+        assert self.pace is not None
+        return self.pace.schedule(now, ((call.started, call.cost) for call in self._running))
 
-    def _refusal(self, needed: float, timeout_s: float, allowed: float) -> Overloaded:
-        retry = min(60, max(1, math.ceil(needed - allowed)))
-        return Overloaded(
-            f"{self.name} has about {needed:.0f}s of work queued for this request, past "
-            f"{self.deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
-            retry_after_s=retry,
-        )
+    def _upcoming(
+        self, items: list[Item] | None = None, cost: float = 0.0
+    ) -> Iterator[list[tuple[_Waiter[Item, Share] | None, float]]]:
+        """The waiting requests (and ``items`` after them), in the calls they will be sent in:
+        lists of (waiter, or None for ``items``; its cost)."""
+        extra = len(items) if items is not None else 0
+        limit = self._call_rows(extra)
+        call: list[tuple[_Waiter[Item, Share] | None, float]] = []
+        rows = 0
+        queue = [(w, len(w.items), w.cost) for w in self._waiting if not w.future.done()]
+        if items is not None:
+            queue.append((None, extra, cost))
+        for waiter, count, waiter_cost in queue:
+            if call and rows + count > limit:
+                yield call
+                call, rows = [], 0
+            call.append((waiter, waiter_cost))
+            rows += count
+        if call:
+            yield call
 
     def _shed(self) -> None:
-        """Refuse the waiting requests that can no longer finish by their deadline (within the
-        share of what remains of it that admission allows)."""
-        if self.pace is None or self.pace.rate is None or not self._waiting:
+        """Refuse the waiting requests whose calls would now finish past the admission share
+        of what remains of their deadlines."""
+        if self.pace is None or not self._waiting:
             return
         now = asyncio.get_running_loop().time()
-        ahead = self._in_flight_cost / 2
-        kept: deque[_Waiter[Item, Share]] = deque()
-        for waiter in self._waiting:
-            if waiter.future.done():
-                self._waiting_rows -= len(waiter.items)
-                self._waiting_cost -= waiter.cost
-                continue
-            needed = self.pace.seconds_for(ahead + waiter.cost) or 0.0
-            remaining = waiter.deadline - now
-            # The same share as at admission: a request admitted on a true estimate stays.
-            if needed > self.deadline_share * remaining:
-                self._waiting_rows -= len(waiter.items)
-                self._waiting_cost -= waiter.cost
-                retry = min(60, max(1, math.ceil(needed - remaining)))
+        schedule = self._schedule(now)
+        if schedule is None:
+            return
+        for call in list(self._upcoming()):
+            finish = schedule.finish(sum(cost for _, cost in call)) - now
+            kept = 0.0
+            for waiter, cost in call:
+                assert waiter is not None
+                remaining = waiter.deadline - now
+                # The same share as at admission: a request admitted on a true forecast stays.
+                if waiter.admitted or finish <= self.deadline_share * remaining:
+                    kept += cost
+                    continue
+                retry = min(60, max(1, math.ceil(finish - remaining)))
                 waiter.future.set_exception(Overloaded(
-                    f"{self.name} can no longer answer this request within its deadline: about {needed:.0f}s of "
-                    f"work is queued for it and {max(0.0, remaining):.0f}s remain; retry in {retry}s",
+                    f"{self.name} can no longer answer this request within its deadline: its call would "
+                    f"take about {finish:.0f}s and {max(0.0, remaining):.0f}s remain; retry in {retry}s",
                     retry_after_s=retry,
                 ))
-                continue
-            ahead += waiter.cost
-            kept.append(waiter)
-        self._waiting = kept
+            schedule.add(kept)
+        self._drop_done()
+
+    def _drop_done(self) -> None:
+        if any(waiter.future.done() for waiter in self._waiting):
+            kept = deque(waiter for waiter in self._waiting if not waiter.future.done())
+            self._waiting_rows = sum(len(waiter.items) for waiter in kept)
+            self._waiting_cost = sum(waiter.cost for waiter in kept)
+            self._waiting = kept
 
     def close(self) -> None:
         for call in list(self._calls):
@@ -215,13 +261,17 @@ class Coalescer(Generic[Item, Merged, Share]):
             if not taken:
                 return
             rows = sum(len(waiter.items) for waiter in taken)
-            cost = 0.0 if bulk else sum(waiter.cost for waiter in taken)
-            started_free = self._in_flight < (self.pace.instances if self.pace else 1)
+            running = None
+            if self.pace is not None and self._cost is not None:
+                cost = self._cost([item for w in taken for item in w.items]) if bulk else sum(w.cost for w in taken)
+                started = sum(call.started is not None for call in self._running) < self.pace.instances
+                running = _Running(asyncio.get_running_loop().time() if started else None, cost)
+                self._running.append(running)
+                self._in_flight_cost += cost
             self._in_flight += 1
             self._bulk_in_flight += bulk
             self._in_flight_rows += 0 if bulk else rows
-            self._in_flight_cost += cost
-            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, cost, started_free))
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, running))
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
 
@@ -244,10 +294,14 @@ class Coalescer(Generic[Item, Merged, Share]):
             rows += len(waiter.items)
         return taken
 
+    def _call_rows(self, extra: int = 0) -> int:
+        """The most texts the next call takes: an equal share of all there are per slot."""
+        return min(self.max_rows, -(-(self._waiting_rows + extra + self._in_flight_rows) // self.max_in_flight))
+
     def _take(self) -> list[_Waiter[Item, Share]]:
         taken: list[_Waiter[Item, Share]] = []
         rows = 0
-        limit = min(self.max_rows, -(-(self._waiting_rows + self._in_flight_rows) // self.max_in_flight))
+        limit = self._call_rows()
         while self._waiting:
             waiter = self._waiting[0]
             if waiter.future.done():  # cancelled while it waited
@@ -264,11 +318,9 @@ class Coalescer(Generic[Item, Merged, Share]):
         return taken
 
     async def _call(
-        self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False, cost: float = 0.0,
-        started_free: bool = False,
+        self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False, running: _Running | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
-        began = loop.time()
         finished = False
         try:
             items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
@@ -299,9 +351,21 @@ class Coalescer(Generic[Item, Merged, Share]):
             self._in_flight -= 1
             self._bulk_in_flight -= bulk
             self._in_flight_rows -= 0 if bulk else row_count
-            self._in_flight_cost -= cost
-            if self.pace is not None and finished and not bulk:
-                now = loop.time()
-                self.pace.call_finished(cost, now - began, now, started_free=started_free, saturated=bool(self._waiting))
-                self._shed()
+            if running is not None:
+                self._ended(running, finished)
             self._send_waiting()
+
+    def _ended(self, running: _Running, finished: bool) -> None:
+        """A call left its instance: read its service time, let the call waiting in Triton's
+        queue start, and refuse the waiting requests that can no longer make it."""
+        assert self.pace is not None
+        now = asyncio.get_running_loop().time()
+        self._running.remove(running)
+        self._in_flight_cost -= running.cost
+        if running.started is not None:
+            if finished:
+                self.pace.call_served(running.cost, now - running.started)
+            queued = next((call for call in self._running if call.started is None), None)
+            if queued is not None:
+                queued.started = now
+        self._shed()

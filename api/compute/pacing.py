@@ -1,38 +1,38 @@
-"""How fast a model works through its queue, and what that means for a request's deadline.
+"""How fast a model works through its calls, and when a call sent now would finish.
 
 Admitting requests by count alone lets a slow model's queue grow past what it can finish
 before the requests' deadlines: the requests at the back then wait out their deadline
 (504), and a call that was already computing rows for them throws that work away. The
 coalescer (the only batcher of a model the gateway batches) uses this instead to admit by
-cost: a request is refused at once (503 with Retry-After) when the work queued before it,
-at the model's measured rate, would take more than a share of its deadline, and a request
-still waiting when that stops being true (the rate fell, a call took longer) is refused
-then, before any work is done for it.
+cost: a request is refused at once (503 with Retry-After) when the call that would carry
+it, sent after the calls queued before it, would finish past a share of its deadline; and
+a request still waiting when that stops being true (the model ran slower than measured) is
+refused then, before any work is done for it.
 
 Work is counted in estimated tokens (:func:`text_cost`): the same estimate on both sides,
-the queue's and the rate's, so its bias cancels out. The rate is measured two ways:
+the queue's and the measured speed's, so its bias cancels out.
 
-- a call that started on a free instance took ``duration`` for ``cost``: the model, with
-  ``instances`` of them, does ``instances * cost / duration`` (available from the first
-  calls, before any queue has formed; not the very first, which pays for onnxruntime's
-  first run; a small call's fixed cost makes the model read slower than it is, so a queue
-  is refused early rather than late);
-- while requests wait in the gateway the model is never idle, so what it finishes over a
-  window of at least ``WINDOW_S`` is its rate (every call there queued behind another, so
-  its duration alone would say nothing).
+The speed (:class:`Pace`) is each call's service time, from the moment an instance took it
+to its answer, over its cost: seconds per unit on one instance. A call sent while every
+instance is busy waits in Triton's queue, and is taken when a call before it finishes.
+Every call is read (but the very first, which pays for onnxruntime's first run), so under
+load the speed is that of the large merged calls the load makes, with the gateway's own
+work competing for the cores, not that of the small calls that came before.
 
-Both feed one exponentially weighted average.
+The forecast (:class:`Schedule`) places the calls to come the way Triton serves them: each
+on the instance that frees first. So the last call of a queue, which runs on one instance
+while the others idle, counts for what it is.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-WINDOW_S = 2.0
 # The model's first calls, which pay for onnxruntime's first runs: not read.
 SKIPPED_CALLS = 1
-# Weight of a new reading: about the last five count.
+# Weight of a new reading: about the last five calls count.
 SMOOTHING = 0.3
 # Characters per token of an English text, about; a token or two for the special tokens.
 CHARS_PER_TOKEN = 4
@@ -51,39 +51,56 @@ def items_cost(items: Sequence[str | tuple[str, ...]]) -> float:
 
 
 class Pace:
-    """One model's rate, in cost units per second (None until measured)."""
+    """One model's speed: ``unit_s``, the seconds one instance takes per unit of cost
+    (None until a call was read)."""
 
     def __init__(self, instances: int):
         self.instances = max(1, instances)
-        self.rate: float | None = None
-        self._window: tuple[float, float] | None = None  # (start time, cost finished by then)
-        self._finished = 0.0
+        self.unit_s: float | None = None
         self._calls = 0
 
-    def _reading(self, rate: float) -> None:
-        if rate <= 0 or not math.isfinite(rate):
-            return
-        self.rate = rate if self.rate is None else (1 - SMOOTHING) * self.rate + SMOOTHING * rate
+    @property
+    def rate(self) -> float | None:
+        """Units per second, all instances together."""
+        return None if not self.unit_s else self.instances / self.unit_s
 
-    def call_finished(self, cost: float, duration: float, now: float, *, started_free: bool, saturated: bool) -> None:
-        """A call of ``cost`` took ``duration`` (seconds) and ended at ``now``. It
-        ``started_free`` when an instance was free for it; the gateway is ``saturated``
-        when requests wait in it now."""
-        self._finished += cost
+    def call_served(self, cost: float, seconds: float) -> None:
+        """An instance took ``seconds`` for a call of ``cost``."""
         self._calls += 1
-        if started_free and duration > 0 and self._calls > SKIPPED_CALLS:
-            self._reading(self.instances * cost / duration)
-        if not saturated:
-            self._window = None
+        if self._calls <= SKIPPED_CALLS or cost <= 0 or seconds <= 0 or not math.isfinite(seconds / cost):
             return
-        if self._window is None:
-            self._window = (now, self._finished)
-            return
-        start, finished_then = self._window
-        if now - start >= WINDOW_S:
-            self._reading((self._finished - finished_then) / (now - start))
-            self._window = (now, self._finished)
+        reading = seconds / cost
+        self.unit_s = reading if self.unit_s is None else (1 - SMOOTHING) * self.unit_s + SMOOTHING * reading
 
-    def seconds_for(self, cost: float) -> float | None:
-        """How long ``cost`` of work takes the model, at its measured rate."""
-        return None if self.rate is None else cost / self.rate
+    def schedule(self, now: float, running: Iterable[tuple[float | None, float]]) -> Schedule | None:
+        """The forecast from ``now``, with ``running`` calls as (when an instance took it, or
+        None while it waits in Triton's queue; its cost), in the order they were sent."""
+        return None if self.unit_s is None else Schedule(now, self.instances, self.unit_s, running)
+
+
+class Schedule:
+    """When calls sent from now on would finish, each on the instance that frees first."""
+
+    def __init__(self, now: float, instances: int, unit_s: float, running: Iterable[tuple[float | None, float]]):
+        self.unit_s = unit_s
+        queued: list[float] = []
+        self._free: list[float] = []  # when each instance is free: a heap
+        for started, cost in running:
+            if started is None:
+                queued.append(cost)
+            else:  # one overdue is taken to end now
+                self._free.append(max(now, started + cost * unit_s))
+        self._free += [now] * max(0, instances - len(self._free))
+        heapq.heapify(self._free)
+        for cost in queued:
+            self.add(cost)
+
+    def finish(self, cost: float) -> float:
+        """When a call of ``cost`` sent next would finish."""
+        return self._free[0] + cost * self.unit_s
+
+    def add(self, cost: float) -> float:
+        """Send a call of ``cost`` next; when it finishes."""
+        finish = self.finish(cost)
+        heapq.heapreplace(self._free, finish)
+        return finish

@@ -256,35 +256,40 @@ async def test_with_one_slot_bulk_work_still_runs_when_nothing_else_does():
 
 
 class FixedPace(Pace):
-    """A rate the test sets (the real one moves with every call)."""
+    """A speed the test sets (the real one moves with every call)."""
 
-    def __init__(self, rate, instances=1):
+    def __init__(self, unit_s, instances=1):
         super().__init__(instances)
-        self.rate = rate
+        self.unit_s = unit_s
+        self.served = []
 
-    def call_finished(self, *args, **kwargs):
-        pass
+    def call_served(self, cost, seconds):
+        self.served.append((cost, seconds))
 
 
-def paced(calls, rate, *, deadline_share=0.8):
+def units(items):
     # Each item costs its length in units, so the arithmetic below is exact.
+    return float(sum(len(item) for item in items))
+
+
+def paced(calls, unit_s, *, instances=1, max_rows=100, deadline_share=0.8):
     return Coalescer(
-        calls.work, share, max_rows=100, max_in_flight=1, pace=FixedPace(rate),
-        cost=lambda items: float(sum(len(item) for item in items)), deadline_share=deadline_share, name="model 'm'",
+        calls.work, share, max_rows=max_rows, max_in_flight=instances, pace=FixedPace(unit_s, instances),
+        cost=units, deadline_share=deadline_share, name="model 'm'",
     )
 
 
-async def test_a_request_whose_queued_work_would_outlast_its_deadline_is_refused_at_once():
+async def test_a_request_whose_call_would_finish_past_its_deadline_is_refused_at_once():
     calls = Calls()
-    merged = paced(calls, rate=100)
+    merged = paced(calls, unit_s=0.01)
     first = asyncio.create_task(merged.submit(["x" * 50], 5))  # nothing ahead: always admitted
     await calls.started(1)
-    # Ahead: half the running call (25 units); with its own 60, 0.85 s at 100 units/s.
+    # Its call starts when the running one ends (0.5 s) and takes 0.6 s: 1.1 s.
     with pytest.raises(Overloaded) as refused:
-        await merged.submit(["y" * 60], 1.0)  # 0.85 s > 80% of 1 s
+        await merged.submit(["y" * 60], 1.0)  # 1.1 s > 80% of 1 s
     assert refused.value.retry_after_s == 1
     assert "about 1s of work queued" in refused.value.message and "80% of its 1s deadline" in refused.value.message
-    admitted = asyncio.create_task(merged.submit(["y" * 60], 2.0))  # 0.85 s <= 1.6 s
+    admitted = asyncio.create_task(merged.submit(["y" * 60], 2.0))  # 1.1 s <= 1.6 s
     await asyncio.sleep(0)
     assert not admitted.done()
     calls.releases[0].set()
@@ -296,33 +301,71 @@ async def test_a_request_whose_queued_work_would_outlast_its_deadline_is_refused
 
 async def test_the_retry_after_says_when_enough_of_the_queue_will_have_drained():
     calls = Calls()
-    merged = paced(calls, rate=10)
+    merged = paced(calls, unit_s=0.1)
     first = asyncio.create_task(merged.submit(["x" * 100], 5))
     await calls.started(1)
     with pytest.raises(Overloaded) as refused:
-        await merged.submit(["y" * 100], 5)  # (50 + 100) / 10 = 15 s against 4 s allowed
-    assert refused.value.retry_after_s == 11
+        await merged.submit(["y" * 100], 5)  # 10 s + 10 s against 4 s allowed
+    assert refused.value.retry_after_s == 16
     first.cancel()
+
+
+async def test_the_last_call_of_the_queue_is_counted_on_one_instance():
+    calls = Calls()
+    # Two instances, calls of at most two requests: 1 s each.
+    merged = paced(calls, unit_s=0.01, instances=2, max_rows=2)
+    running = [asyncio.create_task(merged.submit([c * 50, c * 50], 30)) for c in "ab"]
+    await calls.started(2)
+    waiting = [asyncio.create_task(merged.submit([c * 50, c * 50], 30)) for c in "cd"]
+    await asyncio.sleep(0)
+    # The work ahead is 4 s and its own 1 s: 2.5 s spread over both instances. But its call
+    # is the fifth, the queue's last, alone on the instance that frees first: 2 + 1 s.
+    with pytest.raises(Overloaded) as refused:
+        await merged.submit(["e" * 50, "e" * 50], 3.5)  # 3 s > 80% of 3.5 s
+    assert "about 3s of work queued" in refused.value.message
+    admitted = asyncio.create_task(merged.submit(["e" * 50, "e" * 50], 3.9))  # 3 s <= 3.12 s
+    await asyncio.sleep(0)
+    assert not admitted.done()
+    for task in running + waiting + [admitted]:
+        task.cancel()
+
+
+async def test_a_call_waiting_in_tritons_queue_is_timed_from_when_an_instance_takes_it():
+    calls = Calls()
+    pace = FixedPace(0.001, instances=1)
+    merged = Coalescer(calls.work, share, max_rows=1, max_in_flight=2, pace=pace, cost=units)
+    first = asyncio.create_task(merged.submit(["x" * 10], 30))
+    second = asyncio.create_task(merged.submit(["y" * 20], 30))
+    await calls.started(2)  # both sent: the second waits in Triton's queue
+    assert [call.started is not None for call in merged._running] == [True, False]
+    await asyncio.sleep(0.05)  # the second call has waited this long
+    loop = asyncio.get_running_loop()
+    freed = loop.time()
+    calls.releases[0].set()
+    await first
+    assert merged._running[0].started is not None and merged._running[0].started >= freed
+    calls.releases[1].set()
+    await second
+    ended = loop.time()
+    (first_cost, _), (second_cost, second_s) = pace.served
+    assert (first_cost, second_cost) == (10, 20)
+    assert second_s <= ended - freed  # not counting its wait behind the first
 
 
 async def test_a_waiting_request_that_can_no_longer_make_its_deadline_is_refused_before_any_work():
     calls = Calls()
-    pace = FixedPace(100)
-    merged = Coalescer(
-        calls.work, share, max_rows=100, max_in_flight=1, pace=pace,
-        cost=lambda items: float(sum(len(item) for item in items)), name="model 'm'",
-    )
+    merged = paced(calls, unit_s=0.01)
     first = asyncio.create_task(merged.submit(["x" * 50], 5))
     await calls.started(1)
-    late = asyncio.create_task(merged.submit(["y" * 40], 1.0))  # (25 + 40) / 100 = 0.65 s: admitted
+    late = asyncio.create_task(merged.submit(["y" * 20], 1.0))  # 0.5 + 0.2 s: admitted
     patient = asyncio.create_task(merged.submit(["z" * 10], 30))
     await asyncio.sleep(0)
-    pace.rate = 10  # the model turned out slower: 40 units now take 4 s, past the 1 s deadline
+    merged.pace.unit_s = 0.1  # the model turned out slower: their call now takes 3 s, past 1 s
     calls.releases[0].set()
     with pytest.raises(Overloaded) as shed:
         await late
     assert "can no longer answer this request within its deadline" in shed.value.message
-    assert shed.value.retry_after_s >= 3
+    assert shed.value.retry_after_s >= 2
     await calls.started(2)
     calls.releases[1].set()
     assert await first == ["X" * 50] and await patient == ["Z" * 10]
@@ -344,17 +387,15 @@ async def test_without_a_pace_requests_are_admitted_by_count_alone():
 
 async def test_the_later_parts_of_an_admitted_request_are_not_refused():
     calls = Calls()
-    merged = Coalescer(
-        calls.work, share, max_rows=100, max_in_flight=2, pace=FixedPace(10, instances=2),
-        cost=lambda items: float(sum(len(item) for item in items)),
-    )
-    # One request in two parts: the first finds nothing ahead; the second has it ahead
-    # (50 units, 5 s of this model) and would be refused on its own with a 1 s deadline.
+    merged = paced(calls, unit_s=0.1)
+    # One request in two parts: the first finds the instance free; the second waits behind
+    # it (10 s of work), which would refuse it on its own with a 1 s deadline.
     parts = [asyncio.create_task(merged.submit(["x" * 100], 1.0)),
              asyncio.create_task(merged.submit(["y" * 100], 1.0, admitted=True))]
-    await calls.started(2)
+    await calls.started(1)
     with pytest.raises(Overloaded):
         await merged.submit(["z" * 100], 1.0)
-    for release in calls.releases:
-        release.set()
+    calls.releases[0].set()
+    await calls.started(2)
+    calls.releases[1].set()
     assert [await part for part in parts] == [["X" * 100], ["Y" * 100]]

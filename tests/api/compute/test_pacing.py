@@ -1,9 +1,9 @@
-"""A model's measured rate: from calls that found an instance free, and from what it
-finishes while requests queue; and the cost estimate both sides count in."""
+"""A model's measured speed (each call's time on its instance over its cost), the forecast
+of when calls sent from now on finish, and the cost estimate both sides count in."""
 
 import pytest
 
-from embedgate.api.compute.pacing import WINDOW_S, Pace, items_cost, text_cost
+from embedgate.api.compute.pacing import SKIPPED_CALLS, SMOOTHING, Pace, Schedule, items_cost, text_cost
 
 
 def test_a_text_costs_its_estimated_tokens():
@@ -12,38 +12,46 @@ def test_a_text_costs_its_estimated_tokens():
     assert items_cost(["abcd", "abcd" * 2]) == (1 + 2) + (2 + 2)
 
 
-def test_no_rate_until_a_call_finishes():
+def test_no_speed_until_a_call_is_read():
     pace = Pace(instances=2)
-    assert pace.rate is None and pace.seconds_for(100) is None
+    assert pace.unit_s is None and pace.rate is None and pace.schedule(0.0, []) is None
 
 
-def test_a_call_on_a_free_instance_reads_the_rate_of_all_instances():
+def test_the_speed_is_each_calls_time_on_its_instance_over_its_cost():
     pace = Pace(instances=2)
-    pace.call_finished(100, 5.0, now=5.0, started_free=True, saturated=False)
-    assert pace.rate is None  # the first call pays for the first run: not read
-    pace.call_finished(100, 0.5, now=10.0, started_free=True, saturated=False)
-    assert pace.rate == 400  # two instances, each 100 units in 0.5 s
-    assert pace.seconds_for(800) == 2.0
-    pace.call_finished(100, 1.0, now=11.0, started_free=True, saturated=False)
-    assert pace.rate == pytest.approx(0.7 * 400 + 0.3 * 200)
+    for _ in range(SKIPPED_CALLS):
+        pace.call_served(100, 5.0)  # the first run: not read
+    assert pace.unit_s is None
+    pace.call_served(100, 0.5)
+    assert pace.unit_s == 0.005 and pace.rate == 400  # two instances, each 100 units in 0.5 s
+    pace.call_served(200, 2.0)
+    assert pace.unit_s == pytest.approx((1 - SMOOTHING) * 0.005 + SMOOTHING * 0.01)
+    pace.call_served(0, 1.0)  # nothing to read from
+    pace.call_served(10, 0.0)
+    assert pace.unit_s == pytest.approx((1 - SMOOTHING) * 0.005 + SMOOTHING * 0.01)
 
 
-def test_while_requests_queue_the_rate_is_what_the_model_finishes_over_a_window():
-    pace = Pace(instances=2)
-    # Queued calls: their durations include the wait, so they alone read nothing.
-    pace.call_finished(50, 3.0, now=0.0, started_free=False, saturated=True)
-    assert pace.rate is None
-    pace.call_finished(50, 3.0, now=1.0, started_free=False, saturated=True)
-    assert pace.rate is None  # the window is shorter than WINDOW_S
-    pace.call_finished(50, 3.0, now=WINDOW_S, started_free=False, saturated=True)
-    assert pace.rate == pytest.approx(100 / WINDOW_S)
+def test_calls_sent_to_idle_instances_finish_after_their_own_work():
+    schedule = Schedule(now=10.0, instances=2, unit_s=0.01, running=[])
+    assert schedule.finish(100) == 11.0
+    assert schedule.add(100) == 11.0 and schedule.add(50) == 10.5
+    assert schedule.add(100) == 11.5  # the third goes to the instance that freed first
 
 
-def test_a_lull_ends_the_window():
-    pace = Pace(instances=1)
-    pace.call_finished(50, 1.0, now=0.0, started_free=False, saturated=True)
-    pace.call_finished(50, 1.0, now=1.0, started_free=False, saturated=False)  # nothing waited
-    pace.call_finished(50, 1.0, now=5.0, started_free=False, saturated=True)  # a new window starts
-    assert pace.rate is None
-    pace.call_finished(50, 1.0, now=5.0 + WINDOW_S, started_free=False, saturated=True)
-    assert pace.rate == pytest.approx(50 / WINDOW_S)
+def test_a_running_call_holds_its_instance_until_its_forecast_end():
+    # Started at 9.5 with 1 s of work: free at 10.5. One overdue is taken to end now.
+    schedule = Schedule(now=10.0, instances=2, unit_s=0.01, running=[(9.5, 100), (8.0, 100)])
+    assert schedule.add(100) == 11.0  # on the overdue one's instance, from now
+    assert schedule.add(100) == 11.5
+
+
+def test_a_call_waiting_in_tritons_queue_goes_before_the_calls_to_come():
+    schedule = Schedule(now=0.0, instances=1, unit_s=0.01, running=[(0.0, 100), (None, 300)])
+    assert schedule.finish(100) == 1.0 + 3.0 + 1.0
+
+
+def test_the_last_call_of_a_queue_runs_on_one_instance():
+    # Three equal calls on two instances: the work is 1.5 calls per instance, but the last
+    # one starts only when the first frees, and ends after two calls' time.
+    schedule = Schedule(now=0.0, instances=2, unit_s=1.0, running=[])
+    assert [schedule.add(1) for _ in range(3)] == [1, 1, 2]
