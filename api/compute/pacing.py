@@ -17,7 +17,9 @@ to its answer, over its cost: seconds per unit on one instance. A call sent whil
 instance is busy waits in Triton's queue, and is taken when a call before it finishes.
 Every call is read (but the very first, which pays for onnxruntime's first run), so under
 load the speed is that of the large merged calls the load makes, with the gateway's own
-work competing for the cores, not that of the small calls that came before.
+work competing for the cores, not that of the small calls that came before. The slowest
+of the last few readings counts: a forecast too slow refuses a little early while the model
+stays busy with what it admitted, one too fast lets requests run past their deadline.
 
 The forecast (:class:`Schedule`) places the calls to come the way Triton serves them: each
 on the instance that frees first. So the last call of a queue, which runs on one instance
@@ -28,12 +30,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 # The model's first calls, which pay for onnxruntime's first runs: not read.
 SKIPPED_CALLS = 1
-# Weight of a new reading: about the last five calls count.
-SMOOTHING = 0.3
+# The last calls read: the slowest of them counts.
+RECENT_CALLS = 5
 # Characters per token of an English text, about; a token or two for the special tokens.
 CHARS_PER_TOKEN = 4
 SPECIAL_TOKENS = 2
@@ -58,6 +61,7 @@ class Pace:
         self.instances = max(1, instances)
         self.unit_s: float | None = None
         self._calls = 0
+        self._recent: deque[float] = deque(maxlen=RECENT_CALLS)
 
     @property
     def rate(self) -> float | None:
@@ -69,8 +73,8 @@ class Pace:
         self._calls += 1
         if self._calls <= SKIPPED_CALLS or cost <= 0 or seconds <= 0 or not math.isfinite(seconds / cost):
             return
-        reading = seconds / cost
-        self.unit_s = reading if self.unit_s is None else (1 - SMOOTHING) * self.unit_s + SMOOTHING * reading
+        self._recent.append(seconds / cost)
+        self.unit_s = max(self._recent)
 
     def schedule(self, now: float, running: Iterable[tuple[float | None, float]]) -> Schedule | None:
         """The forecast from ``now``, with ``running`` calls as (when an instance took it, or

@@ -3,7 +3,7 @@ of when calls sent from now on finish, and the cost estimate both sides count in
 
 import pytest
 
-from embedgate.api.compute.pacing import SKIPPED_CALLS, SMOOTHING, Pace, Schedule, items_cost, text_cost
+from embedgate.api.compute.pacing import RECENT_CALLS, SKIPPED_CALLS, Pace, Schedule, items_cost, text_cost
 
 
 def test_a_text_costs_its_estimated_tokens():
@@ -17,7 +17,7 @@ def test_no_speed_until_a_call_is_read():
     assert pace.unit_s is None and pace.rate is None and pace.schedule(0.0, []) is None
 
 
-def test_the_speed_is_each_calls_time_on_its_instance_over_its_cost():
+def test_the_speed_is_the_slowest_of_the_last_calls_time_on_its_instance_over_its_cost():
     pace = Pace(instances=2)
     for _ in range(SKIPPED_CALLS):
         pace.call_served(100, 5.0)  # the first run: not read
@@ -25,10 +25,13 @@ def test_the_speed_is_each_calls_time_on_its_instance_over_its_cost():
     pace.call_served(100, 0.5)
     assert pace.unit_s == 0.005 and pace.rate == 400  # two instances, each 100 units in 0.5 s
     pace.call_served(200, 2.0)
-    assert pace.unit_s == pytest.approx((1 - SMOOTHING) * 0.005 + SMOOTHING * 0.01)
+    assert pace.unit_s == 0.01  # the slower reading counts
     pace.call_served(0, 1.0)  # nothing to read from
     pace.call_served(10, 0.0)
-    assert pace.unit_s == pytest.approx((1 - SMOOTHING) * 0.005 + SMOOTHING * 0.01)
+    assert pace.unit_s == 0.01
+    for _ in range(RECENT_CALLS):
+        pace.call_served(100, 0.2)
+    assert pace.unit_s == 0.002  # the slow call is no longer among the last ones
 
 
 def test_calls_sent_to_idle_instances_finish_after_their_own_work():
