@@ -1,8 +1,6 @@
 """A model's measured speed (each call's time on its instance over its cost), the forecast
 of when calls sent from now on finish, and the cost estimate both sides count in."""
 
-import pytest
-
 from embedgate.api.compute.pacing import RECENT_CALLS, SKIPPED_CALLS, Pace, Schedule, items_cost, text_cost
 
 
