@@ -110,7 +110,8 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
     sweep = report["sweep"]
     assert [(s["clients"], s["payload"]) for s in sweep["steps"]] == [(1, "single"), (2, "single"), (1, "batch"), (2, "batch")]
     references = sweep["references"]
-    assert 0 < references["latency"]["single"]["p50"] < references["latency"]["batch"]["p50"]
+    # Measured apart, at other moments: on a loaded machine their order can go either way.
+    assert references["latency"]["single"]["p50"] > 0 and references["latency"]["batch"]["p50"] > 0
     assert references["sorted_limit"]["texts"] == 4096 and references["sorted_limit"]["embeddings_per_s"] > 0
     for step in sweep["steps"]:
         load = step["load"]
@@ -122,8 +123,13 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
     assert {t["clients"] for t in sweep["targets"]} == {1, 2}
     # One client's single-sentence p50, split by the server's timing headers and the model run alone.
     parts = sweep["breakdown"]
-    assert parts["p50"] > parts["model_run"] > 0 and parts["tokenize"] > 0
     assert set(parts) == {"p50", "outside_the_gateway", "gateway", "tokenize", "queue", "triton_and_stub", "model_run"}
+    (lone,) = [s for s in sweep["steps"] if (s["clients"], s["payload"]) == (1, "single")]
+    assert parts["p50"] == round(lone["load"]["response_time_s"]["p50"] * 1000, 2)
+    assert parts["model_run"] > 0 and parts["tokenize"] > 0
+    # The parts split the p50 whole (the model run, measured apart, is taken out of
+    # Triton's time; on a loaded machine that part can come out negative).
+    assert sum(v for k, v in parts.items() if k != "p50") == pytest.approx(parts["p50"], abs=0.05)
     assert (tmp_path / "sweep.svg").read_text().startswith("<svg")
 
 
