@@ -15,11 +15,14 @@ the queue's and the measured speed's, so its bias cancels out.
 The speed (:class:`Pace`) is each call's service time, from the moment an instance took it
 to its answer, over its cost: seconds per unit on one instance. A call sent while every
 instance is busy waits in Triton's queue, and is taken when a call before it finishes.
-Every call is read (but the very first, which pays for onnxruntime's first run), so under
-load the speed is that of the large merged calls the load makes, with the gateway's own
-work competing for the cores, not that of the small calls that came before. The slowest
-of the last few readings counts: a forecast too slow refuses a little early while the model
-stays busy with what it admitted, one too fast lets requests run past their deadline.
+Every call of some size is read (but the very first, which pays for onnxruntime's first
+run), so under load the speed is that of the large merged calls the load makes, with the
+gateway's own work competing for the cores. A small call is not read: its time is mostly
+what any call costs (the hop to Triton, a run's start, the event loop getting round to its
+answer), which, taken per unit and laid over a queue, would forecast a burst after a quiet
+spell many times slower than the merged calls that serve it. The slowest of the last few
+readings counts: a forecast too slow refuses a little early while the model stays busy
+with what it admitted, one too fast lets requests run past their deadline.
 
 The forecast (:class:`Schedule`) places the calls to come the way Triton serves them: each
 on the instance that frees first. So the last call of a queue, which runs on one instance
@@ -37,6 +40,9 @@ from collections.abc import Iterable, Sequence
 SKIPPED_CALLS = 1
 # The last calls read: the slowest of them counts.
 RECENT_CALLS = 5
+# Calls of less cost are not read (about five short sentences; a call's fixed cost is a
+# few milliseconds, a short sentence's share of a merged call a fraction of one).
+MIN_READ_COST = 64.0
 # Characters per token of an English text, about; a token or two for the special tokens.
 CHARS_PER_TOKEN = 4
 SPECIAL_TOKENS = 2
@@ -71,7 +77,7 @@ class Pace:
     def call_served(self, cost: float, seconds: float) -> None:
         """An instance took ``seconds`` for a call of ``cost``."""
         self._calls += 1
-        if self._calls <= SKIPPED_CALLS or cost <= 0 or seconds <= 0 or not math.isfinite(seconds / cost):
+        if self._calls <= SKIPPED_CALLS or cost < MIN_READ_COST or seconds <= 0 or not math.isfinite(seconds / cost):
             return
         self._recent.append(seconds / cost)
         self.unit_s = max(self._recent)

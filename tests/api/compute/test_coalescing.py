@@ -399,3 +399,33 @@ async def test_the_later_parts_of_an_admitted_request_are_not_refused():
     await calls.started(2)
     calls.releases[1].set()
     assert [await part for part in parts] == [["X" * 100], ["Y" * 100]]
+
+
+async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed():
+    # Lone one-sentence calls are slow per unit (their time is a call's fixed cost, here
+    # also the event loop's lag): read, a forecast of the burst's 40 sentences would be
+    # 40 x 0.1 s, past 80% of 1 s, though the merged calls that serve it take 10 ms.
+    calls = Calls()
+    merged = Coalescer(
+        calls.work, share, max_rows=100, max_in_flight=1, pace=Pace(1), cost=units, deadline_share=0.8,
+        name="model 'm'",
+    )
+    for lone in range(3):  # the first is never read; the others are lone sentences
+        task = asyncio.create_task(merged.submit(["s" * 12], 30))
+        await calls.started(lone + 1)
+        await asyncio.sleep(0.1)
+        calls.releases[lone].set()
+        await task
+    assert merged.pace.unit_s is None
+    first = asyncio.create_task(merged.submit(["s" * 12], 1.0))
+    await calls.started(4)
+    burst = [asyncio.create_task(merged.submit([f"{i:02d}" + "s" * 10], 1.0)) for i in range(40)]
+    await asyncio.sleep(0)
+    assert not any(task.done() for task in burst), "refused on the lone calls' speed"
+    calls.releases[3].set()
+    await calls.started(5)
+    calls.releases[4].set()
+    assert await first == ["S" * 12]
+    assert await asyncio.gather(*burst) == [[f"{i:02d}" + "S" * 10] for i in range(40)]
+    assert len(calls.items[4]) == 40  # the burst went in one merged call
+    assert merged.pace.unit_s == pytest.approx(0.0, abs=0.01)  # and that call, of 480 units, was read

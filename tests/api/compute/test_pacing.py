@@ -1,7 +1,15 @@
 """A model's measured speed (each call's time on its instance over its cost), the forecast
 of when calls sent from now on finish, and the cost estimate both sides count in."""
 
-from embedgate.api.compute.pacing import RECENT_CALLS, SKIPPED_CALLS, Pace, Schedule, items_cost, text_cost
+from embedgate.api.compute.pacing import (
+    MIN_READ_COST,
+    RECENT_CALLS,
+    SKIPPED_CALLS,
+    Pace,
+    Schedule,
+    items_cost,
+    text_cost,
+)
 
 
 def test_a_text_costs_its_estimated_tokens():
@@ -25,11 +33,24 @@ def test_the_speed_is_the_slowest_of_the_last_calls_time_on_its_instance_over_it
     pace.call_served(200, 2.0)
     assert pace.unit_s == 0.01  # the slower reading counts
     pace.call_served(0, 1.0)  # nothing to read from
-    pace.call_served(10, 0.0)
+    pace.call_served(100, 0.0)
     assert pace.unit_s == 0.01
     for _ in range(RECENT_CALLS):
         pace.call_served(100, 0.2)
     assert pace.unit_s == 0.002  # the slow call is no longer among the last ones
+
+
+def test_small_calls_are_not_read():
+    # A lone sentence's call is mostly a call's fixed cost (and event-loop lag): read per
+    # unit it would forecast a burst of merged calls many times too slow.
+    pace = Pace(instances=2)
+    for _ in range(SKIPPED_CALLS):
+        pace.call_served(100, 5.0)
+    pace.call_served(12, 0.5)
+    assert pace.unit_s is None
+    pace.call_served(400, 2.0)
+    pace.call_served(MIN_READ_COST - 1, 5.0)
+    assert pace.unit_s == 0.005
 
 
 def test_calls_sent_to_idle_instances_finish_after_their_own_work():
