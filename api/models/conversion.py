@@ -4,10 +4,8 @@ gateway and a crash, a hang or an out-of-memory kill costs only that subprocess.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import logging
-import resource
 import signal
 import sys
 import time
@@ -28,6 +26,7 @@ from ..errors import (
     UnsupportedModel,
 )
 from ..telemetry.metrics import observe_conversion
+from ..triton.children import tied_to_parent
 
 log = logging.getLogger("embedgate.conversion")
 
@@ -45,15 +44,6 @@ FAILURES: dict[int, type[EmbedgateError]] = {
 }
 
 
-def _limit_child(memory_limit_mb: int) -> None:
-    """Runs in the child before exec: die with the gateway, and cap its memory."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if memory_limit_mb:
-        limit = memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 @observe_conversion
 async def run_conversion(
     spec: ConversionSpec,
@@ -65,13 +55,10 @@ async def run_conversion(
     started = time.monotonic()
     log.info("converting %s -> %s", spec.model_name, spec.triton_name)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "embedgate.converters",
+        *tied_to_parent([sys.executable, "-m", "embedgate.converters"], memory_limit_mb=memory_limit_mb),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        preexec_fn=lambda: _limit_child(memory_limit_mb),
     )
 
     async def progress() -> None:

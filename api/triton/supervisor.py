@@ -13,7 +13,6 @@ process group and removes this run's shared-memory segments.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import glob
 import logging
 import os
@@ -33,12 +32,12 @@ from embedgate.converters.repository import is_s3, open_repository, parse_s3, tr
 
 from ..settings import Settings
 from . import bundle, stalls
+from .children import tied_to_parent
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
 log = logging.getLogger("embedgate.triton")
 triton_log = logging.getLogger("embedgate.tritonserver")
 
-_PR_SET_PDEATHSIG = 1
 RestartListener = Callable[[], Awaitable[None]]
 
 
@@ -110,11 +109,6 @@ def _shm_family(pid: int) -> str:
     return f"embedgate_{pid}_"
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class TritonSupervisor:
     """An embedded tritonserver process and its watchdog."""
 
@@ -146,6 +140,11 @@ class TritonSupervisor:
     def url(self) -> str:
         assert self.ports is not None, "supervisor not started"
         return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        assert self.ports is not None, "supervisor not started"
+        return f"127.0.0.1:{self.ports.grpc}"
 
     @property
     def metrics_url(self) -> str:
@@ -238,13 +237,12 @@ class TritonSupervisor:
         command = build_command(self._prepared, self.repository, self.ports, self._shm_prefix, self.settings)
         log.info("starting tritonserver %s on %s", self._prepared.version, self.url)
         self._proc = await asyncio.create_subprocess_exec(
-            *command,
+            *tied_to_parent(command),
             env=self._environment(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         self._log_task = asyncio.create_task(self._forward_log(self._proc))
         try:
@@ -366,10 +364,11 @@ class ExternalTriton:
     restarts = 0
     pid = None
 
-    def __init__(self, url: str, metrics_url: str | None = None):
+    def __init__(self, url: str, metrics_url: str | None = None, grpc_url: str | None = None):
         self.url = url
         host = url.rsplit(":", 1)[0]
         self.metrics_url = metrics_url or f"http://{host}:8002/metrics"
+        self.grpc_url = grpc_url or f"{host}:8001"
 
     def is_ready(self) -> bool:
         return True
