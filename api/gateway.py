@@ -49,7 +49,7 @@ class Gateway:
         self.triton: TritonSupervisor | ExternalTriton = (
             TritonSupervisor(settings, settings.model_repository)
             if settings.embedded
-            else ExternalTriton(settings.triton_url or "", settings.triton_metrics_url)
+            else ExternalTriton(settings.triton_url or "", settings.triton_metrics_url, settings.triton_grpc_url)
         )
         self.client: TritonClient
         self.registry: ModelRegistry
@@ -66,6 +66,7 @@ class Gateway:
         await self.triton.start()
         self.client = TritonClient(
             self.triton.url,
+            self.triton.grpc_url,
             control_timeout_s=self.settings.load_timeout_s,
             load_watch=self.triton.watch_load,
         )

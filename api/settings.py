@@ -81,6 +81,11 @@ class Settings(BaseSettings):
         description="host:port of an external Triton HTTP endpoint. When set, no "
         "tritonserver is started.",
     )
+    triton_grpc_url: str | None = Field(
+        None,
+        description="host:port of the external Triton's gRPC endpoint, which carries "
+        "inference; default <triton_url host>:8001.",
+    )
     triton_metrics_url: str | None = Field(
         None,
         description="URL of the external Triton's Prometheus metrics, included in "

@@ -43,7 +43,11 @@ def deployment_config(settings: Settings, desired: DesiredModels) -> dict[str, A
     deployment: dict[str, Any] = {
         "name": DEPLOYMENT,
         "max_ongoing_requests": settings.ray_max_ongoing_requests,
-        "ray_actor_options": {"num_cpus": settings.ray_replica_cpus},
+        "ray_actor_options": {
+            "num_cpus": settings.ray_replica_cpus,
+            # Ray Serve imports grpc before the replica's code runs (see api/__init__.py).
+            "runtime_env": {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "0"}},
+        },
         "user_config": desired.user_config(),
     }
     if settings.ray_max_replicas > settings.ray_replicas:

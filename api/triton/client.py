@@ -1,8 +1,10 @@
-"""The gateway's only way to talk to Triton: ``tritonclient.http.aio`` with binary tensors.
+"""The gateway's only way to talk to Triton.
 
-Two pooled clients: one for inference (short deadlines) and one for model control
-(loads can take minutes). Triton and transport failures become :mod:`api.errors`
-exceptions here, so no route has to know what Triton's messages look like.
+Inference goes over one gRPC stream (``stream.py``): CPU models are decoupled, which
+Triton's HTTP endpoint refuses. Model control (loads can take minutes), health and
+statistics go through a pooled ``tritonclient.http.aio`` client. Triton and transport
+failures become :mod:`api.errors` exceptions here, so no route has to know what
+Triton's messages look like.
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ from typing import Any
 import aiohttp
 import numpy as np
 import tritonclient.http.aio as triton_http
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+from tritonclient.utils import InferenceServerException
 
 from ..errors import DeadlineExceeded, EmbedgateError, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
+from .stream import InferStream, StreamError, infer_request, output_array
 
 log = logging.getLogger("embedgate.triton")
 
 _CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError, OSError)
-# aiohttp offers gzip by default, and Triton then compresses every answer: CPU spent on
-# both sides of a loopback connection for a few hundred bytes of float32.
-_INFER_HEADERS = {"Accept-Encoding": "identity"}
 
 
 def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateError:
@@ -35,8 +35,8 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
         return DeadlineExceeded("the request did not finish before its deadline")
     if isinstance(exc, _CONNECTION_ERRORS):
         return TritonConnectionLost("the inference server is unavailable; retry shortly")
-    if isinstance(exc, InferenceServerException):
-        text = str(exc.message() or "")
+    if isinstance(exc, (InferenceServerException, StreamError)):
+        text = str((exc.message() if callable(exc.message) else exc.message) or "")
         lowered = text.lower()
         if "exceeds maximum queue size" in lowered:
             return Overloaded(f"model '{model}' queue is full; retry shortly")
@@ -45,11 +45,11 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
         if "stub process" in lowered and "not healthy" in lowered:
             # The model's Python-backend process died under the request (Triton often
             # follows it): as a lost connection, it is sent again once Triton is back.
-            log.warning("triton error for %s: %s (status %s)", model, text, exc.status())
+            log.warning("triton error for %s: %s", model, text)
             return TritonConnectionLost(f"model '{model}' lost its process in the inference server; retry shortly")
         if "unknown model" in lowered or "is not ready" in lowered or "unavailable" in lowered:
             return TritonUnavailable(f"model '{model}' is not available in the inference server right now")
-        log.warning("triton error for %s: %s (status %s)", model, text, exc.status())
+        log.warning("triton error for %s: %s", model, text)
         return TritonError(f"the inference server failed the request for model '{model}'")
     log.error("unexpected error talking to triton: %r", exc)
     return TritonError("the inference server failed the request")
@@ -59,17 +59,14 @@ class TritonClient:
     def __init__(
         self,
         url: str,
+        grpc_url: str,
         *,
         control_timeout_s: float,
-        conn_limit: int = 256,
         load_watch: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.url = url
         self._load_watch = load_watch
-        # No session-wide timeout for inference: each call runs under its request's own
-        # deadline (asyncio.timeout), which may be longer than any fixed one, and aiohttp
-        # then arms no timers of its own on every call.
-        self._infer = triton_http.InferenceServerClient(url, conn_limit=conn_limit, conn_timeout=None)
+        self._infer = InferStream(grpc_url)
         self._control = triton_http.InferenceServerClient(url, conn_limit=8, conn_timeout=control_timeout_s)
 
     async def close(self) -> None:
@@ -79,27 +76,17 @@ class TritonClient:
         self, triton_name: str, tensors: dict[str, np.ndarray], output: str, *, timeout_s: float
     ) -> np.ndarray:
         """Run one batch (``tensors`` by input name: token ids and masks, or uint8 pixels)
-        and return its ``output`` [n, ...]."""
-        inputs = []
-        for name, array in tensors.items():
-            tensor = triton_http.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-            tensor.set_data_from_numpy(array, binary_data=True)
-            inputs.append(tensor)
-        outputs = [triton_http.InferRequestedOutput(output, binary_data=True)]
-        # One retry on a dropped connection: after a Triton restart the first use of a
-        # pooled keep-alive connection fails although the server is back.
+        and return its ``output`` [n, ...]. The call ends at ``timeout_s``; Triton drops
+        the request if it is still queued then."""
+        # One retry on a broken stream: after a Triton restart the stream the gateway
+        # held fails although the server is back.
+        deadline = asyncio.get_running_loop().time() + timeout_s
         for attempt in (0, 1):
             try:
-                async with asyncio.timeout(timeout_s):
-                    result = await self._infer.infer(
-                        triton_name,
-                        inputs,
-                        outputs=outputs,
-                        headers=dict(_INFER_HEADERS),
-                        timeout=int(timeout_s * 1_000_000),
-                    )
-                return result.as_numpy(output)
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                async with asyncio.timeout_at(deadline):
+                    response = await self._infer.infer(infer_request(triton_name, tensors, output, timeout_s))
+                return output_array(response, output)
+            except TritonConnectionLost as exc:
                 if attempt:
                     raise map_triton_error(exc, triton_name) from None
             except Exception as exc:  # noqa: BLE001 - mapped to the client-facing error

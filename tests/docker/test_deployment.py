@@ -47,6 +47,7 @@ def test_triton_listens_on_loopback_where_the_gateway_looks():
     flags, env = entrypoint_flags(), dockerfile_env()
     assert flags["http-address"] == flags["grpc-address"] == flags["metrics-address"] == "127.0.0.1"
     assert env["EMBEDGATE_TRITON_URL"] == f"127.0.0.1:{flags['http-port']}"
+    assert env["EMBEDGATE_TRITON_GRPC_URL"] == f"127.0.0.1:{flags['grpc-port']}"
     assert env["EMBEDGATE_TRITON_METRICS_URL"] == f"http://127.0.0.1:{flags['metrics-port']}/metrics"
     assert flags["model-repository"] == '"${EMBEDGATE_MODEL_REPOSITORY}"'
     assert flags["model-control-mode"] == "explicit"

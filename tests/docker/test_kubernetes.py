@@ -165,10 +165,11 @@ def test_the_gateway_reaches_triton_inside_the_pod(rendered):
     flags, spec = triton_flags(rendered), pod(rendered)
     triton, gateway = containers(spec)["triton"], literal_env(containers(spec)["gateway"])
     assert gateway["EMBEDGATE_TRITON_URL"] == f"127.0.0.1:{flags['http-port']}"
+    assert gateway["EMBEDGATE_TRITON_GRPC_URL"] == f"127.0.0.1:{flags['grpc-port']}"
+    assert flags["grpc-address"] == "127.0.0.1"
     assert gateway["EMBEDGATE_TRITON_METRICS_URL"] == f"http://127.0.0.1:{flags['metrics-port']}/metrics"
     assert port_number(triton, "triton-http") == int(flags["http-port"])
     assert port_number(triton, "triton-metrics") == int(flags["metrics-port"])
-    assert flags["allow-grpc"] == "false"
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +209,7 @@ def test_ports_agree(rendered):
     # Only the gateway's port and Triton's read-only metrics: never its control API.
     admitted = {p["port"] for rule in rendered["NetworkPolicy"]["spec"]["ingress"] for p in rule["ports"]}
     assert admitted == {port_number(gateway, "http"), int(flags["metrics-port"])}
-    assert int(flags["http-port"]) not in admitted
+    assert int(flags["http-port"]) not in admitted and int(flags["grpc-port"]) not in admitted
     annotations = rendered["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == flags["metrics-port"]
 

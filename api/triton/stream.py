@@ -1,0 +1,171 @@
+"""Inference over one long-lived gRPC stream to Triton (``ModelStreamInfer``).
+
+CPU models are decoupled (``python_backend_model.py``: one instance runs several batches
+at once and answers each request through its response sender), and Triton's HTTP
+endpoint refuses decoupled models. Its gRPC stream takes any model. One stream carries
+every call, each request tagged with an id of its own; a reader task hands each answer
+to the call that waits for it, so a call costs one message each way, not a new stream.
+
+When the stream ends (Triton stopped or restarted), every call waiting on it fails as a
+lost connection, and the next call opens a new stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
+
+from ..errors import TritonConnectionLost
+
+log = logging.getLogger("embedgate.triton")
+
+# Requests of many images and answers of many rows exceed gRPC's 4 MB default.
+_MESSAGE_LIMIT = 2**31 - 1
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", _MESSAGE_LIMIT),
+    ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
+    # A channel of its own to Triton: gRPC shares connections between channels to one
+    # address, and a shared one that failed waits out its reconnect backoff first.
+    ("grpc.use_local_subchannel_pool", 1),
+]
+
+
+def infer_request(model: str, tensors: dict[str, np.ndarray], output: str, timeout_s: float | None):
+    """A ``ModelInferRequest``: ``tensors`` as raw little-endian bytes, ``output`` asked for,
+    and Triton's own deadline for the time it queues the request."""
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name, array in tensors.items():
+        array = np.ascontiguousarray(array)
+        request.inputs.add(name=name, datatype=np_to_triton_dtype(array.dtype), shape=array.shape)
+        request.raw_input_contents.append(array.tobytes())
+    request.outputs.add(name=output)
+    if timeout_s is not None:
+        request.parameters["timeout"].int64_param = max(1, int(timeout_s * 1_000_000))
+    return request
+
+
+def output_array(response, name: str) -> np.ndarray:
+    """The output ``name`` of a ``ModelInferResponse`` as a numpy array."""
+    for index, tensor in enumerate(response.outputs):
+        if tensor.name == name:
+            dtype = triton_to_np_dtype(tensor.datatype)
+            return np.frombuffer(response.raw_output_contents[index], dtype=dtype).reshape(tuple(tensor.shape))
+    raise KeyError(f"Triton's answer has no output {name!r}")
+
+
+class StreamError(Exception):
+    """Triton answered the request with an error (``message`` is Triton's)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class _Stream:
+    """One open ``ModelStreamInfer`` call: what it still owes, its writer and its reader."""
+
+    def __init__(self, stub: service_pb2_grpc.GRPCInferenceServiceStub):
+        self.outbox: asyncio.Queue = asyncio.Queue()
+        self.waiting: dict[str, asyncio.Future] = {}
+        self.call = stub.ModelStreamInfer()
+        self.writer = asyncio.create_task(self._write(), name="triton-stream-writer")
+        self.reader = asyncio.create_task(self._read(), name="triton-stream-reader")
+
+    @property
+    def open(self) -> bool:
+        return not self.reader.done()
+
+    async def _write(self) -> None:
+        try:
+            while (request := await self.outbox.get()) is not None:
+                await self.call.write(request)
+            await self.call.done_writing()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass  # the stream broke: the reader fails what waits on it
+
+    async def _read(self) -> None:
+        reason = "the inference server closed the stream"
+        try:
+            async for message in self.call:
+                answer = self.waiting.pop(message.infer_response.id, None)
+                if answer is None or answer.done():
+                    continue  # its caller gave up (deadline, cancelled)
+                if message.error_message:
+                    answer.set_exception(StreamError(message.error_message))
+                else:
+                    answer.set_result(message.infer_response)
+        except grpc.aio.AioRpcError as exc:
+            reason = f"the stream to the inference server broke ({exc.code().name})"
+        except asyncio.CancelledError:
+            reason = "the stream was closed"
+            raise
+        finally:
+            self.writer.cancel()
+            self._fail_waiting(reason)
+
+    def _fail_waiting(self, reason: str) -> None:
+        waiting, self.waiting = self.waiting, {}
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(TritonConnectionLost(f"{reason}; retry shortly"))
+
+    def send(self, request) -> asyncio.Future:
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting[request.id] = answer
+        self.outbox.put_nowait(request)
+        return answer
+
+    def forget(self, request_id: str) -> None:
+        self.waiting.pop(request_id, None)
+
+    async def close(self) -> None:
+        self.call.cancel()
+        for task in (self.writer, self.reader):
+            task.cancel()
+        await asyncio.gather(self.writer, self.reader, return_exceptions=True)
+
+
+class InferStream:
+    """Calls to Triton over one gRPC stream, opened on first use and again after it ends."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self._channel: grpc.aio.Channel | None = None
+        self._stream: _Stream | None = None
+        self._ids = itertools.count()
+
+    async def _open_stream(self) -> _Stream:
+        if self._stream is None or not self._stream.open:
+            if self._stream is not None:
+                # A new channel too: the old one waits out a reconnect backoff, and a
+                # Triton that is back should be reached at once.
+                await self.close()
+            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+            self._stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(self._channel))
+        return self._stream
+
+    async def infer(self, request):
+        """Send ``request`` (a ``ModelInferRequest``) and return Triton's ``ModelInferResponse``.
+        Raises ``StreamError`` with Triton's message, or ``TritonConnectionLost``. A caller
+        that stops waiting (its deadline) leaves no trace: a late answer is dropped."""
+        stream = await self._open_stream()
+        request.id = str(next(self._ids))
+        answer = stream.send(request)
+        try:
+            return await answer
+        finally:
+            stream.forget(request.id)
+
+    async def close(self) -> None:
+        if self._stream is not None:
+            await self._stream.close()
+            self._stream = None
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
