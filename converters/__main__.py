@@ -36,8 +36,12 @@ from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetada
 from embedgate.converters.triton_config import render, validate_options
 
 CONFIG_FILE = "config.pbtxt"
-# The Python-backend model Triton runs; every python-form model gets a copy as 1/model.py.
-PYTHON_BACKEND_MODEL = resources.files("embedgate.api.triton") / "python_backend_model.py"
+# The Python-backend model Triton runs: every python-form model gets a copy of each file
+# in its version directory (1/model.py and the module it imports).
+PYTHON_BACKEND_FILES = {
+    "model.py": resources.files("embedgate.api.triton") / "python_backend_model.py",
+    "batch_layout.py": resources.files("embedgate.api.triton") / "batch_layout.py",
+}
 MAX_ERROR_CHARS = 500
 
 
@@ -96,8 +100,10 @@ def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, 
 def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
     (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
     if spec.triton.form == "python":
-        (directory / "1" / "model.py").write_bytes(PYTHON_BACKEND_MODEL.read_bytes())
-        # Each instance is a process of its own: weights beside the graph are shared.
+        for name, source in PYTHON_BACKEND_FILES.items():
+            (directory / "1" / name).write_bytes(source.read_bytes())
+        # Weights beside the graph, mapped from the page cache: shared by every process
+        # that opens the graph (GPU instances, and the same model loaded twice).
         for graph in sorted((directory / "1").glob("*.onnx")):
             weights.externalize(graph)
 

@@ -33,6 +33,8 @@ TEXT_INPUTS = (INPUT_IDS, ATTENTION_MASK)
 # Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
+# Python form, CPU: the batches one instance's model.py runs at once (one thread each).
+WORKER_PARAMETER = "worker_count"
 # Tells the Python-backend model.py which file in the version directory to open.
 ONNX_FILE_PARAMETER = "onnx_file"
 # Python form, text models: the input whose non-zero count is a row's real length, the
@@ -127,14 +129,21 @@ def _model_config(name: str, output_name: str, output_dim: int, options: TritonC
     # pads and sorts before they go to the GPU. This is the form measured on an H200.
     gpu_kind = options.instance_kind == "gpu" and not python_form
     kind = pb.ModelInstanceGroup.KIND_GPU if gpu_kind else pb.ModelInstanceGroup.KIND_CPU
-    config.instance_group.add(count=options.instance_count, kind=kind)
-
     parameters = {
         INTRA_OP_PARAMETER: str(options.intra_op_threads),
         INTER_OP_PARAMETER: str(options.inter_op_threads),
     }
     if python_form:
         parameters[ONNX_FILE_PARAMETER] = ONNX_FILE
+    if python_form and options.instance_kind == "cpu":
+        # One Triton instance (one stub process, one onnxruntime session, one copy of the
+        # weights) whose model.py runs instance_count batches at once, each on a thread
+        # of its own; decoupled, so that execute may return before its answers are sent.
+        config.model_transaction_policy.decoupled = True
+        config.instance_group.add(count=1, kind=kind)
+        parameters[WORKER_PARAMETER] = str(options.instance_count)
+    else:
+        config.instance_group.add(count=options.instance_count, kind=kind)
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config

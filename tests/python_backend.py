@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ BACKEND_MODEL = Path(__file__).resolve().parents[1] / "api" / "triton" / "python
 
 
 # --- a stand-in for triton_python_backend_utils, enough for api/triton/python_backend_model.py ---
+
+FINAL_FLAG = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class FakeTensor:
@@ -53,9 +56,26 @@ class FakeInferenceResponse:
         return next(t.as_numpy() for t in self.output_tensors if t.name() == name)
 
 
+class FakeResponseSender:
+    """What a decoupled model's answers go through: records each response and its flags."""
+
+    def __init__(self):
+        self.sent: list[tuple[FakeInferenceResponse, int]] = []
+        self.done = threading.Event()
+
+    def send(self, response=None, flags: int = 0) -> None:
+        self.sent.append((response, flags))
+        if flags & FINAL_FLAG:
+            self.done.set()
+
+
 class FakeInferenceRequest:
     def __init__(self, **inputs: np.ndarray):
         self.inputs = [FakeTensor(name, array) for name, array in inputs.items()]
+        self.sender = FakeResponseSender()
+
+    def get_response_sender(self) -> FakeResponseSender:
+        return self.sender
 
 
 def _get_input_tensor_by_name(request: FakeInferenceRequest, name: str):
@@ -69,6 +89,7 @@ def fake_pb_utils(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module.TritonError = FakeTritonError
     module.InferenceResponse = FakeInferenceResponse
     module.get_input_tensor_by_name = _get_input_tensor_by_name
+    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL_FLAG
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", module)
     return module
 
@@ -80,8 +101,10 @@ def make_request():
 
 
 @pytest.fixture
-def load_python_model(fake_pb_utils):
-    """Import a model.py (the backend model by default) as Triton's Python stub would."""
+def load_python_model(fake_pb_utils, monkeypatch: pytest.MonkeyPatch):
+    """Import a model.py (the backend model by default) as Triton's Python stub would,
+    with the modules the converter copies beside it importable."""
+    monkeypatch.syspath_prepend(str(BACKEND_MODEL.parent))
 
     def load(path: Path = BACKEND_MODEL) -> types.ModuleType:
         spec = importlib.util.spec_from_file_location(f"triton_model_{abs(hash(path))}", path)

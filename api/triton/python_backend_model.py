@@ -20,21 +20,31 @@ padding in as few runs as ``PACKED_RUN_TOKENS`` allows; other batches run as abo
 text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
 malformed request gets its own error response and does not fail the others.
+Where the config makes the model decoupled (CPU models), one instance runs
+``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
+session (single-threaded runs, one copy of the weights and of the kernels' repacked
+weights, whatever the count). ``execute`` hands its batch to a worker and returns once
+another worker is free, so Triton keeps the next requests in its queue (and merges them)
+while every worker is busy; each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
 ``converters/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
 of onnxruntime, fed the same padded, length-sorted sub-batches.
 
-Runs inside Triton's Python stub: numpy, onnxruntime and triton_python_backend_utils (and
-torch on GPU instances) only.
+Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_utils and
+``batch_layout.py`` (copied beside it), and torch on GPU instances, only.
 """
 
-import heapq
 import json
 import os
+import queue
+import threading
 
 import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
+
+# Copied beside this file by the converter: where a batch's rows are cut and packed.
+from batch_layout import pack_rows, plan_sub_batches
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -48,12 +58,11 @@ PACK_WIDTH_PARAMETER = "pack_width"
 # slower per text than sorted sub-batches of the plain graph (their activations outgrow
 # the caches); with this cap packing is never slower, and much faster for small batches.
 PACKED_RUN_TOKENS = 512
-# Row counts ``pack_rows`` tries for a batch, from the fewest that can hold its tokens.
-PACK_ROW_COUNTS = 3
 TORCH_FILE_PARAMETER = "torch_file"
 TORCH_DEVICE_PARAMETER = "torch_device"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
+WORKER_PARAMETER = "worker_count"
 # Config data types of the tensors we publish.
 DTYPES = {
     "TYPE_INT64": np.int64,
@@ -90,9 +99,15 @@ class _Input:
 class TritonPythonModel:
     # The GPU graph (_TorchGraph) where the config names one; onnxruntime otherwise.
     torch = None
+    # The threads that run batches side by side (_Workers), in a decoupled model.
+    workers = None
 
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        self.workers = None
+        if config.get("model_transaction_policy", {}).get("decoupled", False):
+            count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
+            self.workers = _Workers(count, self.answer)
         self.inputs = [_Input(entry) for entry in config["input"]]
         self.outputs = [entry["name"] for entry in config["output"]]
         path = os.path.join(
@@ -131,6 +146,13 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
+        if self.workers is None:
+            return self.answer(requests)
+        self.workers.submit(requests)
+        return None
+
+    def answer(self, requests):
+        """The response of each request of one batch, in order."""
         responses = [None] * len(requests)
         batch = []  # (request index, {input name: array})
         for index, request in enumerate(requests):
@@ -280,8 +302,58 @@ class TritonPythonModel:
         return results
 
     def finalize(self):
+        if self.workers is not None:
+            self.workers.stop()
         self.session = None
         self.torch = None
+
+
+class _Workers:
+    """``count`` threads, each running one batch at a time with ``answer`` and sending
+    each request its response (the final one) through the request's response sender.
+    onnxruntime releases the GIL while it runs, so the runs go side by side."""
+
+    def __init__(self, count, answer):
+        self.answer = answer
+        self.batches = queue.SimpleQueue()
+        self.free = threading.Semaphore(count)
+        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, requests):
+        """Hand the batch to a free worker, then wait until another worker is free: Triton
+        sends the next batch only when ``execute`` returns."""
+        self.free.acquire()
+        self.batches.put(requests)
+        self.free.acquire()
+        self.free.release()
+
+    def stop(self):
+        for _ in self.threads:
+            self.batches.put(None)
+        for thread in self.threads:
+            thread.join(timeout=10)
+
+    def _work(self):
+        while True:
+            requests = self.batches.get()
+            if requests is None:
+                return
+            try:
+                try:
+                    responses = self.answer(requests)
+                except Exception as error:  # noqa: BLE001 - reported to every request of the batch
+                    responses = [_error_response(f"the model failed: {error}")] * len(requests)
+                for request, response in zip(requests, responses):
+                    try:
+                        request.get_response_sender().send(
+                            response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                        )
+                    except Exception:  # noqa: BLE001 - the request is gone (cancelled); answer the rest
+                        pass
+            finally:
+                self.free.release()
 
 
 class _TorchGraph:
@@ -308,91 +380,6 @@ class _TorchGraph:
         with torch.inference_mode(), torch.jit.optimized_execution(False):
             inputs = [torch.from_numpy(feeds[name]).to(self.device) for name in self.input_names]
             return self.module(*inputs).float().cpu().numpy()
-
-
-def plan_sub_batches(lengths, max_rows, overhead_tokens):
-    """Cut rows sorted by length into runs ``[(start, end), ...]`` of at most ``max_rows``.
-
-    A run of ``n`` rows padded to its longest row ``w`` costs about ``overhead + n * w``
-    token-steps: a fixed part (onnxruntime streams every weight once per run, whatever
-    its size) and the padded tokens. Few long runs pad much; many short ones pay the
-    fixed part often. The cut with the least total cost is found by dynamic programming
-    over the sorted lengths (``O(rows * max_rows)``, vectorised per row).
-    With ``overhead_tokens <= 0`` the rows are cut into runs of exactly ``max_rows``.
-    """
-    count = len(lengths)
-    if overhead_tokens <= 0:
-        return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
-    widths = np.asarray(lengths, dtype=np.float64)
-    best = np.zeros(count + 1)  # best[j]: least cost of rows [0, j)
-    cut = np.zeros(count + 1, dtype=np.int64)  # where the last run of that best cut starts
-    for end in range(1, count + 1):
-        first = max(0, end - max_rows)
-        starts = np.arange(first, end)
-        costs = best[first:end] + overhead_tokens + (end - starts) * widths[end - 1]
-        pick = int(np.argmin(costs))
-        best[end] = costs[pick]
-        cut[end] = first + pick
-    runs = []
-    end = count
-    while end > 0:
-        runs.append((int(cut[end]), end))
-        end = int(cut[end])
-    return runs[::-1]
-
-
-def pack_rows(lengths, width):
-    """Texts (row indices) laid into rows of at most ``width`` tokens, so that the run
-    computes few token slots: its rows times its fullest row.
-
-    Two ways are tried and the one with fewer slots wins. First fit decreasing (longest
-    text first, into the first row with room) fills rows to the brim, which suits many
-    texts. Balancing (longest first, into the emptiest of a given number of rows) leaves
-    the rows about equally full, which suits a few texts, whose first-fit rows may end
-    ragged; ``PACK_ROW_COUNTS`` row counts are tried, from the fewest that fit.
-    """
-    lengths = np.asarray(lengths)
-    order = np.argsort(-lengths, kind="stable")
-    best, fullest = _first_fit(lengths, order, width)
-    best_slots = len(best) * fullest
-    count, tried = max(1, -(-int(lengths.sum()) // width)), 0
-    while tried < PACK_ROW_COUNTS and count <= len(lengths) and count * int(lengths[order[0]]) < best_slots:
-        rows, fullest = _balanced(lengths, order, count)
-        count += 1
-        if fullest > width:
-            continue
-        tried += 1
-        if len(rows) * fullest < best_slots:
-            best, best_slots = rows, len(rows) * fullest
-    return best
-
-
-def _first_fit(lengths, order, width):
-    """Rows by first fit decreasing, and the tokens of the fullest."""
-    rows, room = [], []
-    for text in order:
-        length = int(lengths[text])
-        for row, free in enumerate(room):
-            if length <= free:
-                rows[row].append(int(text))
-                room[row] -= length
-                break
-        else:
-            rows.append([int(text)])
-            room.append(width - length)
-    return rows, width - min(room)
-
-
-def _balanced(lengths, order, count):
-    """Rows by dealing texts longest first to the emptiest of ``count``, and the tokens of
-    the fullest."""
-    rows = [[] for _ in range(count)]
-    heap = [(0, row) for row in range(count)]
-    for text in order:
-        tokens, row = heapq.heappop(heap)
-        rows[row].append(int(text))
-        heapq.heappush(heap, (tokens + int(lengths[text]), row))
-    return [row for row in rows if row], max(tokens for tokens, _ in heap)
 
 
 def _error_response(message):

@@ -18,6 +18,7 @@ from embedgate.converters.triton_config import (
     INTRA_OP_PARAMETER,
     ONNX_FILE_PARAMETER,
     PACK_WIDTH_PARAMETER,
+    WORKER_PARAMETER,
     build_text_model_config,
     render,
 )
@@ -86,11 +87,14 @@ def test_without_dynamic_batching_the_config_has_no_batcher():
     assert config.max_batch_size == 64  # requests still carry many rows
 
 
-def test_cpu_instances_and_thread_parameters():
+def test_cpu_instances_are_workers_of_one_decoupled_instance_and_thread_parameters():
     options = TritonConfigOptions(instance_count=3, intra_op_threads=2, inter_op_threads=1)
     config = rendered_and_parsed(options)
 
-    assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_CPU, 3)]
+    # One stub process and one onnxruntime session run three batches at once.
+    assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_CPU, 1)]
+    assert config.model_transaction_policy.decoupled
+    assert config.parameters[WORKER_PARAMETER].string_value == "3"
     assert config.parameters[INTRA_OP_PARAMETER].string_value == "2"
     assert config.parameters[INTER_OP_PARAMETER].string_value == "1"
 
@@ -112,6 +116,8 @@ def test_python_form_on_gpu_runs_the_torchscript_graph_without_packing():
     # Triton sees CPU instances; model.py puts the graph on the GPU.
     assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
     assert config.instance_group[0].count == 2
+    assert not config.model_transaction_policy.decoupled
+    assert WORKER_PARAMETER not in config.parameters
     assert config.parameters["torch_file"].string_value == TORCH_FILE
     assert config.parameters["torch_device"].string_value == "cuda"
     assert config.parameters["pack_width"].string_value == "0"

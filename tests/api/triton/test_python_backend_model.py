@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from google.protobuf import json_format
 
 from embedgate.converters import triton_config
 from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TritonConfigOptions
+from tests.python_backend import FINAL_FLAG
 
 VOCAB_SIZE = 50  # the mean_pool_onnx fixture's
 
@@ -52,8 +55,8 @@ def expected(table: np.ndarray, req) -> np.ndarray:
 def test_a_dynamic_batch_matches_each_request_alone(model, table, ragged_request):
     requests = [ragged_request([3], 0), ragged_request([7, 2, 5], 1), ragged_request([1, 1], 2), ragged_request([12], 3)]
 
-    batched = model.execute(requests)
-    alone = [model.execute([r])[0] for r in requests]
+    batched = model.answer(requests)
+    alone = [model.answer([r])[0] for r in requests]
 
     assert len(batched) == len(requests)
     for req, together, single in zip(requests, batched, alone):
@@ -74,7 +77,7 @@ def test_one_onnxruntime_call_per_dynamic_batch(model, ragged_request):
             return real_run(outputs, feeds)
 
     model.session = CountingSession()
-    model.execute([ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)])
+    model.answer([ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)])
 
     assert calls == [{INPUT_IDS: (4, 7), ATTENTION_MASK: (4, 7)}]
 
@@ -85,7 +88,7 @@ def test_rows_are_sorted_by_length_into_sub_batches_padded_to_their_own_longest(
     # run_overhead_tokens 0: fixed runs of sub_batch_size rows.
     instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=2, run_overhead_tokens=0)
     requests = [ragged_request([3], 0), ragged_request([7, 2], 1), ragged_request([4], 2)]
-    responses = instance.execute(requests)
+    responses = instance.answer(requests)
 
     # Lengths 3, 7, 2, 4 sorted: (2, 3) then (4, 7); each run padded to its own longest.
     assert calls == [(2, 3), (2, 7)]
@@ -98,7 +101,7 @@ def test_runs_are_cut_where_padding_would_cost_more_than_another_run(
 ):
     instance, calls = recording_model(mean_pool_onnx, load_python_model, table, sub_batch_size=64, run_overhead_tokens=8)
     requests = [ragged_request([30], 0), ragged_request([3, 2], 1), ragged_request([4, 3], 2), ragged_request([29], 3)]
-    responses = instance.execute(requests)
+    responses = instance.answer(requests)
 
     # Sorted 2, 3, 3, 4, 29, 30: one run of six would compute 180 tokens; (4 rows x 4) and
     # (2 rows x 30) compute 76, plus 8 for the second run.
@@ -255,6 +258,125 @@ def test_a_config_naming_a_torch_file_runs_that_graph_with_pytorch(mean_pool_onn
     assert on_torch.torch is not None and on_onnx.torch is None
     requests = [ragged_request(lengths, seed) for seed, lengths in enumerate([[3, 9, 1], [12], [5, 5]])]
 
-    for torch_answer, onnx_answer in zip(on_torch.execute(requests), on_onnx.execute(requests)):
+    for torch_answer, onnx_answer in zip(on_torch.answer(requests), on_onnx.answer(requests)):
         assert not torch_answer.has_error()
         np.testing.assert_allclose(torch_answer.output(EMBEDDING), onnx_answer.output(EMBEDDING), rtol=1e-5, atol=1e-6)
+
+
+def test_model_py_reads_the_parameters_the_config_writer_names(load_python_model):
+    module = load_python_model()
+    names = {key: value for key, value in vars(triton_config).items() if key.endswith("_PARAMETER")}
+
+    assert names
+    for key, value in names.items():
+        assert getattr(module, key) == value, key
+
+
+def decoupled_model(mean_pool_onnx, load_python_model, workers):
+    """A CPU model as published: decoupled, ``workers`` batches at once."""
+    config = triton_config.build_text_model_config(
+        "tiny", EMBEDDING, mean_pool_onnx.table.shape[1], TritonConfigOptions(intra_op_threads=1, instance_count=workers)
+    )
+    assert config.model_transaction_policy.decoupled
+    instance = load_python_model().TritonPythonModel()
+    instance.initialize(
+        {
+            "model_config": json_format.MessageToJson(config, preserving_proto_field_name=True),
+            "model_repository": str(mean_pool_onnx.path.parent.parent),
+            "model_version": "1",
+        }
+    )
+    return instance
+
+
+def final_answer(req, timeout=10.0):
+    assert req.sender.done.wait(timeout), "no final response"
+    [(response, flags)] = req.sender.sent
+    assert flags == FINAL_FLAG
+    return response
+
+
+def test_a_decoupled_model_answers_each_request_once_through_its_sender(
+    mean_pool_onnx, load_python_model, table, ragged_request, make_request
+):
+    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    try:
+        requests = [ragged_request([3, 5], 0), ragged_request([7], 1)]
+        malformed = make_request(**{INPUT_IDS: np.ones((1, 3), dtype=np.int64)})
+
+        assert instance.execute(requests[:1]) is None
+        assert instance.execute([requests[1], malformed]) is None
+
+        for req in requests:
+            response = final_answer(req)
+            assert not response.has_error()
+            np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
+        assert "attention_mask is required" in final_answer(malformed).error.message()
+    finally:
+        instance.finalize()
+
+
+def test_workers_run_batches_side_by_side_and_execute_returns_once_one_is_free(
+    mean_pool_onnx, load_python_model, table, ragged_request
+):
+    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    real_run = instance.session.run
+    release = threading.Event()
+    lock = threading.Lock()
+    running = {"now": 0, "most": 0}
+    both_running = threading.Event()
+
+    class GatedSession:
+        def run(self, outputs, feeds):
+            with lock:
+                running["now"] += 1
+                running["most"] = max(running["most"], running["now"])
+                if running["now"] == 2:
+                    both_running.set()
+            release.wait(10)
+            try:
+                return real_run(outputs, feeds)
+            finally:
+                with lock:
+                    running["now"] -= 1
+
+    instance.session = GatedSession()
+    try:
+        first, second = ragged_request([4], 0), ragged_request([6], 1)
+        instance.execute([first])  # a worker is still free: returns at once
+        returned = threading.Event()
+        submitter = threading.Thread(target=lambda: (instance.execute([second]), returned.set()))
+        submitter.start()
+
+        assert both_running.wait(10), "the second batch did not run beside the first"
+        # Both workers are busy: execute holds on, so Triton keeps (and merges) the next
+        # requests in its own queue.
+        assert not returned.wait(0.2)
+        release.set()
+        assert returned.wait(10)
+        submitter.join(10)
+        for req in (first, second):
+            np.testing.assert_allclose(final_answer(req).output(EMBEDDING), expected(table, req), atol=1e-5)
+        assert running["most"] == 2
+    finally:
+        release.set()
+        instance.finalize()
+
+
+def test_a_batch_that_fails_answers_each_of_its_requests_with_the_error(
+    mean_pool_onnx, load_python_model, ragged_request
+):
+    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=1)
+
+    class FailingSession:
+        def run(self, outputs, feeds):
+            raise RuntimeError("out of memory")
+
+    instance.session = FailingSession()
+    try:
+        requests = [ragged_request([3], 0), ragged_request([5], 1)]
+        instance.execute(requests)
+        for req in requests:
+            assert "out of memory" in final_answer(req).error.message()
+    finally:
+        instance.finalize()

@@ -145,10 +145,10 @@ def test_the_python_backend_batches_both_towers(converted, load_python_model, ma
         high = 49407 if dtype is np.int64 else 255
         requests = [make_request(**{name: rng.integers(0, high, (rows, *shape)).astype(dtype)}) for rows in (2, 1, 3)]
         wrong = make_request(**{name: np.zeros((1, *shape[:-1], shape[-1] + 1), dtype)})
-        responses = instance.execute([requests[0], wrong, requests[1], requests[2]])
+        responses = instance.answer([requests[0], wrong, requests[1], requests[2]])
         assert responses[1].has_error() and "must be" in responses[1].error.message()
         together = [r for i, r in enumerate(responses) if i != 1]
-        alone = [instance.execute([r])[0] for r in requests]
+        alone = [instance.answer([r])[0] for r in requests]
         for batched, single in zip(together, alone):
             assert batched.output(EMBEDDING).shape[1] == metadata.embedding_dim
             np.testing.assert_allclose(batched.output(EMBEDDING), single.output(EMBEDDING), atol=1e-5)

@@ -137,7 +137,7 @@ def test_published_python_model_batches_requests_of_different_lengths(
     requests = ragged_requests(make_request, ids, mask)
     model = published_model(published, load_python_model)
 
-    responses = model.execute(requests)
+    responses = model.answer(requests)
 
     embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
     reference = minilm.encode(SENTENCES, convert_to_numpy=True)
@@ -171,7 +171,7 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     model = published_model(published, load_python_model)
     model.session = recorder = RecordingSession(model.session)
 
-    embeddings = np.concatenate([r.output(EMBEDDING) for r in model.execute(requests)])
+    embeddings = np.concatenate([r.output(EMBEDDING) for r in model.answer(requests)])
 
     # One run; the texts share rows, and no row is wider than the pack width.
     assert len(recorder.runs) == 1
@@ -184,7 +184,7 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     many = [f"{text} (number {i})" for i in range(6) for text in texts]
     ids, mask, _ = embed_like_the_gateway(published, many)
     recorder.runs.clear()
-    responses = model.execute(ragged_requests(make_request, ids, mask))
+    responses = model.answer(ragged_requests(make_request, ids, mask))
     embeddings = np.concatenate([r.output(EMBEDDING) for r in responses])
     assert len(recorder.runs) >= 2 and all(rows * width <= 512 for rows, width in recorder.runs)
     row_counts = [rows for rows, _ in recorder.runs]

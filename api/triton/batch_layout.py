@@ -1,0 +1,96 @@
+"""Where a batch's text rows are cut into onnxruntime runs and packed into rows: pure
+numpy, for the Python-backend model (``python_backend_model.py``), which imports it from
+beside itself in the model's version directory, where the converter copies both.
+"""
+
+import heapq
+
+import numpy as np
+
+# Row counts ``pack_rows`` tries for a batch, from the fewest that can hold its tokens.
+PACK_ROW_COUNTS = 3
+
+
+def plan_sub_batches(lengths, max_rows, overhead_tokens):
+    """Cut rows sorted by length into runs ``[(start, end), ...]`` of at most ``max_rows``.
+
+    A run of ``n`` rows padded to its longest row ``w`` costs about ``overhead + n * w``
+    token-steps: a fixed part (onnxruntime streams every weight once per run, whatever
+    its size) and the padded tokens. Few long runs pad much; many short ones pay the
+    fixed part often. The cut with the least total cost is found by dynamic programming
+    over the sorted lengths (``O(rows * max_rows)``, vectorised per row).
+    With ``overhead_tokens <= 0`` the rows are cut into runs of exactly ``max_rows``.
+    """
+    count = len(lengths)
+    if overhead_tokens <= 0:
+        return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
+    widths = np.asarray(lengths, dtype=np.float64)
+    best = np.zeros(count + 1)  # best[j]: least cost of rows [0, j)
+    cut = np.zeros(count + 1, dtype=np.int64)  # where the last run of that best cut starts
+    for end in range(1, count + 1):
+        first = max(0, end - max_rows)
+        starts = np.arange(first, end)
+        costs = best[first:end] + overhead_tokens + (end - starts) * widths[end - 1]
+        pick = int(np.argmin(costs))
+        best[end] = costs[pick]
+        cut[end] = first + pick
+    runs = []
+    end = count
+    while end > 0:
+        runs.append((int(cut[end]), end))
+        end = int(cut[end])
+    return runs[::-1]
+
+
+def pack_rows(lengths, width):
+    """Texts (row indices) laid into rows of at most ``width`` tokens, so that the run
+    computes few token slots: its rows times its fullest row.
+
+    Two ways are tried and the one with fewer slots wins. First fit decreasing (longest
+    text first, into the first row with room) fills rows to the brim, which suits many
+    texts. Balancing (longest first, into the emptiest of a given number of rows) leaves
+    the rows about equally full, which suits a few texts, whose first-fit rows may end
+    ragged; ``PACK_ROW_COUNTS`` row counts are tried, from the fewest that fit.
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    best, fullest = _first_fit(lengths, order, width)
+    best_slots = len(best) * fullest
+    count, tried = max(1, -(-int(lengths.sum()) // width)), 0
+    while tried < PACK_ROW_COUNTS and count <= len(lengths) and count * int(lengths[order[0]]) < best_slots:
+        rows, fullest = _balanced(lengths, order, count)
+        count += 1
+        if fullest > width:
+            continue
+        tried += 1
+        if len(rows) * fullest < best_slots:
+            best, best_slots = rows, len(rows) * fullest
+    return best
+
+
+def _first_fit(lengths, order, width):
+    """Rows by first fit decreasing, and the tokens of the fullest."""
+    rows, room = [], []
+    for text in order:
+        length = int(lengths[text])
+        for row, free in enumerate(room):
+            if length <= free:
+                rows[row].append(int(text))
+                room[row] -= length
+                break
+        else:
+            rows.append([int(text)])
+            room.append(width - length)
+    return rows, width - min(room)
+
+
+def _balanced(lengths, order, count):
+    """Rows by dealing texts longest first to the emptiest of ``count``, and the tokens of
+    the fullest."""
+    rows = [[] for _ in range(count)]
+    heap = [(0, row) for row in range(count)]
+    for text in order:
+        tokens, row = heapq.heappop(heap)
+        rows[row].append(int(text))
+        heapq.heappush(heap, (tokens + int(lengths[text]), row))
+    return [row for row in rows if row], max(tokens for tokens, _ in heap)
