@@ -140,8 +140,8 @@ class Settings(BaseSettings):
     )
     instance_count: int = Field(
         0, ge=0,
-        description="Model instances per model in Triton; 0: one per CPU core ('python' on CPU), 2 ('python' on "
-        "a GPU), 1 ('onnxruntime').",
+        description="Batches a model runs at once; 0: one per CPU core ('python' on CPU: one Triton instance, "
+        "a thread per batch, one copy of the model), 2 ('python' on a GPU: Triton instances), 1 ('onnxruntime').",
     )
     instance_kind: Literal["auto", "cpu", "gpu"] = Field(
         "auto",
