@@ -71,6 +71,7 @@ async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, min
             repository,
             tmp_path / "external.log",
             triton_url=triton.url,
+            triton_grpc_url=triton.grpc_url,
             triton_metrics_url=triton.metrics_url,
         )
         await asyncio.to_thread(wait_ready, external)

@@ -87,7 +87,9 @@ def test_the_installed_wheel_serves_and_converts_minilm(venv, tmp_path, minilm):
             assert answer.status_code == 200, answer.text
         served = np.asarray(answer.json()["text_embeddings"], dtype=np.float32)
         assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
-        # The converter of the wheel copied the wheel's backend model into the repository.
+        # The converter of the wheel copied the wheel's backend model, and the module it
+        # imports, into the repository.
         assert len(list((tmp_path / "repo").glob("*/1/model.py"))) == 1
+        assert len(list((tmp_path / "repo").glob("*/1/batch_layout.py"))) == 1
     finally:
         gateway.stop()
