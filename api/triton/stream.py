@@ -138,23 +138,37 @@ class InferStream:
         self.address = address
         self._channel: grpc.aio.Channel | None = None
         self._stream: _Stream | None = None
+        self._closing: set[asyncio.Task] = set()
         self._ids = itertools.count()
 
-    async def _open_stream(self) -> _Stream:
+    def _open_stream(self) -> _Stream:
+        """The open stream; a new one (on a new channel) where the last one ended. The
+        old one is closed in the background, so calls that arrive meanwhile all take
+        the new one."""
         if self._stream is None or not self._stream.open:
-            if self._stream is not None:
-                # A new channel too: the old one waits out a reconnect backoff, and a
-                # Triton that is back should be reached at once.
-                await self.close()
+            old = (self._stream, self._channel)
+            # A new channel too: the old one waits out a reconnect backoff, and a Triton
+            # that is back should be reached at once.
             self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
             self._stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(self._channel))
+            if old[0] is not None:
+                closing = asyncio.create_task(self._close(*old), name="triton-stream-close")
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
         return self._stream
+
+    @staticmethod
+    async def _close(stream: _Stream | None, channel: grpc.aio.Channel | None) -> None:
+        if stream is not None:
+            await stream.close()
+        if channel is not None:
+            await channel.close()
 
     async def infer(self, request):
         """Send ``request`` (a ``ModelInferRequest``) and return Triton's ``ModelInferResponse``.
         Raises ``StreamError`` with Triton's message, or ``TritonConnectionLost``. A caller
         that stops waiting (its deadline) leaves no trace: a late answer is dropped."""
-        stream = await self._open_stream()
+        stream = self._open_stream()
         request.id = str(next(self._ids))
         answer = stream.send(request)
         try:
@@ -163,9 +177,6 @@ class InferStream:
             stream.forget(request.id)
 
     async def close(self) -> None:
-        if self._stream is not None:
-            await self._stream.close()
-            self._stream = None
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+        current, self._stream, channel, self._channel = self._stream, None, self._channel, None
+        await self._close(current, channel)
+        await asyncio.gather(*self._closing, return_exceptions=True)

@@ -150,8 +150,12 @@ async def test_calls_on_a_stream_that_breaks_are_lost_connections_and_the_next_c
         await client.infer("m", {"input_ids": ids(1, 1)}, "embedding", timeout_s=5)
 
     fake_triton.server = await start_server(fake_triton, fake_triton.port)  # and is back
-    vectors = await client.infer("m", {"input_ids": ids(1, 5)}, "embedding", timeout_s=5)
-    np.testing.assert_array_equal(vectors, np.full((1, 4), 10, dtype=np.float32))
+    answers = await asyncio.gather(
+        *[client.infer("m", {"input_ids": ids(1, n)}, "embedding", timeout_s=5) for n in range(5)]
+    )
+    for n, vectors in enumerate(answers):
+        np.testing.assert_array_equal(vectors, np.full((1, 4), 2 * n, dtype=np.float32))
+    assert fake_triton.streams == 2  # the calls that came together share the new stream
 
 
 def test_an_answer_is_read_by_its_output_name():
