@@ -59,6 +59,11 @@ def output_array(response, name: str) -> np.ndarray:
     raise KeyError(f"Triton's answer has no output {name!r}")
 
 
+# The first request of every stream (see _Stream): a model no repository has.
+PRIMER_MODEL = "embedgate-stream-primer"
+PRIMER_ID = "primer"
+
+
 class StreamError(Exception):
     """Triton answered the request with an error (``message`` is Triton's)."""
 
@@ -76,6 +81,10 @@ class _Stream:
         self.call = stub.ModelStreamInfer()
         self.writer = asyncio.create_task(self._write(), name="triton-stream-writer")
         self.reader = asyncio.create_task(self._read(), name="triton-stream-reader")
+        # Triton holds on to the model of a stream's first request (an unload of it then
+        # waits 30 s and more): the first request names no model, and its error answer is
+        # dropped (no caller waits for its id).
+        self.outbox.put_nowait(service_pb2.ModelInferRequest(model_name=PRIMER_MODEL, id=PRIMER_ID))
 
     @property
     def open(self) -> bool:

@@ -11,6 +11,7 @@ import pytest_asyncio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from embedgate.api.errors import DeadlineExceeded, Overloaded, TritonConnectionLost
+from embedgate.api.triton import stream
 from embedgate.api.triton.client import TritonClient
 from embedgate.api.triton.stream import output_array
 
@@ -36,6 +37,8 @@ class FakeTriton(service_pb2_grpc.GRPCInferenceServiceServicer):
             message.infer_response.id = request.id
             if request.model_name in self.error:
                 message.error_message = self.error[request.model_name]
+            elif not request.inputs:  # as Triton answers a request for a model it lacks
+                message.error_message = f"Request for unknown model: '{request.model_name}' is not found"
             else:
                 shape = tuple(request.inputs[0].shape)
                 ids = np.frombuffer(request.raw_input_contents[0], dtype=np.int64).reshape(shape)
@@ -108,7 +111,11 @@ async def test_calls_share_one_stream_and_each_gets_its_own_answer(fake_triton, 
     ]
     # Triton drops a request still queued at the call's deadline.
     assert request.parameters["timeout"].int64_param == 5_000_000
-    assert len({r.id for r in fake_triton.seen}) == 4
+    # The stream opens with a request for no model (Triton holds on to the model of a
+    # stream's first request, and an unload of it would wait); then one per call.
+    primer, *calls = fake_triton.seen
+    assert (primer.model_name, primer.id) == (stream.PRIMER_MODEL, stream.PRIMER_ID)
+    assert len({r.id for r in calls}) == 4 and stream.PRIMER_ID not in {r.id for r in calls}
 
 
 async def test_a_slow_answer_is_a_deadline_and_its_late_answer_is_dropped(fake_triton, client):
