@@ -20,7 +20,7 @@ import tritonclient.http.aio as triton_http
 from tritonclient.utils import InferenceServerException
 
 from ..errors import DeadlineExceeded, EmbedgateError, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
-from .stream import InferStream, StreamError, infer_request, output_array
+from .stream import InferStream, infer_request, output_array
 
 log = logging.getLogger("embedgate.triton")
 
@@ -35,8 +35,8 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
         return DeadlineExceeded("the request did not finish before its deadline")
     if isinstance(exc, _CONNECTION_ERRORS):
         return TritonConnectionLost("the inference server is unavailable; retry shortly")
-    if isinstance(exc, (InferenceServerException, StreamError)):
-        text = str((exc.message() if callable(exc.message) else exc.message) or "")
+    if isinstance(exc, InferenceServerException):
+        text = str(exc.message() or "")
         lowered = text.lower()
         if "exceeds maximum queue size" in lowered:
             return Overloaded(f"model '{model}' queue is full; retry shortly")

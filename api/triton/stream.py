@@ -19,7 +19,7 @@ import logging
 import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2, service_pb2_grpc
-from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype, triton_to_np_dtype
 
 from ..errors import TritonConnectionLost
 
@@ -64,14 +64,6 @@ PRIMER_MODEL = "embedgate-stream-primer"
 PRIMER_ID = "primer"
 
 
-class StreamError(Exception):
-    """Triton answered the request with an error (``message`` is Triton's)."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
 class _Stream:
     """One open ``ModelStreamInfer`` call: what it still owes, its writer and its reader."""
 
@@ -106,7 +98,7 @@ class _Stream:
                 if answer is None or answer.done():
                     continue  # its caller gave up (deadline, cancelled)
                 if message.error_message:
-                    answer.set_exception(StreamError(message.error_message))
+                    answer.set_exception(InferenceServerException(message.error_message))
                 else:
                     answer.set_result(message.infer_response)
         except grpc.aio.AioRpcError as exc:
@@ -175,7 +167,7 @@ class InferStream:
 
     async def infer(self, request):
         """Send ``request`` (a ``ModelInferRequest``) and return Triton's ``ModelInferResponse``.
-        Raises ``StreamError`` with Triton's message, or ``TritonConnectionLost``. A caller
+        Raises ``InferenceServerException`` with Triton's message, or ``TritonConnectionLost``. A caller
         that stops waiting (its deadline) leaves no trace: a late answer is dropped."""
         stream = self._open_stream()
         request.id = str(next(self._ids))

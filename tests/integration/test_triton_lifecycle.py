@@ -157,3 +157,24 @@ def test_a_load_whose_stub_hangs_ends_tritonserver_and_is_made_again(gateway, mi
         assert not Path(f"/proc/{stub}").exists(), "the stopped stub outlived its tritonserver"
     finally:
         hanging.stop()
+
+
+def test_a_model_called_once_unloads_at_once(gateway, minilm_loaded, tmp_path):
+    """Triton held on to the model of the first request on a gRPC stream, so unloading a
+    model right after its first call waited out the gateway's 30 s. A gateway of its own,
+    so that this call is its stream's first."""
+    published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
+    repository = tmp_path / "repository"
+    shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
+    fresh = start_gateway(repository, tmp_path / "fresh.log")
+    try:
+        wait_ready(fresh)
+        with fresh.client() as http:
+            assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
+            assert http.post("/infer", json={"model_name": MINILM, "text": ["the first call"]}).status_code == 200
+            unload = http.post("/unload_model", json={"model_name": MINILM})
+            assert unload.status_code == 200, unload.text
+            assert http.get("/loaded_models").json()["models"] == []
+        assert "still unloading" not in fresh.log()
+    finally:
+        fresh.stop()
