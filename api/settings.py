@@ -191,10 +191,12 @@ class Settings(BaseSettings):
     )
     admission_deadline_share: float = Field(
         0.8, ge=0, le=1,
-        description="Models the gateway batches: a request is refused at once (503, Retry-After) when its call, after "
-        "the work queued before it at the model's measured speed, would end past this share of its deadline, and a "
-        "waiting request whose call would end past this share of what remains is refused then (0: admit by count "
-        "only).",
+        description="Admission by cost. Models the gateway batches: a request is refused at once (503, Retry-After) "
+        "when its call, after the work queued before it at the model's measured speed, would end past this share of "
+        "its deadline, and a waiting request whose call would end past this share of what remains is refused then. "
+        "Models Triton batches (CLIP, the native form): a request is refused at once when the work admitted and not "
+        "yet answered, with it, at the rate work is answered, would take more than this share of its deadline "
+        "(0: admit by count only).",
     )
     spread_min_texts: int = Field(
         8, ge=0, le=4096,

@@ -31,6 +31,7 @@ from ..settings import Settings
 from ..triton.client import TritonClient
 from . import spreading
 from .admission import admit
+from .backlog import Backlogs
 from .batching import BatchingPolicy
 from .cache import ResponseCache, answer_from_cache
 from .coalescing import Coalescer
@@ -86,6 +87,7 @@ class EmbeddingService:
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
         self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, Embedded, Embeddings]]] = {}
+        self.backlogs = Backlogs(settings.admission_deadline_share)
         megabytes = settings.response_cache_mb
         self.cache = ResponseCache(int(megabytes * 1024 * 1024)) if megabytes > 0 and not settings.noop_inference else None
         if settings.noop_inference:
@@ -198,7 +200,7 @@ class EmbeddingService:
     ) -> Embeddings:
         """The text graph's outputs for ``inputs``: merged with other requests' where they
         fit one call, else tokenized in the pool and sent in chunks."""
-        with self.admit(model):
+        with self.admit(model), self.backlogs.admitted(model, 0, lambda: items_cost(inputs), timeout_s):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
@@ -332,7 +334,7 @@ class EmbeddingService:
         self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
     ) -> ImageEmbeddings:
         assert model.metadata.clip is not None
-        with self.admit(model):
+        with self.admit(model), self.backlogs.admitted(model, 1, lambda: float(len(images)), timeout_s):
             started = time.perf_counter()
             pixels = await self.images.load(images, model.metadata.clip.image)
             loaded = time.perf_counter()

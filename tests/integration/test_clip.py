@@ -5,7 +5,9 @@ address the allow-list admits; everything else on loopback stays refused."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import io
+import threading
 
 import httpx
 import numpy as np
@@ -16,7 +18,7 @@ from tests.clip_model import build_tiny_clip, build_tiny_siglip, reference_model
 from tests.helpers import cosine_rows
 from tests.image_server import ImageServer
 
-from .conftest import start_gateway, wait_ready
+from .conftest import start_gateway, wait_ready, wait_until
 
 MAX_IMAGE_BYTES = 2_000_000
 MAX_IMAGE_PIXELS = 4_000_000
@@ -312,6 +314,49 @@ def test_bad_inputs_are_clear_4xx_and_the_service_keeps_serving(http, loaded, mo
     served_image = good.json()["image_embeddings"]
     assert cosine_rows(served_image, reference_images(reference, [IMAGES["photo.jpg"]]))[0] >= 0.9999
     assert httpx.get(f"{clip_gateway.url}/health/ready").json() == {"status": "ready"}
+
+
+def test_image_requests_past_the_backlog_share_of_their_deadline_are_refused_at_once(
+    clip_gateway, loaded, model, images, reference
+):
+    """Triton batches a CLIP model, so the gateway admits its image requests by the work it
+    has admitted and not answered (the backlog) at the rate it was answered. Requests whose
+    images hang on a held route stand for a backlog; a request whose deadline cannot hold
+    them is refused with 503 and Retry-After, one with time enough is answered, and the
+    held ones are answered once their images come."""
+    uri = "data:image/jpeg;base64," + base64.b64encode(IMAGES["photo.jpg"]).decode()
+    expected = reference_images(reference, [IMAGES["photo.jpg"]])
+    release = threading.Event()
+    images.add("/held.jpg", IMAGES["photo.jpg"], hold=release)
+    held_url = images.url("/held.jpg")
+    try:
+        with clip_gateway.client() as http:
+            for _ in range(3):  # answered requests: the model's rate
+                assert http.post("/infer", json={**model, "image": [uri] * 8}).status_code == 200
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                held = [
+                    pool.submit(
+                        httpx.post, f"{clip_gateway.url}/infer", json={**model, "image": [held_url] * 8}, timeout=60
+                    )
+                    for _ in range(2)
+                ]
+                # Both admitted: their 16 images are being fetched.
+                wait_until(lambda: images.requests.count("/held.jpg") == 16, 30, "the held images to be asked for")
+                # 24 images' work, past 80% of a millisecond at any rate this model reaches.
+                refused = http.post("/infer", json={**model, "image": [uri] * 8}, headers={"x-request-timeout": "0.001"})
+                message = assert_error(refused, 503, "overloaded")
+                assert "of work admitted with this request, past 80% of its 0.001s deadline" in message
+                assert int(refused.headers["retry-after"]) >= 1
+                answered = http.post("/infer", json={**model, "image": [uri] * 8})
+                assert answered.status_code == 200, answered.text
+                assert cosine_rows(answered.json()["image_embeddings"], expected).min() >= 0.9999
+                release.set()
+                for future in held:
+                    response = future.result()
+                    assert response.status_code == 200, response.text
+                    assert cosine_rows(response.json()["image_embeddings"], expected).min() >= 0.9999
+    finally:
+        release.set()
 
 
 def test_listing_and_metrics_show_one_model_with_two_parts(http, loaded, model, tiny):

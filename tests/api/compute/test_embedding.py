@@ -320,3 +320,47 @@ def test_requests_are_admitted_by_cost_where_the_coalescer_is_the_models_only_ba
             assert coalescer.pace.instances == 2 and coalescer.deadline_share == share
     finally:
         service.close()
+
+
+class SlowClient(EchoClient):
+    """Each call takes ``seconds``, however many run at once."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    async def infer(self, triton_name, tensors, output, *, timeout_s):
+        await asyncio.sleep(self.seconds)
+        return await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize("share", [0.8, 0.0])
+async def test_where_triton_batches_work_past_the_deadline_share_is_refused_at_once(minilm_path, share):
+    """A model Triton batches is admitted by its backlog (``backlog.py``): once a request
+    was answered, a burst past the share of its deadline is refused with Retry-After, and
+    the requests admitted are answered."""
+    service = EmbeddingService(Settings(admission_deadline_share=share), SlowClient(0.2))
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 64)
+    model = ServedModel("m", "m", Meta(max_batch_size=64, dynamic_batching=True), tokenizer)
+    request = lambda n: [f"sentence {n} number {i} of a burst" for i in range(8)]  # noqa: E731
+    try:
+        await service.embed_texts(model, request(-1), normalize=False, timeout_s=5)
+        results = await asyncio.gather(
+            *(service.embed_texts(model, request(n), normalize=False, timeout_s=1) for n in range(20)),
+            return_exceptions=True,
+        )
+    finally:
+        service.close()
+    answered = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert all(isinstance(r, Overloaded) and r.retry_after_s >= 1 for r in refused), refused
+    if share:
+        assert answered and refused
+        assert results.index(refused[0]) == len(answered)  # in arrival order: the first ones fit
+        assert "of work admitted with this request, past 80% of its 1s deadline" in refused[0].message
+        backlog = service.backlogs[model.triton_names[0]]
+        assert (backlog.requests, backlog.cost) == (0, 0)
+    else:
+        assert len(answered) == 20
+    for n, result in enumerate(answered):
+        np.testing.assert_array_equal(result.vectors[:, 1], tokenizer.encode(request(n)).input_ids[:, 1])
