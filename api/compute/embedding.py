@@ -350,8 +350,12 @@ class EmbeddingService:
                             lambda: self.client.infer(image_tower, {PIXELS: chunk}, EMBEDDING, timeout_s=timeout_s)
                         )
 
-                limit = model.metadata.max_batch_size
-                chunks = [pixels[start : start + limit] for start in range(0, len(pixels), limit)]
+                # A call per CPU instance at least: the model runs each on one core.
+                parts = -(-len(pixels) // model.metadata.max_batch_size)
+                if model.metadata.gpu is None:
+                    parts = max(parts, min(model.metadata.instance_count, len(pixels)))
+                size = -(-len(pixels) // parts)
+                chunks = [pixels[start : start + size] for start in range(0, len(pixels), size)]
                 vectors = np.concatenate(await run_all([send(chunk) for chunk in chunks]))
             finished = time.perf_counter()
         return ImageEmbeddings(

@@ -1,5 +1,5 @@
-"""Where a batch's text rows are cut into onnxruntime runs and packed into rows: pure
-numpy, for the Python-backend model (``python_backend_model.py``), which imports it from
+"""Where a batch's requests are cut between workers, and its text rows into onnxruntime
+runs and packed into rows: pure numpy, for the Python-backend model (``python_backend_model.py``), which imports it from
 beside itself in the model's version directory, where the converter copies both.
 """
 
@@ -94,3 +94,19 @@ def _balanced(lengths, order, count):
         rows[row].append(int(text))
         heapq.heappush(heap, (tokens + int(lengths[text]), row))
     return [row for row in rows if row], max(tokens for tokens, _ in heap)
+
+
+def split_requests(rows, count):
+    """The requests of a batch (``rows``: each one's row count), in order, cut into at most
+    ``count`` parts of about equal rows: ``[[index, ...], ...]``. A new part begins where a
+    request's middle passes the current part's share of the rows."""
+    count = max(1, min(count, len(rows)))
+    total = sum(rows)
+    parts, part, done = [], [], 0
+    for index, n in enumerate(rows):
+        if part and len(parts) < count - 1 and (done + n / 2) * count > total * (len(parts) + 1):
+            parts.append(part)
+            part = []
+        part.append(index)
+        done += n
+    return parts + [part]

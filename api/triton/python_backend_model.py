@@ -23,9 +23,10 @@ malformed request gets its own error response and does not fail the others.
 Where the config makes the model decoupled (CPU models), one instance runs
 ``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
 session (single-threaded runs, one copy of the weights and of the kernels' repacked
-weights, whatever the count). ``execute`` hands its batch to a worker and returns once
-another worker is free, so Triton keeps the next requests in its queue (and merges them)
-while every worker is busy; each answer goes back through its request's response sender.
+weights, whatever the count). ``execute`` hands its batch to the workers (a batch of
+several requests cut into a part per worker) and returns once another worker is free, so
+Triton keeps the next requests in its queue (and merges them) while every worker is busy;
+each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
 ``converters/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
 of onnxruntime, fed the same padded, length-sorted sub-batches.
@@ -43,8 +44,8 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
-# Copied beside this file by the converter: where a batch's rows are cut and packed.
-from batch_layout import pack_rows, plan_sub_batches
+# Copied beside this file by the converter: where a batch is cut and packed.
+from batch_layout import pack_rows, plan_sub_batches, split_requests
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -107,7 +108,7 @@ class TritonPythonModel:
         self.workers = None
         if config.get("model_transaction_policy", {}).get("decoupled", False):
             count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
-            self.workers = _Workers(count, self.answer)
+            self.workers = _Workers(count, self.answer, self._rows)
         self.inputs = [_Input(entry) for entry in config["input"]]
         self.outputs = [entry["name"] for entry in config["output"]]
         path = os.path.join(
@@ -150,6 +151,11 @@ class TritonPythonModel:
             return self.answer(requests)
         self.workers.submit(requests)
         return None
+
+    def _rows(self, request):
+        """A request's rows (1 without its first input: it is answered with its error)."""
+        tensor = pb_utils.get_input_tensor_by_name(request, self.inputs[0].name)
+        return (tensor.as_numpy().shape or (1,))[0] if tensor is not None else 1
 
     def answer(self, requests):
         """The response of each request of one batch, in order."""
@@ -313,8 +319,8 @@ class _Workers:
     each request its response (the final one) through the request's response sender.
     onnxruntime releases the GIL while it runs, so the runs go side by side."""
 
-    def __init__(self, count, answer):
-        self.answer = answer
+    def __init__(self, count, answer, rows):
+        self.answer, self.rows, self.count = answer, rows, count
         self.batches = queue.SimpleQueue()
         self.free = threading.Semaphore(count)
         self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
@@ -322,12 +328,20 @@ class _Workers:
             thread.start()
 
     def submit(self, requests):
-        """Hand the batch to a free worker, then wait until another worker is free: Triton
-        sends the next batch only when ``execute`` returns."""
-        self.free.acquire()
-        self.batches.put(requests)
+        """Hand the batch to the workers, each part as one frees, then wait until another is
+        free: Triton sends the next batch only when ``execute`` returns. A batch of several
+        requests (all Triton had queued when a worker freed) is cut into a part per worker:
+        else it would run on one while the others, freeing, found Triton's queue empty."""
+        for part in self._parts(requests):
+            self.free.acquire()
+            self.batches.put(part)
         self.free.acquire()
         self.free.release()
+
+    def _parts(self, requests):
+        if min(self.count, len(requests)) == 1:
+            return [requests]
+        return [[requests[i] for i in part] for part in split_requests(list(map(self.rows, requests)), self.count)]
 
     def stop(self):
         for _ in self.threads:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -378,5 +379,54 @@ def test_a_batch_that_fails_answers_each_of_its_requests_with_the_error(
         instance.execute(requests)
         for req in requests:
             assert "out of memory" in final_answer(req).error.message()
+    finally:
+        instance.finalize()
+
+
+@pytest.mark.parametrize(
+    ("rows", "parts"),
+    [
+        ([3], [[3]]),
+        ([8, 8, 8], [[8, 8], [8]]),
+        ([8, 8, 8, 8], [[8, 8], [8, 8]]),
+        ([1, 100], [[1], [100]]),
+        ([100, 1, 1], [[100], [1, 1]]),
+    ],
+)
+def test_a_batch_of_several_requests_is_cut_into_a_part_per_worker_of_about_equal_rows(
+    mean_pool_onnx, load_python_model, ragged_request, rows, parts
+):
+    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    try:
+        requests = [ragged_request([3] * n, seed) for seed, n in enumerate(rows)]
+        cut = instance.workers._parts(requests)
+        assert [[instance._rows(r) for r in part] for part in cut] == parts
+        assert [r for part in cut for r in part] == requests  # every request once, in order
+    finally:
+        instance.finalize()
+
+
+def test_a_merged_batch_runs_on_both_workers(mean_pool_onnx, load_python_model, table, ragged_request):
+    """Triton's dynamic batcher hands a freed worker everything queued; the batch is cut so
+    that the other worker runs its half."""
+    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    real_run = instance.session.run
+    both_running = threading.Barrier(2, timeout=10)
+    runs = itertools.count()
+
+    class MeetingSession:
+        def run(self, outputs, feeds):
+            if next(runs) < 2:
+                both_running.wait()  # breaks (and fails the requests) unless the first two runs meet
+            return real_run(outputs, feeds)
+
+    instance.session = MeetingSession()
+    try:
+        requests = [ragged_request([4, 5], seed) for seed in range(4)]
+        instance.execute(requests)
+        for req in requests:
+            response = final_answer(req)
+            assert not response.has_error(), response.error.message()
+            np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
     finally:
         instance.finalize()
