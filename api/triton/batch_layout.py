@@ -9,6 +9,10 @@ import numpy as np
 
 # Row counts ``pack_rows`` tries for a batch, from the fewest that can hold its tokens.
 PACK_ROW_COUNTS = 3
+# Most rows in one part of a merged batch of fixed-shape rows (images, CLIP token ids),
+# each a whole model pass: small enough that an answer waits for little beyond the work
+# ahead of it, large enough that a run's fixed cost is nothing beside its rows.
+PART_ROWS = 16
 
 
 def plan_sub_batches(lengths, max_rows, overhead_tokens):
@@ -96,12 +100,15 @@ def _balanced(lengths, order, count):
     return [row for row in rows if row], max(tokens for tokens, _ in heap)
 
 
-def split_requests(rows, count):
-    """The requests of a batch (``rows``: each one's row count), in order, cut into at most
-    ``count`` parts of about equal rows: ``[[index, ...], ...]``. A new part begins where a
-    request's middle passes the current part's share of the rows."""
-    count = max(1, min(count, len(rows)))
+def split_requests(rows, count, part_rows=0):
+    """The requests of a batch (``rows``: each one's row count), in order, cut into parts of
+    about equal rows: ``[[index, ...], ...]``. At least ``count`` parts (one per worker) and,
+    with ``part_rows``, enough for parts of at most that many rows; never more than one per
+    request. A new part begins where a request's middle passes the current part's share."""
     total = sum(rows)
+    if part_rows > 0:
+        count = max(count, -(-total // part_rows))
+    count = max(1, min(count, len(rows)))
     parts, part, done = [], [], 0
     for index, n in enumerate(rows):
         if part and len(parts) < count - 1 and (done + n / 2) * count > total * (len(parts) + 1):

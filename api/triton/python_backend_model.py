@@ -45,7 +45,7 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
-from batch_layout import pack_rows, plan_sub_batches, split_requests
+from batch_layout import PART_ROWS, pack_rows, plan_sub_batches, split_requests
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -106,10 +106,11 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.workers = None
+        self.inputs = [_Input(entry) for entry in config["input"]]
         if config.get("model_transaction_policy", {}).get("decoupled", False):
             count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
-            self.workers = _Workers(count, self.answer, self._rows)
-        self.inputs = [_Input(entry) for entry in config["input"]]
+            part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
+            self.workers = _Workers(count, self.answer, self._rows, part_rows)
         self.outputs = [entry["name"] for entry in config["output"]]
         path = os.path.join(
             args["model_repository"],
@@ -319,8 +320,8 @@ class _Workers:
     each request its response (the final one) through the request's response sender.
     onnxruntime releases the GIL while it runs, so the runs go side by side."""
 
-    def __init__(self, count, answer, rows):
-        self.answer, self.rows, self.count = answer, rows, count
+    def __init__(self, count, answer, rows, part_rows=0):
+        self.answer, self.rows, self.count, self.part_rows = answer, rows, count, part_rows
         self.batches = queue.SimpleQueue()
         self.free = threading.Semaphore(count)
         self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
@@ -328,10 +329,9 @@ class _Workers:
             thread.start()
 
     def submit(self, requests):
-        """Hand the batch to the workers, each part as one frees, then wait until another is
-        free: Triton sends the next batch only when ``execute`` returns. A batch of several
-        requests (all Triton had queued when a worker freed) is cut into a part per worker:
-        else it would run on one while the others, freeing, found Triton's queue empty."""
+        """Hand the batch to the workers in parts (``split_requests``), each as one frees,
+        then wait until another is free: Triton sends the next batch only when ``execute``
+        returns. Whole, a merged batch would run on one worker while the others idled."""
         for part in self._parts(requests):
             self.free.acquire()
             self.batches.put(part)
@@ -339,9 +339,8 @@ class _Workers:
         self.free.release()
 
     def _parts(self, requests):
-        if min(self.count, len(requests)) == 1:
-            return [requests]
-        return [[requests[i] for i in part] for part in split_requests(list(map(self.rows, requests)), self.count)]
+        parts = split_requests(list(map(self.rows, requests)), self.count, self.part_rows)
+        return [[requests[i] for i in part] for part in parts]
 
     def stop(self):
         for _ in self.threads:

@@ -430,3 +430,20 @@ def test_a_merged_batch_runs_on_both_workers(mean_pool_onnx, load_python_model, 
             np.testing.assert_allclose(response.output(EMBEDDING), expected(table, req), atol=1e-5)
     finally:
         instance.finalize()
+
+
+@pytest.mark.parametrize(
+    ("rows", "count", "part_rows", "parts"),
+    [
+        ([8, 8, 8, 8], 2, 0, [[0, 1], [2, 3]]),
+        ([8, 8, 8, 8], 2, 16, [[0, 1], [2, 3]]),
+        ([8] * 8, 2, 16, [[0, 1], [2, 3], [4, 5], [6, 7]]),  # 64 images: 4 parts of 16
+        ([4] * 10, 2, 16, [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]),  # 40 rows: 3 parts, none over 16
+        ([64, 64], 2, 16, [[0], [1]]),  # never more parts than requests
+        ([5], 4, 16, [[0]]),
+    ],
+)
+def test_fixed_shape_rows_are_cut_into_parts_of_a_few_rows(rows, count, part_rows, parts):
+    from embedgate.api.triton.batch_layout import split_requests
+
+    assert split_requests(rows, count, part_rows) == parts
