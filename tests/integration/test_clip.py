@@ -91,7 +91,7 @@ def settings(tiny):
         "image_fetch_allow": "127.0.0.2",
         "image_max_bytes": str(MAX_IMAGE_BYTES),
         "image_max_pixels": str(MAX_IMAGE_PIXELS),
-        "image_fetch_timeout_s": "3",
+        "image_fetch_timeout_s": "30",  # held images (a backlog) wait for the test to release them
         "max_images_per_request": "8",
         "max_batch_size": "4",  # small, so that large requests are split into chunks
     }

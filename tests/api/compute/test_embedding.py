@@ -339,14 +339,14 @@ async def test_where_triton_batches_work_past_the_deadline_share_is_refused_at_o
     """A model Triton batches is admitted by its backlog (``backlog.py``): once a request
     was answered, a burst past the share of its deadline is refused with Retry-After, and
     the requests admitted are answered."""
-    service = EmbeddingService(Settings(admission_deadline_share=share), SlowClient(0.2))
+    service = EmbeddingService(Settings(admission_deadline_share=share), SlowClient(0.4))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 64)
     model = ServedModel("m", "m", Meta(max_batch_size=64, dynamic_batching=True), tokenizer)
     request = lambda n: [f"sentence {n} number {i} of a burst" for i in range(8)]  # noqa: E731
     try:
         await service.embed_texts(model, request(-1), normalize=False, timeout_s=5)
         results = await asyncio.gather(
-            *(service.embed_texts(model, request(n), normalize=False, timeout_s=1) for n in range(20)),
+            *(service.embed_texts(model, request(n), normalize=False, timeout_s=2) for n in range(20)),
             return_exceptions=True,
         )
     finally:
@@ -357,7 +357,7 @@ async def test_where_triton_batches_work_past_the_deadline_share_is_refused_at_o
     if share:
         assert answered and refused
         assert results.index(refused[0]) == len(answered)  # in arrival order: the first ones fit
-        assert "of work admitted with this request, past 80% of its 1s deadline" in refused[0].message
+        assert "of work admitted with this request, past 80% of its 2s deadline" in refused[0].message
         backlog = service.backlogs[model.triton_names[0]]
         assert (backlog.requests, backlog.cost) == (0, 0)
     else:
