@@ -1,6 +1,7 @@
 """Where a batch's requests are cut between workers, and its text rows into onnxruntime
-runs and packed into rows: pure numpy, for the Python-backend model (``python_backend_model.py``), which imports it from
-beside itself in the model's version directory, where the converter copies both.
+runs and packed into rows: pure numpy, for the Python-backend model
+(``python_backend_model.py``), which imports it from beside itself in the model's version
+directory, where the converter copies both.
 """
 
 import heapq

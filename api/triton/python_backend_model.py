@@ -23,8 +23,8 @@ malformed request gets its own error response and does not fail the others.
 Where the config makes the model decoupled (CPU models), one instance runs
 ``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
 session (single-threaded runs, one copy of the weights and of the kernels' repacked
-weights, whatever the count). ``execute`` hands its batch to the workers (a batch of
-several requests cut into a part per worker) and returns once another worker is free, so
+weights, whatever the count). ``execute`` hands its batch to the workers (a merged batch
+cut into parts, ``split_requests``) and returns once another worker is free, so
 Triton keeps the next requests in its queue (and merges them) while every worker is busy;
 each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
