@@ -13,7 +13,9 @@ work was admitted), over the last ``window_s`` seconds of busy time. Under load 
 the model's throughput; at low load it is less (a lone request pays a whole call's fixed
 cost on one instance), which only makes the forecast cautious, and at low load the
 backlog is short. Work that failed (its deadline, an error) counts its busy time and no
-units, so a model falling behind is read slower.
+units, so a model falling behind is read slower. Small work (texts of less than
+``pacing.MIN_READ_COST`` estimated tokens) is not read: its time is mostly what any call
+costs, and read per unit it would make a burst of large requests look many times slower.
 
 A request is refused at once (503 with Retry-After) when the backlog and itself, at that
 rate, would take more than ``deadline_share`` of its deadline; never while nothing else is
@@ -49,10 +51,12 @@ class Backlog:
         name: str,
         deadline_share: float,
         *,
+        min_read: float = 0.0,
         window_s: float = BUSY_WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.name = name
+        self.min_read = min_read
         self.deadline_share = deadline_share
         self.window_s = window_s
         self._clock = clock
@@ -100,7 +104,8 @@ class Backlog:
 
     def _release(self, cost: float, answered: bool) -> None:
         now = self._clock()
-        self._read(max(0.0, now - self._mark), cost if answered else 0.0)
+        if cost >= self.min_read:  # small work's time is mostly what any call costs: not read
+            self._read(max(0.0, now - self._mark), cost if answered else 0.0)
         self._mark = now
         self.requests -= 1
         self.cost = max(0.0, self.cost - cost) if self.requests else 0.0
@@ -125,16 +130,18 @@ class Backlogs:
         self._known: dict[str, tuple[ServedModel, Backlog]] = {}
 
     def admitted(
-        self, model: ServedModel, part: int, cost: Callable[[], float], timeout_s: float
+        self, model: ServedModel, part: int, cost: Callable[[], float], timeout_s: float, min_read: float = 0.0
     ) -> contextlib.AbstractContextManager[None]:
         """Work of ``cost()`` admitted for the model's Triton ``part`` (0: its text graph, 1:
-        a CLIP image tower), where Triton batches the model; else nothing to do."""
+        a CLIP image tower), where Triton batches the model; else nothing to do. Work of
+        less than ``min_read`` is not read for the rate."""
         if not self.deadline_share or not model.metadata.dynamic_batching:
             return contextlib.nullcontext()
         name = model.triton_names[part]
         known = self._known.get(name)
         if known is None or known[0] is not model:
-            known = self._known[name] = (model, Backlog(f"model '{model.name}'", self.deadline_share))
+            backlog = Backlog(f"model '{model.name}'", self.deadline_share, min_read=min_read)
+            known = self._known[name] = (model, backlog)
         return known[1].admitted(cost(), timeout_s)
 
     def __getitem__(self, triton_name: str) -> Backlog:

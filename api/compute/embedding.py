@@ -38,7 +38,7 @@ from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
 from .kinds import Task, sparsify
-from .pacing import Pace, items_cost
+from .pacing import MIN_READ_COST, Pace, items_cost
 from .preprocess.text import TokenBatch, bucket_length
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision, quantized
@@ -200,7 +200,7 @@ class EmbeddingService:
     ) -> Embeddings:
         """The text graph's outputs for ``inputs``: merged with other requests' where they
         fit one call, else tokenized in the pool and sent in chunks."""
-        with self.admit(model), self.backlogs.admitted(model, 0, lambda: items_cost(inputs), timeout_s):
+        with self.admit(model), self.backlogs.admitted(model, 0, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.

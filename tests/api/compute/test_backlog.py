@@ -134,3 +134,13 @@ def test_nothing_is_kept_without_a_share_or_where_the_gateway_batches(share, dyn
         pass
     with pytest.raises(KeyError):
         backlogs["m_image_encoder"]
+
+
+def test_small_work_is_not_read(clock):
+    backlog = Backlog("model 'm'", 0.8, min_read=64, clock=clock)
+    with backlog.admitted(10, 30):
+        clock.now += 1.0
+    assert backlog.rate is None
+    with backlog.admitted(100, 30):
+        clock.now += 0.5
+    assert backlog.rate == pytest.approx(200.0)
