@@ -26,13 +26,12 @@ refused later: its deadline goes to Triton with it, which drops a call still que
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import Overloaded
+from .pacing import past_share
 
 if TYPE_CHECKING:
     from .served import ServedModel
@@ -89,14 +88,8 @@ class Backlog:
         rate = self.rate
         if self.requests and rate is not None and self.deadline_share > 0:
             needed = (self.cost + cost) / rate
-            allowed = self.deadline_share * timeout_s
-            if needed > allowed:
-                retry = min(60, max(1, math.ceil(needed - allowed)))
-                raise Overloaded(
-                    f"{self.name} has about {needed:.0f}s of work admitted with this request, past "
-                    f"{self.deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
-                    retry_after_s=retry,
-                )
+            if needed > self.deadline_share * timeout_s:
+                raise past_share(self.name, needed, self.deadline_share, timeout_s, "admitted with this request")
         if not self.requests:
             self._mark = self._clock()  # idle until now: not busy time
         self.requests += 1

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..errors import Overloaded
-from .pacing import Pace, Schedule
+from .pacing import Pace, Schedule, past_share
 
 Item = TypeVar("Item")
 Merged = TypeVar("Merged")
@@ -174,12 +174,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         for call in self._upcoming(items, cost):
             needed = schedule.add(sum(waiter_cost for _, waiter_cost in call)) - now
         if needed > allowed:
-            retry = min(60, max(1, math.ceil(needed - allowed)))
-            raise Overloaded(
-                f"{self.name} has about {needed:.0f}s of work queued for this request, past "
-                f"{self.deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
-                retry_after_s=retry,
-            )
+            raise past_share(self.name, needed, self.deadline_share, timeout_s, "queued for this request")
         return cost
 
     def _schedule(self, now: float) -> Schedule | None:

@@ -36,6 +36,8 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 
+from ..errors import Overloaded
+
 # The model's first calls, which pay for onnxruntime's first runs: not read.
 SKIPPED_CALLS = 1
 # The last calls read: the slowest of them counts.
@@ -46,6 +48,17 @@ MIN_READ_COST = 64.0
 # Characters per token of an English text, about; a token or two for the special tokens.
 CHARS_PER_TOKEN = 4
 SPECIAL_TOKENS = 2
+
+
+def past_share(name: str, needed_s: float, deadline_share: float, timeout_s: float, what: str) -> Overloaded:
+    """The refusal of a request whose work would take ``needed_s``, past ``deadline_share``
+    of its ``timeout_s`` deadline; it says to retry once the excess has drained."""
+    retry = min(60, max(1, math.ceil(needed_s - deadline_share * timeout_s)))
+    return Overloaded(
+        f"{name} has about {needed_s:.0f}s of work {what}, past "
+        f"{deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
+        retry_after_s=retry,
+    )
 
 
 def text_cost(item: str | tuple[str, ...]) -> float:

@@ -339,7 +339,8 @@ class _Workers:
         self.free.release()
 
     def _parts(self, requests):
-        parts = split_requests(list(map(self.rows, requests)), self.count, self.part_rows)
+        rows = list(map(self.rows, requests)) if len(requests) > 1 else [1]  # one request: one part
+        parts = split_requests(rows, self.count, self.part_rows)
         return [[requests[i] for i in part] for part in parts]
 
     def stop(self):
