@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - other platforms
 
 from embedgate.converters import weights
 
-from . import compare, inprocess, job, plot, processes, server_stats, sweep
+from . import compare, inprocess, job, plot, processes, served_model, server_stats, sweep
 from .connection import Target
 from .endpoints import build_endpoint
 from .loadgen import LoadRun, run_load
@@ -275,7 +275,10 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     if args.sweep:
-        _run_loop(sweep.run(args, report, server_run=_server_run, open_model=_open_model, progress=_progress))
+        _run_loop(sweep.run(
+            args, report, server_run=_server_run, open_model=_open_model, progress=_progress,
+            measure_served=served_model.core_ms_per_text, cores=report["machine"]["cpus"],
+        ))
         print(sweep.format_sweep(report))
         if args.plot:
             args.plot.write_text(plot.sweep_svg(report))

@@ -17,6 +17,12 @@ Each step's ratios are its p50 over the reference latency of its request size, a
 throughput over the sorted limit. The targets (``TARGETS``) are the low-load latency ratios
 at one client and the throughput ratio at the most clients. Every step sends inputs of its
 own seed, so no step meets another's inputs in the server's response cache.
+
+Two breakdowns say where the time goes: one client's single-sentence p50 split into its
+parts (``breakdown``), and what the server spends per embedding at the most clients,
+split between the model's own runs (the repository's stub run in this process on batches
+of the size Triton ran, :mod:`served_model`), Triton, the gateway, the load generator and
+idle cores, against what the sorted limit spends (``throughput_breakdown``).
 """
 
 from __future__ import annotations
@@ -121,6 +127,33 @@ def breakdown(step: dict, references: dict) -> dict | None:
     }
 
 
+def throughput_breakdown(step: dict, served: dict | None, limit_per_s: float, cores: int) -> dict | None:
+    """What one embedding of ``step`` cost (ms of a core): the model's own runs
+    (``served``: the stub in this process), the rest of Triton's CPU, the gateway's, the
+    load generator's and the cores' idle time, beside what the sorted limit spends per
+    embedding; and the throughput ratio the server would reach with no idle core."""
+    load, cpu = step["load"], step.get("cpu_ms_per_request") or {}
+    if served is None or not load["embeddings"] or not {"triton", "gateway", "client"} <= set(cpu):
+        return None
+    per_request = load["embeddings"] / load["successful_requests"]
+    triton, gateway, client = (cpu[role] / per_request for role in ("triton", "gateway", "client"))
+    spent = cores * 1000 / load["embeddings_per_s"]
+    busy = triton + gateway + client
+    model = served["core_ms_per_text"]
+    return {
+        "clients": step["clients"],
+        "embeddings_per_s": load["embeddings_per_s"],
+        "rows_per_model_request": served["rows_per_request"],
+        "model_run": round(model, 3),
+        "triton_own": round(triton - model, 3),
+        "gateway": round(gateway, 3),
+        "client": round(client, 3),
+        "idle": round(max(0.0, spent - busy), 3),
+        "sorted_limit": round(cores * 1000 / limit_per_s, 3),
+        "ratio_without_idle": round(cores * 1000 / busy / limit_per_s, 3),
+    }
+
+
 def sorted_limit(model: inprocess.LocalModel, batch_size: int, seed: int) -> dict:
     payload = SentencePayload(1, seed)
     texts = [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)]
@@ -160,6 +193,8 @@ async def run(
     server_run: Callable[..., Awaitable[Any]],
     open_model: Callable[[argparse.Namespace], inprocess.LocalModel],
     progress: Callable[[str], None],
+    measure_served: Callable[[inprocess.LocalModel, list[str], int], dict | None] | None = None,
+    cores: int = 1,
 ) -> None:
     clients = args.sweep_clients or list(DEFAULT_CLIENTS)
     model: inprocess.LocalModel | None = None
@@ -195,6 +230,14 @@ async def run(
     for step in steps:
         step["ratios"] = ratios(step, references)
     fewest = next(s for s in steps if s["payload"] == "single" and s["clients"] == min(clients))
+    most = next(s for s in steps if s["payload"] == "single" and s["clients"] == max(clients))
+    served = None
+    batch = (most.get("triton") or {}).get("average_batch_size")
+    if measure_served is not None and batch:
+        rows = max(1, round(batch))
+        progress(f"the served model in-process: requests of {rows} sentences, as Triton ran them")
+        payload = SentencePayload(1, args.seed)
+        served = measure_served(model, [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)], rows)
     report["sweep"] = {
         "batch_size": args.batch_size,
         "intra_op_threads": model.intra_op_threads,
@@ -202,6 +245,9 @@ async def run(
         "steps": steps,
         "targets": verdicts(steps),
         "breakdown": breakdown(fewest, references),
+        "throughput_breakdown": throughput_breakdown(
+            most, served, references["sorted_limit"]["embeddings_per_s"], cores
+        ),
     }
 
 
@@ -247,6 +293,17 @@ def format_sweep(report: dict) -> str:
             "{:.2f}, waiting {:.2f}, Triton and its stub {:.2f}, the model run (one thread) {:.2f}".format(
                 fewest_clients(sweep), parts["p50"], parts["outside_the_gateway"], parts["gateway"], parts["tokenize"],
                 parts["queue"], parts["triton_and_stub"], parts["model_run"],
+            )
+        )
+    spent = sweep.get("throughput_breakdown")
+    if spent:
+        lines.append(
+            "{} clients, 1 sentence, {:.0f} embeddings/s, per embedding in ms of a core: the model's runs {:.2f} "
+            "(requests of {} sentences), the rest of Triton {:.2f}, the gateway {:.2f}, the load generator {:.2f}, "
+            "idle {:.2f}; the sorted limit spends {:.2f}; with no idle core: {}".format(
+                spent["clients"], spent["embeddings_per_s"], spent["model_run"], spent["rows_per_model_request"],
+                spent["triton_own"], spent["gateway"], spent["client"], spent["idle"], spent["sorted_limit"],
+                _ratio(spent["ratio_without_idle"]),
             )
         )
     lines += ["", "Targets:"]

@@ -137,3 +137,52 @@ def test_the_sweep_reports_the_breakdown_of_its_fewest_clients(minilm_tokenizer)
     report, _, session = run_sweep(minilm_tokenizer)
     assert report["sweep"]["references"]["model_run_one_thread"]["count"] == sweep.REFERENCE_REQUESTS["single"]
     assert report["sweep"]["breakdown"] is None  # the fake server sends no timing headers
+
+
+def test_the_throughput_breakdown_splits_what_an_embedding_costs():
+    step = {
+        "clients": 64,
+        "load": {"embeddings": 1200, "successful_requests": 600, "embeddings_per_s": 500.0},
+        # Per request of two embeddings.
+        "cpu_ms_per_request": {"triton": 5.0, "gateway": 1.0, "client": 0.2},
+    }
+    served = {"core_ms_per_text": 2.0, "rows_per_request": 14}
+    parts = sweep.throughput_breakdown(step, served, limit_per_s=800.0, cores=2)
+    assert parts == {
+        "clients": 64, "embeddings_per_s": 500.0, "rows_per_model_request": 14,
+        "model_run": 2.0, "triton_own": 0.5, "gateway": 0.5, "client": 0.1,
+        "idle": 0.9,  # 2 cores x 1000 / 500 = 4 ms spent per embedding, 3.1 of them busy
+        "sorted_limit": 2.5, "ratio_without_idle": round(2000 / 3.1 / 800, 3),
+    }
+    # Without the served model's measure or the processes' CPU there is no breakdown.
+    assert sweep.throughput_breakdown(step, None, 800.0, 2) is None
+    assert sweep.throughput_breakdown({**step, "cpu_ms_per_request": {}}, served, 800.0, 2) is None
+
+
+def test_the_sweep_measures_the_served_model_on_batches_of_the_size_triton_ran(minilm_tokenizer):
+    measured = []
+
+    def measure_served(model, texts, rows):
+        measured.append((len(texts), rows))
+        return {"core_ms_per_text": 1.0, "rows_per_request": rows}
+
+    args = argparse.Namespace(seed=3, batch_size=8, sweep_clients=[1, 4], model="m")
+    model = LocalModel(Path("model.onnx"), None, minilm_tokenizer, RecordingSession(), 0)
+
+    async def server_run(step_args, step, before_load):
+        before_load(None)
+        step["load"] = fake_step_load(step_args.concurrency, step_args.payload, step_args.batch_size)
+        step["triton"] = {"average_batch_size": 3.6 * step_args.concurrency}
+        step["cpu_ms_per_request"] = {"triton": 1.5, "gateway": 0.5, "client": 0.1}
+
+    report = {"config": {"model": "m"}}
+    asyncio.run(sweep.run(
+        args, report, server_run=server_run, open_model=lambda _: model, progress=lambda _: None,
+        measure_served=measure_served, cores=2,
+    ))
+    assert measured == [(sweep.LIMIT_TEXTS, 14)]  # the most clients' single sentences: 14.4 rows a run
+    parts = report["sweep"]["throughput_breakdown"]
+    assert parts["clients"] == 4 and parts["model_run"] == 1.0 and parts["triton_own"] == 0.5
+    assert "4 clients, 1 sentence, 400 embeddings/s, per embedding in ms of a core: the model's runs 1.00" in (
+        sweep.format_sweep(report)
+    )

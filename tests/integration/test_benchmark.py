@@ -105,7 +105,7 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
     report = run_benchmark(
         gateway, tmp_path / "sweep.json",
         "--sweep", "--sweep-clients", "1", "2", "--batch-size", "4", "--duration", "1", "--warmup", "0",
-        "--seed", "3", "--plot", str(tmp_path / "sweep.svg"), stdout=("| clients | request | p50 ms", "Triton and its stub", "Targets:"),
+        "--seed", "3", "--plot", str(tmp_path / "sweep.svg"), stdout=("| clients | request | p50 ms", "Triton and its stub", "per embedding in ms of a core", "Targets:"),
     )
     sweep = report["sweep"]
     assert [(s["clients"], s["payload"]) for s in sweep["steps"]] == [(1, "single"), (2, "single"), (1, "batch"), (2, "batch")]
@@ -130,6 +130,13 @@ def test_a_sweep_measures_each_step_against_the_in_process_references(gateway, m
     # The parts split the p50 whole (the model run, measured apart, is taken out of
     # Triton's time; on a loaded machine that part can come out negative).
     assert sum(v for k, v in parts.items() if k != "p50") == pytest.approx(parts["p50"], abs=0.05)
+    # What an embedding cost at the most clients: the served stub (run in the benchmark's
+    # process on batches of the size Triton ran) apart from the rest of the server.
+    spent = sweep["throughput_breakdown"]
+    (busiest,) = [s for s in sweep["steps"] if (s["clients"], s["payload"]) == (2, "single")]
+    assert spent["clients"] == 2 and spent["embeddings_per_s"] == busiest["load"]["embeddings_per_s"]
+    assert spent["rows_per_model_request"] == max(1, round(busiest["triton"]["average_batch_size"]))
+    assert spent["model_run"] > 0 and spent["gateway"] > 0 and spent["sorted_limit"] > 0
     assert (tmp_path / "sweep.svg").read_text().startswith("<svg")
 
 

@@ -1,0 +1,158 @@
+"""The model as Triton's Python stub runs it, in this process.
+
+The repository's own ``model.py`` (with the ``batch_layout.py`` copied beside it) is
+imported with a stand-in for ``triton_python_backend_utils`` and handed batches of
+tokenized sentences as Triton hands them: each a request of ``rows`` texts, from one
+thread per worker (``worker_count`` in the model's config), as the stub's workers run
+them. The process's CPU time per text is then the model's own share of what the server
+spends per text (its graph, its packing and sub-batching), measured apart from Triton,
+the stub's transport and the gateway.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+from .inprocess import CONFIG_FILE, LocalModel
+
+STUB_FILE = "model.py"
+PB_UTILS = "triton_python_backend_utils"
+
+
+class _Tensor:
+    def __init__(self, name: str, array: np.ndarray):
+        self._name, self._array = name, array
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray:
+        return self._array
+
+
+class _Response:
+    def __init__(self, output_tensors, error=None):
+        self.output_tensors, self.error = output_tensors, error
+
+    def has_error(self) -> bool:
+        return self.error is not None
+
+
+class _Error:
+    def __init__(self, message: str):
+        self._message = message
+
+    def message(self) -> str:
+        return self._message
+
+
+class _Request:
+    def __init__(self, **inputs: np.ndarray):
+        self.inputs = [_Tensor(name, array) for name, array in inputs.items()]
+
+
+def _stand_in() -> types.ModuleType:
+    """What model.py uses of ``triton_python_backend_utils`` when ``answer`` is called."""
+    module = types.ModuleType(PB_UTILS)
+    module.Tensor = _Tensor
+    module.TritonError = _Error
+    module.InferenceResponse = _Response
+    module.get_input_tensor_by_name = lambda request, name: next(
+        (tensor for tensor in request.inputs if tensor.name() == name), None
+    )
+    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+    return module
+
+
+def _config_json(model_dir: Path) -> dict:
+    from google.protobuf import json_format
+
+    from embedgate.converters.triton_config import parse
+
+    config = parse((model_dir / CONFIG_FILE).read_text())
+    # Triton hands model.py its config as JSON with the proto's field names.
+    return json.loads(json_format.MessageToJson(config, preserving_proto_field_name=True))
+
+
+def open_stub(model_dir: Path):
+    """The stub's model, initialized from the repository as Triton initializes it, and its
+    worker count; None where the model is not a CPU model of the Python backend."""
+    stub = model_dir / "1" / STUB_FILE
+    if not stub.is_file() or not (model_dir / CONFIG_FILE).is_file():
+        return None
+    config = _config_json(model_dir)
+    parameters = {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}
+    if parameters.get("torch_file"):
+        return None  # a GPU graph: its cost is not a core's
+    saved = sys.modules.get(PB_UTILS)
+    sys.modules[PB_UTILS] = _stand_in()
+    sys.path.insert(0, str(stub.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("embedgate_served_model", stub)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(stub.parent))
+        if saved is None:
+            sys.modules.pop(PB_UTILS, None)
+        else:
+            sys.modules[PB_UTILS] = saved
+    instance = module.TritonPythonModel()
+    instance.initialize({"model_config": json.dumps(config), "model_repository": str(model_dir), "model_version": "1"})
+    return instance, max(1, int(parameters.get("worker_count") or 1))
+
+
+def core_ms_per_text(model: LocalModel, texts: list[str], rows: int) -> dict | None:
+    """CPU ms per text (and texts/s) of the served model answering ``texts`` in requests of
+    ``rows`` texts, one thread per worker, tokenized beforehand as the gateway sends them;
+    None where the model has no CPU stub in the repository."""
+    opened = open_stub(model.onnx_path.parent.parent)
+    if opened is None:
+        return None
+    stub, workers = opened
+    rows = max(1, rows)
+    batches = []
+    for start in range(0, len(texts), rows):
+        tokens = model.tokenizer.encode(texts[start : start + rows])
+        longest = int(max(tokens.token_counts))
+        batches.append([_Request(input_ids=tokens.input_ids[:, :longest], attention_mask=tokens.attention_mask[:, :longest])])
+    try:
+        stub.answer(batches[0])  # onnxruntime plans on its first runs
+        pending = iter(batches)
+        lock = threading.Lock()
+        failed: list[str] = []
+
+        def work() -> None:
+            while True:
+                with lock:
+                    batch = next(pending, None)
+                if batch is None:
+                    return
+                failed.extend(r.error.message() for r in stub.answer(batch) if r.has_error())
+
+        threads = [threading.Thread(target=work) for _ in range(workers)]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        stub.finalize()
+    if failed:
+        raise RuntimeError(f"the served model failed: {failed[0]}")
+    return {
+        "rows_per_request": rows,
+        "texts": len(texts),
+        "threads": workers,
+        "core_ms_per_text": round(cpu * 1000 / len(texts), 4),
+        "texts_per_s": round(len(texts) / wall, 2),
+    }
