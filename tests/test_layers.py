@@ -19,7 +19,7 @@ LAYERS = [
     ("models",),
     ("compute",),
     ("compute.preprocess", "triton"),
-    ("telemetry", "errors", "settings", "__init__"),
+    ("telemetry", "errors", "settings", "collector", "__init__"),
 ]
 
 

@@ -57,14 +57,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def serve(settings: Settings) -> None:
     import uvicorn
 
+    from .. import collector
     from ..http.app import create_app
 
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    app = create_app(settings)
+    collector.settle()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

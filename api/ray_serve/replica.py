@@ -11,6 +11,7 @@ import ray
 from ray import serve
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import collector
 from ..http.app import create_app
 from ..settings import Settings
 from .cluster import ServeCluster
@@ -55,6 +56,7 @@ class EmbedGate:
         self._app = create_app(self.settings, cluster=self.cluster)
         self._app.add_middleware(ReplicaHeader, replica_id=self.replica_id)
         self._unready_since: float | None = None
+        collector.settle()
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return self._app
