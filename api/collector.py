@@ -5,7 +5,7 @@ walk every object the process holds. A gateway under load holds thousands of you
 objects at any moment (each request in flight its parsed body, tasks, futures, response),
 so at 700 it ran thousands of young collections a minute, each walking the requests in
 flight, which then aged into the older generations and made those walks longer; and each
-full collection walked the 130,000-odd objects the imports made (about 90 ms, with every
+full collection walked the 136,000-odd objects startup made (about 90 ms, with every
 request stopped). Measured at 64 clients sending single sentences (``docs/performance.md``):
 0.2 of the gateway's 0.6 ms of CPU per request.
 
