@@ -25,11 +25,12 @@ from .inprocess import CONFIG_FILE, LocalModel
 
 STUB_FILE = "model.py"
 PB_UTILS = "triton_python_backend_utils"
+FINAL_FLAG = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
-class _Tensor:
+class Tensor:
     def __init__(self, name: str, array: np.ndarray):
-        self._name, self._array = name, array
+        self._name, self._array = name, np.asarray(array)
 
     def name(self) -> str:
         return self._name
@@ -38,15 +39,7 @@ class _Tensor:
         return self._array
 
 
-class _Response:
-    def __init__(self, output_tensors, error=None):
-        self.output_tensors, self.error = output_tensors, error
-
-    def has_error(self) -> bool:
-        return self.error is not None
-
-
-class _Error:
+class TritonError:
     def __init__(self, message: str):
         self._message = message
 
@@ -54,21 +47,33 @@ class _Error:
         return self._message
 
 
+class InferenceResponse:
+    def __init__(self, output_tensors, error=None):
+        self.output_tensors, self.error = list(output_tensors), error
+
+    def has_error(self) -> bool:
+        return self.error is not None
+
+    def output(self, name: str) -> np.ndarray:
+        return next(t.as_numpy() for t in self.output_tensors if t.name() == name)
+
+
 class _Request:
     def __init__(self, **inputs: np.ndarray):
-        self.inputs = [_Tensor(name, array) for name, array in inputs.items()]
+        self.inputs = [Tensor(name, array) for name, array in inputs.items()]
 
 
-def _stand_in() -> types.ModuleType:
-    """What model.py uses of ``triton_python_backend_utils`` when ``answer`` is called."""
+def stand_in() -> types.ModuleType:
+    """What model.py uses of ``triton_python_backend_utils`` (requests: objects with an
+    ``inputs`` list of tensors; a decoupled model's also ``get_response_sender()``)."""
     module = types.ModuleType(PB_UTILS)
-    module.Tensor = _Tensor
-    module.TritonError = _Error
-    module.InferenceResponse = _Response
+    module.Tensor = Tensor
+    module.TritonError = TritonError
+    module.InferenceResponse = InferenceResponse
     module.get_input_tensor_by_name = lambda request, name: next(
         (tensor for tensor in request.inputs if tensor.name() == name), None
     )
-    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL_FLAG
     return module
 
 
@@ -93,7 +98,7 @@ def open_stub(model_dir: Path):
     if parameters.get("torch_file"):
         return None  # a GPU graph: its cost is not a core's
     saved = sys.modules.get(PB_UTILS)
-    sys.modules[PB_UTILS] = _stand_in()
+    sys.modules[PB_UTILS] = stand_in()
     sys.path.insert(0, str(stub.parent))
     try:
         spec = importlib.util.spec_from_file_location("embedgate_served_model", stub)

@@ -16,51 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embedgate.bench.served_model import FINAL_FLAG, PB_UTILS, InferenceResponse, Tensor, stand_in
+
 BACKEND_MODEL = Path(__file__).resolve().parents[1] / "api" / "triton" / "python_backend_model.py"
 
 
-# --- a stand-in for triton_python_backend_utils, enough for api/triton/python_backend_model.py ---
-
-FINAL_FLAG = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
-
-
-class FakeTensor:
-    def __init__(self, name: str, array: np.ndarray):
-        self._name = name
-        self._array = np.asarray(array)
-
-    def name(self) -> str:
-        return self._name
-
-    def as_numpy(self) -> np.ndarray:
-        return self._array
-
-
-class FakeTritonError:
-    def __init__(self, message: str):
-        self._message = message
-
-    def message(self) -> str:
-        return self._message
-
-
-class FakeInferenceResponse:
-    def __init__(self, output_tensors, error=None):
-        self.output_tensors = list(output_tensors)
-        self.error = error
-
-    def has_error(self) -> bool:
-        return self.error is not None
-
-    def output(self, name: str) -> np.ndarray:
-        return next(t.as_numpy() for t in self.output_tensors if t.name() == name)
+# --- a stand-in for triton_python_backend_utils (the benchmark's), with response senders ---
 
 
 class FakeResponseSender:
     """What a decoupled model's answers go through: records each response and its flags."""
 
     def __init__(self):
-        self.sent: list[tuple[FakeInferenceResponse, int]] = []
+        self.sent: list[tuple[InferenceResponse, int]] = []
         self.done = threading.Event()
 
     def send(self, response=None, flags: int = 0) -> None:
@@ -71,26 +39,17 @@ class FakeResponseSender:
 
 class FakeInferenceRequest:
     def __init__(self, **inputs: np.ndarray):
-        self.inputs = [FakeTensor(name, array) for name, array in inputs.items()]
+        self.inputs = [Tensor(name, array) for name, array in inputs.items()]
         self.sender = FakeResponseSender()
 
     def get_response_sender(self) -> FakeResponseSender:
         return self.sender
 
 
-def _get_input_tensor_by_name(request: FakeInferenceRequest, name: str):
-    return next((t for t in request.inputs if t.name() == name), None)
-
-
 @pytest.fixture
 def fake_pb_utils(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    module = types.ModuleType("triton_python_backend_utils")
-    module.Tensor = FakeTensor
-    module.TritonError = FakeTritonError
-    module.InferenceResponse = FakeInferenceResponse
-    module.get_input_tensor_by_name = _get_input_tensor_by_name
-    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL_FLAG
-    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", module)
+    module = stand_in()
+    monkeypatch.setitem(sys.modules, PB_UTILS, module)
     return module
 
 
