@@ -73,6 +73,22 @@ def load(model_class: str, source: Source, spec: ConversionSpec):
     return model.float().eval()
 
 
+def routed(model) -> str | None:
+    """Why ``model`` cannot be exported as one module stack: it holds a ``Router`` (modules
+    chosen per task, e.g. ``Router.for_query_document``), whose graph would follow one
+    route for every request; None where it holds none."""
+    for module in model.modules():
+        if type(module).__name__ == "Router" and hasattr(module, "sub_modules"):
+            routes = ", ".join(repr(route) for route in module.sub_modules)
+            default = getattr(module, "default_route", None)
+            return (
+                f"it routes its inputs through different modules per task (a Router with routes {routes}, "
+                f"default {default!r}); one graph would answer every task with one route's modules, "
+                "so embedgate does not serve routed models yet"
+            )
+    return None
+
+
 def text_transformer(model):
     """The model's first module, checked to be a text Transformer the gateway can tokenize for."""
     transformer = model[0]

@@ -331,3 +331,20 @@ ARCHITECTURES = {
     "qwen3": (qwen3_model, "lasttoken"),
     "bert-dense": (bert_dense_model, "mean"),
 }
+
+
+def routed_model(directory: Path, seed: int = 0) -> Path:
+    """An asymmetric model: one Transformer and mean pooling, then a Router with a
+    different Dense head for queries and for documents (``Router.for_query_document``)."""
+    _torch_seed(seed)
+    transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
+    width = transformer.get_embedding_dimension()
+    router = Router.for_query_document(query_modules=[Dense(width, 16)], document_modules=[Dense(width, 16)])
+    modules = [transformer, Pooling(width, pooling_mode="mean"), router]
+    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
+    return directory

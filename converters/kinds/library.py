@@ -39,6 +39,10 @@ class LibraryKind(KindConverter):
         gateway could not serve it exactly."""
         self.step(f"loading model as a {self.model_class} from {self.source.description}")
         model = module_stack.load(self.model_class, self.source, self.spec)
+        # First: a Router is refused for what it is, whatever module comes first.
+        reason = module_stack.routed(model)
+        if reason is not None:
+            raise UnsupportedModelError(f"unsupported {self.noun}: {reason}")
         transformer = module_stack.text_transformer(model)
         reason = self.refusal(model)
         if reason is not None:

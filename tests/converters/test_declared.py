@@ -87,3 +87,13 @@ def test_a_variant_of_a_cross_encoder_is_refused(tmp_path):
     assert run.returncode == 8, run.stderr[-2000:]
     assert "CrossEncoder" in run.last_line["error"] and "variants" in run.last_line["error"]
     assert not (tmp_path / "repository" / "org--model---int8").exists()
+
+
+def test_a_routed_model_is_refused_naming_its_routes_and_nothing_is_published(tmp_path):
+    # One graph would answer queries with the document route's head: refused, not served wrong.
+    model = tiny_models.routed_model(tmp_path / "model")
+    run = run_converter(spec_for(model, tmp_path / "repository"))
+    assert run.returncode == 8, run.stderr[-2000:]
+    error = run.last_line["error"]
+    assert "Router" in error and "'query'" in error and "'document'" in error, error
+    assert not (tmp_path / "repository" / "org--model").exists()
