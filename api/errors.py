@@ -184,6 +184,14 @@ class TritonError(EmbedgateError):
     code = "triton_error"
 
 
+class PrimaryUnavailable(EmbedgateError):
+    """A gateway worker lost its line to the server's primary process (which runs Triton
+    and the model lifecycle): it stopped, or is restarting the worker."""
+
+    code = "primary_unavailable"
+    retry_after_s = 1
+
+
 class ReplicaLoadFailed(EmbedgateError):
     code = "replica_load_failed"
 

@@ -2,41 +2,49 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 from .compute.embedding import EmbeddingService
-from .errors import EmbedgateError
 from .jobs.coordinator import Coordinator
 from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
 from .jobs.service import JobService
 from .jobs.store import JobStore
 from .jobs.worker import BatchEndpoint
+from .models.host import ModelHost, Triton
 from .models.registry import ModelControl, ModelRegistry
 from .settings import Settings
+from .telemetry import scrape
 from .triton.client import TritonClient
-from .triton.supervisor import ExternalTriton, TritonSupervisor
 
-log = logging.getLogger("embedgate")
-# How often the gateway checks that an external Triton still has the models it serves.
-EXTERNAL_CHECK_S = 2.0
 JOB_STORE = "jobs.sqlite3"
 # What serves a batch job's lines of one URL, made once the gateway's parts exist.
 EndpointFactory = Callable[[ModelRegistry, EmbeddingService, Settings], BatchEndpoint]
 
 
 class Cluster(Protocol):
-    """Where the set of loaded models lives when the gateway is one of many replicas
-    (the Ray Serve application): loads and unloads go through it, not the manifest; and
-    where bulk jobs are coordinated, for every replica's worker."""
+    """Where the set of loaded models lives when the gateway is one of many (a replica of
+    the Ray Serve application, or a worker of ``embedgate serve --workers N``): loads and
+    unloads go through it, not the manifest; and where bulk jobs are coordinated, for
+    every gateway's worker."""
+
+    def triton(self) -> Triton | None:
+        """The Triton this gateway serves through when another process runs it; None:
+        the gateway's own, as the settings say."""
+        ...
 
     def control(self, registry: ModelRegistry) -> ModelControl: ...
 
     def job_queue(self, settings: Settings) -> JobQueue: ...
+
+    def attached(self, gateway: Gateway) -> None:
+        """The gateway has started with this cluster's registry and control."""
+        ...
+
+    async def gather_metrics(self, own: bytes) -> list[bytes]:
+        """The metrics texts of the whole server, this gateway's (``own``) among them."""
+        ...
 
 
 class Gateway:
@@ -46,44 +54,32 @@ class Gateway:
         self.settings = settings
         self.cluster = cluster
         self.batch_endpoints = batch_endpoints
-        self.triton: TritonSupervisor | ExternalTriton = (
-            TritonSupervisor(settings, settings.model_repository)
-            if settings.embedded
-            else ExternalTriton(settings.triton_url or "", settings.triton_metrics_url, settings.triton_grpc_url)
-        )
+        self.host = ModelHost(settings, restore=cluster is None, triton=cluster.triton() if cluster else None)
+        self.triton = self.host.triton
         self.client: TritonClient
         self.registry: ModelRegistry
         # Loads, unloads and deletes: this gateway's registry, or the cluster's desired state.
         self.models: ModelControl
         self.embeddings: EmbeddingService
         self.jobs: JobService
-        self.restoring = True
-        self._restore_task: asyncio.Task | None = None
-        self._external_watch: asyncio.Task | None = None
-        self._external_ready = (0.0, False)
+
+    @property
+    def restoring(self) -> bool:
+        """Models from before a restart (or the cluster's models) are still being loaded."""
+        return self.host.restoring
 
     async def start(self) -> None:
-        await self.triton.start()
-        self.client = TritonClient(
-            self.triton.url,
-            self.triton.grpc_url,
-            control_timeout_s=self.settings.load_timeout_s,
-            load_watch=self.triton.watch_load,
-        )
-        self.registry = ModelRegistry(self.settings, self.client, self.triton, keep_manifest=self.cluster is None)
+        await self.host.start()
+        self.client = self.host.client
+        self.registry = self.host.registry
         self.embeddings = EmbeddingService(self.settings, self.client, self.triton)
-        self.triton.on_restart(self.registry.reload_all)
-        if not self.triton.embedded:
-            self._external_watch = asyncio.create_task(self._watch_external(), name="external-triton-watch")
-        if self.cluster is None:
-            self.models = self.registry
-            self._restore_task = asyncio.create_task(self._restore(), name="restore-models")
-        else:
-            # The cluster hands this replica its models (Ray Serve's reconfigure), which
-            # ends the restoring (``cluster_models_applied``).
-            self.models = self.cluster.control(self.registry)
+        # With a cluster, it hands this gateway its models (Ray Serve's reconfigure, a
+        # worker's primary), which ends the restoring (``cluster_models_applied``).
+        self.models = self.registry if self.cluster is None else self.cluster.control(self.registry)
         self.jobs = self._jobs()
         self.jobs.start()
+        if self.cluster is not None:
+            self.cluster.attached(self)
 
     def _jobs(self) -> JobService:
         settings = self.settings
@@ -102,54 +98,44 @@ class Gateway:
         )
 
     async def stop(self) -> None:
-        for task in (self._restore_task, self._external_watch):
-            if task:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await self.host.stop_tasks()
         await self.jobs.stop()
-        # Close keep-alive connections before Triton stops (else it waits, then segfaults).
-        await self.client.close()
         self.embeddings.close()
         await self.embeddings.images.close()
-        await self.triton.stop()
+        await self.host.stop()
 
     def cluster_models_applied(self) -> None:
-        """The replica now serves the cluster's models: bulk jobs may lease work here (a
+        """The gateway now serves the cluster's models: bulk jobs may lease work here (a
         chunk for a model not loaded yet would fail its batch as unloaded)."""
-        self.restoring = False
-
-    async def _restore(self) -> None:
-        """Bring back the models that were loaded before a restart, then preloads."""
-        names = list(dict.fromkeys(await asyncio.to_thread(self.registry.manifest) + self.settings.preload_models))
-        for name in names:
-            try:
-                await self.registry.restore(name)
-            except EmbedgateError as exc:
-                log.error("could not restore model %s: %s", name, exc.message)
-        self.restoring = False
-
-    async def _watch_external(self) -> None:
-        """Nobody here restarts an external Triton, and one that restarts comes back with
-        no model loaded: check every few seconds and load again what it lost."""
-        while True:
-            await asyncio.sleep(EXTERNAL_CHECK_S)
-            if self.restoring:
-                continue
-            try:
-                await self.registry.reload_missing()
-            except EmbedgateError:
-                pass  # unreachable right now: next time
+        self.host.restoring = False
 
     async def triton_ready(self) -> bool:
-        if self.triton.embedded:
-            return self.triton.is_ready()
-        # External Triton: ask it, at most once a second (health checks stay cheap).
-        checked_at, ready = self._external_ready
-        if time.monotonic() - checked_at > 1.0:
-            ready = await self.client.is_ready()
-            self._external_ready = (time.monotonic(), ready)
-        return ready
+        return await self.host.triton_ready()
 
     def saturated(self) -> bool:
         limit = self.settings.max_inflight_requests
         return any(m.inflight >= limit for m in self.registry.loaded())
+
+    async def own_metrics(self, *, triton_scraped: bool) -> bytes:
+        """This process's metrics and state, in Prometheus's text format."""
+        cache = self.embeddings.cache
+        state = scrape.GatewayState(
+            models=[
+                scrape.ModelState(m.name, m.inflight, m.metadata.kind, m.metadata.form, m.cache_hits, m.cache_misses)
+                for m in self.registry.loaded()
+            ],
+            inflight_limit=self.settings.max_inflight_requests,
+            triton_restarts=self.triton.restarts,
+            triton_ready=await self.triton_ready(),
+            triton_scraped=triton_scraped,
+            cache=None if cache is None else scrape.cache_state(cache.stats()),
+        )
+        return scrape.own_text(state)
+
+    async def metrics_text(self) -> bytes:
+        """One scrape of the whole server: every gateway process's metrics (summed where
+        several serve), then Triton's."""
+        triton_text = await scrape.fetch_triton_metrics(self.triton.metrics_url)
+        own = await self.own_metrics(triton_scraped=triton_text is not None)
+        texts = [own] if self.cluster is None else await self.cluster.gather_metrics(own)
+        return scrape.merged(texts) + (triton_text or b"")

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import atexit
 import json
-import resource
 import shutil
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from embedgate.converters import weights
 from . import compare, inprocess, job, plot, processes, served_model, server_stats, sweep
 from .connection import Target
 from .endpoints import build_endpoint
-from .loadgen import LoadRun, run_load
+from .loadgen import LoadRun, run_load_split
 from .options import build_parser, validate
 from .payloads import Payload, build_payload
 from .report import format_summary, load_summary, machine, per_request, write_json
@@ -126,22 +125,24 @@ async def _server_run(
         first_index = 0
         if args.warmup > 0:
             _progress(f"warming up for {args.warmup:g}s with {args.concurrency} clients")
-            warm = await run_load(target, endpoint, payload, concurrency=args.concurrency,
-                                  timeout_s=args.timeout, duration_s=args.warmup,
-                                  honor_retry_after=args.honor_retry_after)
-            first_index = len(warm.records)
+            warm = await run_load_split(
+                args.load_processes, target=target, endpoint=endpoint, payload=payload,
+                concurrency=args.concurrency, timeout_s=args.timeout, duration_s=args.warmup,
+                honor_retry_after=args.honor_retry_after,
+            )
+            first_index = max((r.index for r in warm.run.records), default=-1) + 1
 
         counters_before = await server_stats.read_settled_counters(session, args.url, serves)
         procs_before = processes.sample(roots) if roots else []
-        client_before = resource.getrusage(resource.RUSAGE_SELF)
         amount = f"{args.requests} requests" if args.requests else f"{args.duration:g}s"
-        _progress(f"measuring: {amount}, {args.concurrency} clients, {args.payload} payload")
-        run = await run_load(
-            target, endpoint, payload, concurrency=args.concurrency, timeout_s=args.timeout,
-            first_index=first_index, requests=args.requests, duration_s=args.duration,
+        generators = f" from {args.load_processes} processes" if args.load_processes > 1 else ""
+        _progress(f"measuring: {amount}, {args.concurrency} clients{generators}, {args.payload} payload")
+        split = await run_load_split(
+            args.load_processes, target=target, endpoint=endpoint, payload=payload, concurrency=args.concurrency,
+            timeout_s=args.timeout, first_index=first_index, requests=args.requests, duration_s=args.duration,
             honor_retry_after=args.honor_retry_after,
         )
-        client_after = resource.getrusage(resource.RUSAGE_SELF)
+        run = split.run
         procs_after = processes.sample(roots) if roots else []
         if watch:
             await watch.stop()
@@ -150,8 +151,11 @@ async def _server_run(
     report["load"] = load_summary(run)
     report["triton"] = server_stats.batching_delta(counters_before, counters_after)
     cpu = processes.cpu_by_role(procs_before, procs_after) if roots else {}
-    cpu["client"] = (client_after.ru_utime + client_after.ru_stime) - (client_before.ru_utime + client_before.ru_stime)
+    cpu["client"] = split.client_cpu_s
     report["cpu_ms_per_request"] = per_request(cpu, len(run.records))
+    by_process = processes.cpu_by_process(procs_before, procs_after) if roots else {}
+    if any(label.startswith("gateway worker") for label in by_process):
+        report["cpu_ms_per_request_by_process"] = per_request(by_process, len(run.records))
     if watch:
         report["memory"] = {
             "kind": watch.memory_kind,
@@ -225,6 +229,7 @@ def _config(args: argparse.Namespace) -> dict:
         "payload": args.payload,
         "per_request": 1 if args.payload == "single" else args.batch_size,
         "concurrency": args.concurrency,
+        "load_processes": args.load_processes,
         "requests": args.requests,
         "duration_s": args.duration,
         "warmup_s": args.warmup,

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     amount = load.add_mutually_exclusive_group()
     amount.add_argument("--requests", type=int, help="total requests to measure")
     amount.add_argument("--duration", type=float, help=f"seconds to measure (default {DEFAULT_DURATION_S:g})")
+    load.add_argument("--load-processes", type=int, default=1, metavar="K",
+                      help="generate the load from K processes, the clients split between them (default 1: "
+                      "this one); one Python process sends at most a few thousand requests/s")
     load.add_argument("--warmup", type=float, default=5.0, help="seconds of unmeasured load first (default 5)")
     load.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
     load.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
@@ -102,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size", "hot_inputs"):
+    for name in ("batch_size", "concurrency", "inprocess_batch_size", "image_size", "hot_inputs", "load_processes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.model_path and (args.pretrained or args.compare_model or args.no_load):

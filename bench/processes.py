@@ -31,9 +31,31 @@ class ProcessSample:
     cpu_s: float
     memory_kind: str  # "pss" or "rss"
 
+    # "worker N" for a gateway worker of ``embedgate serve --workers N``, else "".
+    part: str = ""
+
     @property
     def role(self) -> str:
         return "triton" if self.name.startswith("triton") else "gateway"
+
+    @property
+    def label(self) -> str:
+        """Who the process is: ``gateway worker 0``, ``gateway`` (a single gateway, or the
+        primary of workers), ``tritonserver``, ``triton_python_backend_stub``."""
+        return self.part or (self.role if self.role == "gateway" else self.name)
+
+
+WORKER_MODULE = b"embedgate.api.workers.worker"
+
+
+def _part(pid: int) -> str:
+    try:
+        args = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    if WORKER_MODULE in args and b"--index" in args:
+        return f"gateway worker {args[args.index(b'--index') + 1].decode()}"
+    return ""
 
 
 def listening_pids(port: int) -> list[int]:
@@ -104,7 +126,7 @@ def sample(roots: list[int]) -> list[ProcessSample]:
     for pid in process_tree(roots):
         stat, memory = _stat(pid), _memory_kb(pid)
         if stat is not None and memory is not None:
-            samples.append(ProcessSample(pid, stat[0], memory[0], stat[2], memory[1]))
+            samples.append(ProcessSample(pid, stat[0], memory[0], stat[2], memory[1], _part(pid)))
     return samples
 
 
@@ -115,6 +137,16 @@ def cpu_by_role(before: list[ProcessSample], after: list[ProcessSample]) -> dict
     used: dict[str, float] = {}
     for s in after:
         used[s.role] = used.get(s.role, 0.0) + s.cpu_s - earlier.get(s.pid, 0.0)
+    return used
+
+
+def cpu_by_process(before: list[ProcessSample], after: list[ProcessSample]) -> dict[str, float]:
+    """CPU seconds used between two samples by each kind of process (``label``): the
+    gateway workers one by one, Triton, its stubs together."""
+    earlier = {s.pid: s.cpu_s for s in before}
+    used: dict[str, float] = {}
+    for s in after:
+        used[s.label] = used.get(s.label, 0.0) + s.cpu_s - earlier.get(s.pid, 0.0)
     return used
 
 

@@ -147,6 +147,9 @@ def format_summary(report: dict) -> str:
     cpu = report.get("cpu_ms_per_request")
     if cpu:
         lines.append("CPU per request (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    by_process = report.get("cpu_ms_per_request_by_process")
+    if by_process:
+        lines.append("CPU per request by process (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in by_process.items()))
     memory = report.get("memory")
     if memory:
         roles = ", ".join(f"{k} {v:.0f}" for k, v in memory["peak_by_role_mb"].items())

@@ -12,7 +12,7 @@ PACKAGE = "embedgate.api"
 
 # Top to bottom. A module's layer is the longest prefix listed here.
 LAYERS = [
-    ("cli", "ray_serve", "__main__"),
+    ("cli", "ray_serve", "workers", "__main__"),
     ("http",),
     ("gateway",),
     ("jobs",),

@@ -59,11 +59,17 @@ def serve(settings: Settings) -> None:
 
     from .. import collector
     from ..http.app import create_app
+    from ..workers import primary
+    from ..workers.pool import worker_count
 
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    workers = worker_count(settings)
+    if workers > 1:
+        primary.serve(settings, workers)
+        return
     app = create_app(settings)
     collector.settle()
     uvicorn.run(
@@ -236,7 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve" and args.ray:
         from ..ray_serve.launch import run
 
-        run(settings_from_args(args))
+        settings = settings_from_args(args)
+        if settings.workers > 1:
+            raise SystemExit(
+                "embedgate: --workers runs gateway processes on one machine; with --ray each replica is one "
+                "gateway process: scale with --ray-replicas"
+            )
+        run(settings)
         return 0
     if args.command == "serve":
         serve(settings_from_args(args))

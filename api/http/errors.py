@@ -54,6 +54,7 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.NotReady: 503,
     errors.TritonUnavailable: 503,
     errors.RepositoryUnavailable: 503,
+    errors.PrimaryUnavailable: 503,
     errors.DeadlineExceeded: 504,
     errors.InsufficientStorage: 507,
 }

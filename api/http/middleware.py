@@ -4,6 +4,8 @@
   content type is the route's to check, after routing: ``routing.BodyRoute``.)
 - ``CancelOnDisconnect``: on inference paths, a client that goes away cancels its
   request, so it stops costing tokenization, admission slots and Triton calls.
+- ``ServedBy``: a header on every answer naming the process that served it (a Ray Serve
+  replica, a gateway worker), for operators and for tests of the whole.
 """
 
 from __future__ import annotations
@@ -130,3 +132,20 @@ class CancelOnDisconnect:
                 request_task.uncancel()
         finally:
             pump_task.cancel()
+
+
+class ServedBy:
+    def __init__(self, app: ASGIApp, header: bytes, value: str):
+        self.app = app
+        self._header = (header, value.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), self._header]
+            await send(message)
+
+        await self.app(scope, receive, tagged)

@@ -46,6 +46,12 @@ class Progress:
         if match:
             self._tell(match["message"])
 
+    def relay(self, event: Event) -> None:
+        """An event of the same work told by another process (a gateway worker's load,
+        run by its primary): to this process's listeners, as it came."""
+        for listener in self._listeners:
+            listener(event)
+
     def _tell(self, message: str) -> None:
         if self._listeners:
             event = {"event": "progress", "elapsed_s": round(self.elapsed(), 2), "message": message}

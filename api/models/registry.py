@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +89,9 @@ class ModelRegistry:
         # that is not loaded is answered from this, never by a call to the bucket).
         self._seen: set[str] = set()
         self._manifest_lock = asyncio.Lock()
+        # Told after the set of served models changed (a model added, or taken out before
+        # Triton unloads it): the primary of several gateway workers tells them all.
+        self.on_change: Callable[[], Awaitable[None]] | None = None
 
     # --- lookups (hot path: no I/O unless the model is missing)
     def served(self, name: str, pretrained: str | None = None) -> ServedModel:
@@ -116,6 +120,10 @@ class ModelRegistry:
     def is_served(self, key: str) -> bool:
         """Whether the model a registry key names is loaded (a bulk job's models)."""
         return key in self._served
+
+    def held(self, key: str) -> ServedModel | None:
+        """The loaded model of a registry key, or None."""
+        return self._served.get(key)
 
     def read_metadata(self, triton_name: str) -> ModelMetadata | None:
         """The model's metadata.json (blocking: off the event loop for a remote repository)."""
@@ -233,11 +241,14 @@ class ModelRegistry:
         self._seen.update(staged)
         return metadata
 
-    async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
+    async def _model(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
         # A remote repository's tokenizer comes from the gateway's cache, fetched when the
         # bucket holds a conversion the cache has no copy of.
         tokenizer = await off_loop(kind_of(metadata).tokenizer, self.repository.fetch, triton_name)
-        model = ServedModel(name, triton_name, metadata, tokenizer)
+        return ServedModel(name, triton_name, metadata, tokenizer)
+
+    async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
+        model = await self._model(name, triton_name, metadata)
         restarts = self.triton.restarts if self.triton is not None else 0
         try:
             await self._load_parts(model)
@@ -250,9 +261,43 @@ class ModelRegistry:
             await self._load_parts(model)
         self._served[name] = model
         log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
+        await self._changed()
         return model
 
+    async def _changed(self) -> None:
+        if self.on_change is not None:
+            await self.on_change()
+
+    async def adopt(self, key: str) -> ServedModel:
+        """Serve a model another process has loaded into the Triton this registry shares
+        (a gateway worker's, loaded by its primary): read its metadata and tokenizer, and
+        never load it in Triton."""
+        ref = ModelRef.from_key(key)
+        async with self._locks[ref.triton_name]:
+            state, metadata = await off_loop(self._find, ref)
+            if state is not OnDisk.PUBLISHED or metadata is None:
+                raise ModelNotFound(f"model '{ref.described()}' is not in the repository")
+            model = await self._model(ref.key, ref.triton_name, metadata)
+            self._served[ref.key] = model
+            return model
+
+    def forget(self, key: str) -> None:
+        """No longer serve a model another process unloaded (or is about to)."""
+        self._served.pop(key, None)
+
+    async def _already_served(self, model: ServedModel) -> bool:
+        """An external Triton that already serves every part of the model (another
+        gateway loaded it): loading it again would replace its instances under that
+        gateway's requests."""
+        if self.triton is None or getattr(self.triton, "embedded", True):
+            return False
+        states = await self.client.repository_states()
+        return all(states.get(part) == "READY" for part in model.triton_names)
+
     async def _load_parts(self, model: ServedModel) -> None:
+        if await self._already_served(model):
+            log.info("model %s is already loaded in the external Triton; serving it as it is", model.name)
+            return
         loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
         outcomes = await asyncio.gather(*loads, return_exceptions=True)
         failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
@@ -270,6 +315,7 @@ class ModelRegistry:
                 self.served(name, pretrained)  # raises 404 or 409 with the right message
             model = self._served.pop(ref.key)
             await self._write_manifest()
+            await self._changed()
             for part in model.triton_names:
                 await self.client.unload(part)
             log.info("model %s unloaded", ref.key)
@@ -283,6 +329,7 @@ class ModelRegistry:
             model = self._served.pop(ref.key, None)
             if model is not None:
                 await self._write_manifest()
+                await self._changed()
                 for part in model.triton_names:
                     await self.client.unload(part)
             # The first part first: without it the model is no longer listed.

@@ -38,8 +38,19 @@ class ServeCluster:
         self._board = board if board is not None else board_for(api.app_name)
         self._reconciling = asyncio.Lock()
 
+    def triton(self) -> None:
+        """Every replica runs its own Triton, as the settings say."""
+        return None
+
     def control(self, registry: ModelRegistry) -> ClusterModels:
         return ClusterModels(registry, self)
+
+    def attached(self, gateway: Any) -> None:
+        """Nothing to do: Serve's ``reconfigure`` hands the replica its models."""
+
+    async def gather_metrics(self, own: bytes) -> list[bytes]:
+        """Each replica is scraped on its own (Serve routes a scrape to one of them)."""
+        return [own]
 
     def job_queue(self, settings: Settings) -> RayQueue:
         """Bulk jobs: the application's coordinator actor, shared by every replica."""

@@ -25,7 +25,8 @@ from .replica import DEPLOYMENT
 IMPORT_PATH = "embedgate.api.ray_serve.app:build"
 # Settings that concern the launcher, not the replicas; keys travel in the environment,
 # never in the Serve config (which the dashboard shows).
-_LAUNCHER_ONLY = {"host", "port"} | {
+# A replica is one gateway process (Serve scales by replicas): ``workers`` is not theirs.
+_LAUNCHER_ONLY = {"host", "port", "workers"} | {
     name for name in Settings.model_fields if name.startswith("ray_") and name != "ray_dashboard_url"
 }
 _SECRETS = {"api_keys": "EMBEDGATE_API_KEYS", "admin_keys": "EMBEDGATE_ADMIN_KEYS"}

@@ -9,10 +9,11 @@ from typing import Any
 
 import ray
 from ray import serve
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from .. import collector
 from ..http.app import create_app
+from ..http.middleware import ServedBy
 from ..settings import Settings
 from .cluster import ServeCluster
 from .config_api import ServeConfigApi
@@ -54,7 +55,7 @@ class EmbedGate:
             converge_timeout_s=self.settings.load_timeout_s,
         )
         self._app = create_app(self.settings, cluster=self.cluster)
-        self._app.add_middleware(ReplicaHeader, replica_id=self.replica_id)
+        self._app.add_middleware(ServedBy, header=REPLICA_HEADER, value=self.replica_id)
         self._unready_since: float | None = None
         collector.settle()
 
@@ -85,22 +86,3 @@ class EmbedGate:
             await self.cluster.leave()
         except Exception:  # the cluster may be going away too
             pass
-
-
-class ReplicaHeader:
-    """Says which replica answered (for operators, and for tests of the whole)."""
-
-    def __init__(self, app: ASGIApp, replica_id: str):
-        self.app = app
-        self._value = replica_id.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def tagged(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (REPLICA_HEADER, self._value)]
-            await send(message)
-
-        await self.app(scope, receive, tagged)

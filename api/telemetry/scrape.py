@@ -15,7 +15,10 @@ import httpx
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from .merge import merged
 from .metrics import REGISTRY
+
+__all__ = ["merged"]
 
 log = logging.getLogger("embedgate.telemetry")
 
@@ -131,6 +134,12 @@ async def fetch_triton_metrics(url: str) -> bytes | None:
     return text if text.endswith(b"\n") else text + b"\n"
 
 
-def render(state: GatewayState, triton_text: bytes | None) -> bytes:
-    """The gateway's metrics, its state and Triton's metrics (if fetched) in one text."""
-    return generate_latest(REGISTRY) + generate_latest(state) + (triton_text or b"")
+def cache_state(stats) -> CacheState:
+    """The response cache's state from its ``stats()``."""
+    return CacheState(stats.max_bytes, stats.bytes, stats.entries, stats.evictions)
+
+
+def own_text(state: GatewayState | None) -> bytes:
+    """This process's metrics, and its gateway's state where it serves (a primary of
+    several gateway workers serves none)."""
+    return generate_latest(REGISTRY) + (generate_latest(state) if state is not None else b"")

@@ -158,6 +158,11 @@ class TritonSupervisor:
     def is_ready(self) -> bool:
         return self._ready
 
+    @property
+    def serving(self) -> bool:
+        """Triton runs with its models loaded (false from its death until they are back)."""
+        return self._serving.is_set()
+
     def on_restart(self, listener: RestartListener) -> None:
         self._listeners.append(listener)
 
@@ -363,6 +368,7 @@ class ExternalTriton:
     embedded = False
     restarts = 0
     pid = None
+    serving = True
 
     def __init__(self, url: str, metrics_url: str | None = None, grpc_url: str | None = None):
         self.url = url

@@ -13,6 +13,7 @@ from embedgate.api.compute.prompts import DEFAULT, prompt_for
 from embedgate.api.compute.quantize import quantize
 from embedgate.api.compute.results import Embeddings
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
+from embedgate.api.gateway import Gateway
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
 from embedgate.converters.spec import ModelMetadata, ParityResult
@@ -114,6 +115,11 @@ class FakeClient:
 
 
 class FakeGateway:
+    # One process: its scrape is its own metrics (the real gateway's code, over these fakes).
+    cluster = None
+    own_metrics = Gateway.own_metrics
+    metrics_text = Gateway.metrics_text
+
     def __init__(self, settings):
         self.settings = settings
         self.registry = FakeRegistry()

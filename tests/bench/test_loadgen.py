@@ -222,3 +222,19 @@ def test_targets_from_urls():
     assert (secure.port, secure.tls is not None, secure.base_path) == (443, True, "")
     with pytest.raises(ValueError):
         Target.from_url("ftp://example.test")
+
+
+async def test_a_load_split_over_processes_sends_each_input_once_and_reports_one_run():
+    from embedgate.bench.loadgen import INDEX_STRIDE, run_load_split
+
+    async with stand_in() as (server, url):
+        split = await run_load_split(
+            2, target=Target.from_url(url), endpoint=InferEndpoint("m"), payload=NumberedPayload(),
+            timeout_s=10.0, concurrency=4, requests=21, first_index=100,
+        )
+    indices = [r.index for r in split.run.records]
+    assert indices == [*range(100, 111), *range(100 + INDEX_STRIDE, 110 + INDEX_STRIDE)]
+    # Every request reached the server with an input of its own.
+    assert len(server.seen) == 21 and server.most_inflight <= 4
+    assert split.run.concurrency == 4 and split.run.wall_s > 0
+    assert split.client_cpu_s > 0

@@ -1,0 +1,53 @@
+"""A gateway worker process: ``python -m embedgate.api.workers.worker``, started by the
+primary (``pool.py``) with the server's port, the primary's control socket and its
+settings on standard input. It serves the same app as a single gateway
+(``create_app``), with the primary as its cluster (``cluster.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..settings import Settings
+
+WORKER_HEADER = b"x-embedgate-worker"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="embedgate-worker")
+    parser.add_argument("--port", type=int, required=True, help="the server's port (listened on beside the others)")
+    parser.add_argument("--control", required=True, help="the primary's control socket")
+    parser.add_argument("--index", type=int, required=True)
+    args = parser.parse_args(argv)
+    settings = Settings.model_validate_json(sys.stdin.read())
+
+    import uvicorn
+
+    from .. import collector
+    from ..http.app import create_app
+    from ..http.middleware import ServedBy
+    from .cluster import WorkerCluster
+    from .sockets import worker_socket
+
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s [worker {args.index}]: %(message)s",
+    )
+    sock = worker_socket(settings.host, args.port)
+    app = create_app(settings, cluster=WorkerCluster(settings, args.control, args.index))
+    app.add_middleware(ServedBy, header=WORKER_HEADER, value=str(args.index))
+    collector.settle()
+    config = uvicorn.Config(
+        app,
+        log_level=settings.log_level,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""A worker's view of its primary, without processes: the models it serves follow the
+primary's revisions in order (a deleted-and-reloaded model is taken again), loads answer
+only once applied here, and Triton's restarts as the primary reports them."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from embedgate.api.errors import ModelNotFound
+from embedgate.api.settings import Settings
+from embedgate.api.workers import cluster as cluster_module
+from embedgate.api.workers.cluster import SharedModels, SharedTriton, WorkerCluster
+
+
+class FakeRegistry:
+    def __init__(self, missing=()):
+        self.served: dict[str, object] = {}
+        self.adopted: list[str] = []
+        self.missing = set(missing)
+
+    async def adopt(self, key):
+        await asyncio.sleep(0)
+        if key in self.missing:
+            raise ModelNotFound(f"model '{key}' is not in the repository")
+        self.adopted.append(key)
+        self.served[key] = SimpleNamespace(name=key, serial=len(self.adopted))
+        return self.served[key]
+
+    def forget(self, key):
+        self.served.pop(key, None)
+
+    def held(self, key):
+        return self.served.get(key)
+
+
+def attached(registry) -> WorkerCluster:
+    worker = WorkerCluster(Settings(), "/nonexistent", 0)
+    worker._registry = asyncio.get_running_loop().create_future()
+    worker.control(registry)
+    return worker
+
+
+async def test_revisions_apply_in_order_and_a_new_load_of_a_name_is_taken_again():
+    registry = FakeRegistry()
+    worker = attached(registry)
+    await worker._sync(1, {"a": 10, "b": 11})
+    assert set(registry.served) == {"a", "b"}
+    # An older revision arriving late changes nothing.
+    await worker._sync(0, {})
+    assert set(registry.served) == {"a", "b"}
+    # "a" unloaded; "b" deleted and converted again (a new load, a new serial).
+    await worker._sync(3, {"b": 12})
+    assert set(registry.served) == {"b"} and registry.adopted == ["a", "b", "b"]
+    await worker.applied(3)
+
+
+async def test_a_model_this_worker_cannot_take_is_skipped_and_the_rest_applied():
+    registry = FakeRegistry(missing={"gone"})
+    worker = attached(registry)
+    await worker._sync(1, {"gone": 1, "here": 2})
+    assert set(registry.served) == {"here"} and worker._revision == 1
+
+
+async def test_a_load_answers_once_this_worker_has_the_revision_that_holds_it():
+    registry = FakeRegistry()
+    worker = attached(registry)
+
+    async def call(method, *args, **kwargs):
+        assert method == "load_sentence_transformer" and kwargs["trust_remote_code"] is False
+        # The primary answers; the change reaches this worker a moment later.
+        asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(worker._sync(5, {"org/m": 1})))
+        return ("org/m", False, True, 5)
+
+    worker.call = call
+    outcome = await SharedModels(registry, worker).load_sentence_transformer("org/m", None, trust_remote_code=False)
+    assert outcome.model is registry.served["org/m"] and outcome.converted and not outcome.already_loaded
+
+
+async def test_ready_once_the_primary_restored_and_this_worker_took_its_models():
+    registry = FakeRegistry()
+    worker = attached(registry)
+    gateway = SimpleNamespace(applied=False)
+    gateway.cluster_models_applied = lambda: setattr(gateway, "applied", True)
+    worker.attached(gateway)
+    state = {"ready": True, "serving": True, "restarts": 0, "restored": False}
+    await worker._state(state)
+    await worker._sync(0, {})
+    assert not gateway.applied
+    await worker._state({**state, "restored": True})
+    assert gateway.applied
+
+
+async def test_wait_restarted_follows_the_primarys_reports(monkeypatch):
+    monkeypatch.setattr(cluster_module, "NOTICE_S", 0.1)
+    triton = SharedTriton(SimpleNamespace())
+    triton.update({"ready": True, "serving": True, "restarts": 2})
+    # Triton never went away: a lost connection was something else.
+    assert await asyncio.wait_for(triton.wait_restarted(2), 5) is False
+
+    waiting = asyncio.create_task(triton.wait_restarted(2))
+    triton.update({"ready": False, "serving": False, "restarts": 2})
+    await asyncio.sleep(0.2)
+    triton.update({"ready": True, "serving": False, "restarts": 3})  # restarted, models not back yet
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    triton.update({"ready": True, "serving": True, "restarts": 3})
+    assert await asyncio.wait_for(waiting, 5) is True
+
+
+@pytest.mark.parametrize("cores,gpus,expected", [(2, 0, 1), (7, 0, 1), (16, 0, 4), (64, 0, 8), (16, 1, 8), (4, 1, 4)])
+def test_the_automatic_worker_count(monkeypatch, cores, gpus, expected):
+    from embedgate.api.workers import pool
+
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(pool.gpus, "driver_gpus", lambda: gpus)
+    assert pool.worker_count(Settings()) == expected
+    assert pool.worker_count(Settings(workers=3)) == 3
+
+
+def test_each_worker_takes_its_share_of_the_per_process_budgets():
+    from embedgate.api.workers.pool import worker_settings
+
+    own = worker_settings(Settings(max_inflight_requests=10, response_cache_mb=64.0), 4)
+    assert own.max_inflight_requests == 3 and own.response_cache_mb == 16.0
