@@ -38,8 +38,9 @@ class Cluster(Protocol):
 
     def job_queue(self, settings: Settings) -> JobQueue: ...
 
-    def attached(self, gateway: Gateway) -> None:
-        """The gateway has started with this cluster's registry and control."""
+    async def attached(self, gateway: Gateway) -> None:
+        """The gateway has started with this cluster's registry and control; it serves
+        once this returns."""
         ...
 
     async def gather_metrics(self, own: bytes) -> list[bytes]:
@@ -79,7 +80,7 @@ class Gateway:
         self.jobs = self._jobs()
         self.jobs.start()
         if self.cluster is not None:
-            self.cluster.attached(self)
+            await self.cluster.attached(self)
 
     def _jobs(self) -> JobService:
         settings = self.settings

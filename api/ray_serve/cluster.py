@@ -45,7 +45,7 @@ class ServeCluster:
     def control(self, registry: ModelRegistry) -> ClusterModels:
         return ClusterModels(registry, self)
 
-    def attached(self, gateway: Any) -> None:
+    async def attached(self, gateway: Any) -> None:
         """Nothing to do: Serve's ``reconfigure`` hands the replica its models."""
 
     async def gather_metrics(self, own: bytes) -> list[bytes]:

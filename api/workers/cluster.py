@@ -117,6 +117,7 @@ class WorkerCluster:
         self._restored = False
         self._progress: dict[int, Progress] = {}
         self._progress_ids = itertools.count()
+        self._hello_models: tuple[int, dict[str, int]] = (-1, {})
 
     # --- the Cluster protocol (api/gateway.py)
     def triton(self) -> SharedTriton:
@@ -130,9 +131,11 @@ class WorkerCluster:
     def job_queue(self, settings: Settings) -> PrimaryQueue:
         return PrimaryQueue(self)
 
-    def attached(self, gateway: Gateway) -> None:
+    async def attached(self, gateway: Gateway) -> None:
+        """Serve the primary's models before the app starts (and so before this worker
+        listens)."""
         self._gateway = gateway
-        self._maybe_applied()
+        await self._sync(*self._hello_models)
 
     async def gather_metrics(self, own: bytes) -> list[bytes]:
         """This worker's metrics text and every other process's of the server."""
@@ -152,8 +155,8 @@ class WorkerCluster:
         hello = await self._peer.call("hello", self.index, os.getpid())
         self.shared.url, self.shared.grpc_url, self.shared.metrics_url = hello["triton"]
         await self._state(hello["state"])
-        # Applied once the registry exists; meanwhile later changes queue behind it.
-        asyncio.create_task(self._sync(*hello["models"]), name="first-sync")
+        # Taken once the registry exists (``attached``); a later change may come first.
+        self._hello_models = hello["models"]
 
     async def _read(self, peer: Peer) -> None:
         await peer.run()

@@ -24,11 +24,12 @@ def reserve_port(host: str, port: int) -> socket.socket:
 
 
 def worker_socket(host: str, port: int) -> socket.socket:
-    """A worker's own listening socket on the server's port (see :func:`reserve_port`)."""
+    """A worker's own socket on the server's port (see :func:`reserve_port`), bound and
+    not yet listening: the server listens on it once the app has started, so no
+    connection is handed to a worker that does not serve the primary's models yet."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(2048)
     return sock

@@ -84,10 +84,12 @@ async def test_ready_once_the_primary_restored_and_this_worker_took_its_models()
     worker = attached(registry)
     gateway = SimpleNamespace(applied=False)
     gateway.cluster_models_applied = lambda: setattr(gateway, "applied", True)
-    worker.attached(gateway)
+    worker._hello_models = (0, {"org/m": 1})
     state = {"ready": True, "serving": True, "restarts": 0, "restored": False}
     await worker._state(state)
-    await worker._sync(0, {})
+    # The models the primary serves are taken before the app starts.
+    await worker.attached(gateway)
+    assert set(registry.served) == {"org/m"}
     assert not gateway.applied
     await worker._state({**state, "restored": True})
     assert gateway.applied
