@@ -55,7 +55,7 @@ def _server_roots(url: str, pids: list[int]) -> list[int]:
     host = parts.hostname or ""
     if host not in _LOCAL_HOSTS and not host.startswith("127."):
         return []
-    return processes.listening_pids(parts.port or (443 if parts.scheme == "https" else 80))
+    return processes.server_roots(parts.port or (443 if parts.scheme == "https" else 80))
 
 
 def _payload(args: argparse.Namespace, max_length: int | None) -> Payload:

@@ -42,7 +42,9 @@ class ProcessSample:
     def label(self) -> str:
         """Who the process is: ``gateway worker 0``, ``gateway`` (a single gateway, or the
         primary of workers), ``tritonserver``, ``triton_python_backend_stub``."""
-        return self.part or (self.role if self.role == "gateway" else self.name)
+        if self.part or self.role == "gateway":
+            return self.part or "gateway"
+        return "triton stubs" if self.name.startswith("triton_python") else self.name
 
 
 WORKER_MODULE = b"embedgate.api.workers.worker"
@@ -80,6 +82,17 @@ def listening_pids(port: int) -> list[int]:
         except OSError:
             continue
     return sorted(pids)
+
+
+def server_roots(port: int) -> list[int]:
+    """The server on ``port``: the processes listening there, where those are gateway
+    workers their primary instead (whose descendants are the workers, Triton and its
+    stubs)."""
+    roots = set()
+    for pid in listening_pids(port):
+        stat = _stat(pid)
+        roots.add(stat[1] if stat is not None and _part(pid) else pid)
+    return sorted(roots)
 
 
 def _stat(pid: int) -> tuple[str, int, float] | None:

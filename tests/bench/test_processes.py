@@ -55,3 +55,27 @@ def test_memory_watch_keeps_peaks_of_the_tree_and_of_each_role():
     assert watch.pids == {1, 2} and watch.memory_kind == "pss"
     watch.observe([ProcessSample(1, "python", 10, 0, "rss")])
     assert watch.memory_kind == "rss"
+
+
+def test_gateway_workers_are_found_through_their_primary_and_counted_one_by_one():
+    from embedgate.bench.processes import cpu_by_process, server_roots
+
+    # A stand-in worker: listens on a port, and its command line names the worker module.
+    listen = (
+        "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen();"
+        " print(s.getsockname()[1], flush=True); sum(range(10**6)); time.sleep(30)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", listen, "embedgate.api.workers.worker", "--index", "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(child.stdout.readline())
+        # The server is this process (its primary), with the worker among its descendants.
+        assert server_roots(port) == [os.getpid()]
+        samples = {s.pid: s for s in sample([os.getpid()])}
+        assert samples[child.pid].label == "gateway worker 3" and samples[os.getpid()].label == "gateway"
+        used = cpu_by_process([], list(samples.values()))
+        assert used["gateway worker 3"] == samples[child.pid].cpu_s
+    finally:
+        child.kill()
+        child.wait()
