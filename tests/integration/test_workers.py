@@ -96,8 +96,17 @@ def test_a_load_through_one_worker_is_served_by_every_worker_then_unload_and_del
     name = "workers/tiny-dense"
     clients = each_worker(served)
     loader = clients[0]
-    answer = loader.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(model)})
-    assert answer.status_code == 200 and answer.json()["converted"] is True, answer.text
+    # Followed live: the primary's conversion steps reach the worker's stream.
+    answer = loader.post(
+        "/load_sentence_transformer_model",
+        json={"model_name": name, "model_path": str(model)},
+        headers={"accept": "application/x-ndjson"},
+    )
+    assert answer.status_code == 200, answer.text
+    events = [json.loads(row) for row in answer.text.splitlines()]
+    steps = [event["message"] for event in events if event["event"] == "progress"]
+    assert any("exporting" in step for step in steps) and "ready" in steps, steps
+    assert events[-1]["event"] == "done" and events[-1]["result"]["converted"] is True, events[-1]
     # At once, on every worker: none answers 404 or 409 for it.
     reference = None
     for index, client in clients.items():
@@ -321,9 +330,24 @@ def test_a_bulk_job_with_two_workers_runs_every_line_once(served):
     np.testing.assert_allclose(vectors, [d["embedding"] for d in online["data"]], atol=2e-6)
 
 
-def test_shutdown_stops_every_worker_and_leaves_nothing(served):
+def test_shutdown_leaves_nothing_and_a_restart_brings_the_models_back_to_every_worker(served, minilm, tmp_path):
     workers = list(worker_pids(served).values())
     (triton_pid,) = served.children("tritonserver")
     assert served.stop() == 0
     wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in [*workers, triton_pid]), 30, "no process left")
     assert not [p for p in stub_pids() if str(triton_pid) in open(f"/proc/{p}/cmdline").read()]
+    assert not list(filter(lambda name: name.startswith(f"embedgate_{served.process.pid}_"), os.listdir("/dev/shm")))
+
+    # No preload this time: the manifest the primary kept brings MiniLM back.
+    again = start_gateway(served.repository, tmp_path / "again.log", workers=str(WORKERS))
+    try:
+        wait_ready(again)
+        for index, client in connections(again.url).items():
+            text = f"after the restart, worker {index}"
+            response = embed(client, [text])
+            assert response.status_code == 200, response.text
+            assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text])).min() >= 0.9999
+            client.close()
+        assert "loading into Triton" in again.log()
+    finally:
+        again.stop()
