@@ -180,6 +180,15 @@ class TritonConnectionLost(TritonUnavailable):
     """The connection to Triton broke: the process is gone (or going)."""
 
 
+class ModelProcessLost(TritonUnavailable):
+    """Triton runs, but the process of one of its models (a Python-backend stub) died:
+    that model answers nothing until it is loaded again. ``part`` is the Triton model."""
+
+    def __init__(self, message: str, part: str = ""):
+        super().__init__(message)
+        self.part = part
+
+
 class TritonError(EmbedgateError):
     code = "triton_error"
 

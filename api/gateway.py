@@ -77,6 +77,7 @@ class Gateway:
         # With a cluster, it hands this gateway its models (Ray Serve's reconfigure, a
         # worker's primary), which ends the restoring (``cluster_models_applied``).
         self.models = self.registry if self.cluster is None else self.cluster.control(self.registry)
+        self.embeddings.reload_lost = self.models.reload_lost
         self.jobs = self._jobs()
         self.jobs.start()
         if self.cluster is not None:

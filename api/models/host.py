@@ -17,7 +17,7 @@ from typing import Protocol
 from ..errors import EmbedgateError
 from ..settings import Settings
 from ..triton.client import TritonClient
-from ..triton.supervisor import ExternalTriton, RestartListener, TritonSupervisor
+from ..triton.supervisor import ExternalTriton, LostListener, RestartListener, TritonSupervisor
 from .registry import ModelRegistry
 
 log = logging.getLogger("embedgate")
@@ -44,6 +44,8 @@ class Triton(Protocol):
     def is_ready(self) -> bool: ...
 
     def on_restart(self, listener: RestartListener) -> None: ...
+
+    def on_lost_process(self, listener: LostListener) -> None: ...
 
     async def wait_restarted(self, since: int) -> bool: ...
 
@@ -86,6 +88,7 @@ class ModelHost:
         )
         self.registry = ModelRegistry(self.settings, self.client, self.triton, keep_manifest=self.restore)
         self.triton.on_restart(self.registry.reload_all)
+        self.triton.on_lost_process(self.registry.process_exited)
         if not self.triton.embedded:
             self._tasks.append(asyncio.create_task(self._watch_external(), name="external-triton-watch"))
         if self.restore:

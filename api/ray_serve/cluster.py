@@ -168,6 +168,10 @@ class ClusterModels:
             await self._everywhere(key, False)
         await self.registry.delete(name, pretrained)
 
+    async def reload_lost(self, key: str, part: str, sent_at: float) -> None:
+        """This replica's Triton lost the model's process: this replica loads it again."""
+        await self.registry.reload_lost(key, part, sent_at)
+
     async def _everywhere(self, key: str, present: bool, progress: Progress | None = None) -> None:
         desired = await self.cluster.api.change_models(adding(key) if present else removing(key))
         if progress is not None:

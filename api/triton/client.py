@@ -10,7 +10,9 @@ Triton's messages look like.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,12 +21,22 @@ import numpy as np
 import tritonclient.http.aio as triton_http
 from tritonclient.utils import InferenceServerException
 
-from ..errors import DeadlineExceeded, EmbedgateError, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
+from ..errors import (
+    DeadlineExceeded,
+    EmbedgateError,
+    ModelProcessLost,
+    Overloaded,
+    TritonConnectionLost,
+    TritonError,
+    TritonUnavailable,
+)
 from .stream import InferStream, infer_request, output_array
 
 log = logging.getLogger("embedgate.triton")
 
 _CONNECTION_ERRORS = (aiohttp.ClientConnectionError, ConnectionError, OSError)
+# A config parameter that only a reload sets (``TritonClient.reload``); models ignore it.
+RELOAD_PARAMETER = "embedgate_reloaded_at"
 
 
 def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateError:
@@ -43,10 +55,10 @@ def map_triton_error(exc: BaseException, model: str | None = None) -> EmbedgateE
         if "timeout" in lowered and "request" in lowered:
             return DeadlineExceeded(f"model '{model}' did not answer before the deadline")
         if "stub process" in lowered and "not healthy" in lowered:
-            # The model's Python-backend process died under the request (Triton often
-            # follows it): as a lost connection, it is sent again once Triton is back.
+            # The model's Python-backend process died (Triton sometimes follows it): the
+            # model is loaded again, and the request sent again (``ModelProcessLost``).
             log.warning("triton error for %s: %s", model, text)
-            return TritonConnectionLost(f"model '{model}' lost its process in the inference server; retry shortly")
+            return ModelProcessLost(f"model '{model}' lost its process in the inference server; retry shortly", model or "")
         if "unknown model" in lowered or "is not ready" in lowered or "unavailable" in lowered:
             return TritonUnavailable(f"model '{model}' is not available in the inference server right now")
         log.warning("triton error for %s: %s", model, text)
@@ -104,6 +116,28 @@ class TritonClient:
             if watch is not None:
                 watch.cancel()
                 await asyncio.gather(watch, return_exceptions=True)
+
+    async def reload(self, triton_name: str) -> None:
+        """Load a loaded model again, whole: new instances (a new stub for each), the old
+        ones retired once the new are ready. A plain load of an unchanged model is a no-op
+        in Triton, so the model's own config goes with it, marked with this reload."""
+        try:
+            config = await self._control.get_model_config(triton_name)
+            config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
+            await self._control.load_model(triton_name, config=json.dumps(config))
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc, triton_name) from None
+
+    def abandon(self, triton_name: str, sent_before: float) -> None:
+        """The model's process was replaced: the calls sent to the old one before
+        ``sent_before`` (monotonic) will never be answered, and fail as lost to it."""
+        lost = self._infer.abandon(
+            triton_name,
+            sent_before,
+            lambda: ModelProcessLost(f"model '{triton_name}' lost its process in the inference server", triton_name),
+        )
+        if lost:
+            log.info("%d calls to %s were waiting on its lost process", lost, triton_name)
 
     async def unload(self, triton_name: str, *, wait_s: float = 30.0) -> None:
         """Unload and wait until Triton has really let go (its unload returns early)."""

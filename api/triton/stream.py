@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
+from collections.abc import Callable
 
 import grpc
 import numpy as np
@@ -70,6 +72,8 @@ class _Stream:
     def __init__(self, stub: service_pb2_grpc.GRPCInferenceServiceStub):
         self.outbox: asyncio.Queue = asyncio.Queue()
         self.waiting: dict[str, asyncio.Future] = {}
+        # Request id -> (its model, when it was sent): what ``abandon`` looks at.
+        self.sent: dict[str, tuple[str, float]] = {}
         self.call = stub.ModelStreamInfer()
         self.writer = asyncio.create_task(self._write(), name="triton-stream-writer")
         self.reader = asyncio.create_task(self._read(), name="triton-stream-reader")
@@ -95,6 +99,7 @@ class _Stream:
         try:
             async for message in self.call:
                 answer = self.waiting.pop(message.infer_response.id, None)
+                self.sent.pop(message.infer_response.id, None)
                 if answer is None or answer.done():
                     continue  # its caller gave up (deadline, cancelled)
                 if message.error_message:
@@ -112,6 +117,7 @@ class _Stream:
 
     def _fail_waiting(self, reason: str) -> None:
         waiting, self.waiting = self.waiting, {}
+        self.sent = {}
         for answer in waiting.values():
             if not answer.done():
                 answer.set_exception(TritonConnectionLost(f"{reason}; retry shortly"))
@@ -119,11 +125,23 @@ class _Stream:
     def send(self, request) -> asyncio.Future:
         answer = asyncio.get_running_loop().create_future()
         self.waiting[request.id] = answer
+        self.sent[request.id] = (request.model_name, time.monotonic())
         self.outbox.put_nowait(request)
         return answer
 
     def forget(self, request_id: str) -> None:
         self.waiting.pop(request_id, None)
+        self.sent.pop(request_id, None)
+
+    def abandon(self, model: str, sent_before: float, error: Callable[[], Exception]) -> int:
+        """Fail the calls to ``model`` sent before ``sent_before`` with ``error()``; how many."""
+        gone = [rid for rid, (name, at) in self.sent.items() if name == model and at < sent_before]
+        for request_id in gone:
+            self.sent.pop(request_id, None)
+            answer = self.waiting.pop(request_id, None)
+            if answer is not None and not answer.done():
+                answer.set_exception(error())
+        return len(gone)
 
     async def close(self) -> None:
         self.call.cancel()
@@ -176,6 +194,12 @@ class InferStream:
             return await answer
         finally:
             stream.forget(request.id)
+
+    def abandon(self, model: str, sent_before: float, error: Callable[[], Exception]) -> int:
+        """Fail the calls waiting for ``model`` that were sent before ``sent_before`` (a
+        monotonic time): a process that died will never answer them. Their answers, should
+        any come, are dropped."""
+        return self._stream.abandon(model, sent_before, error) if self._stream is not None else 0
 
     async def close(self) -> None:
         current, self._stream, channel, self._channel = self._stream, None, self._channel, None

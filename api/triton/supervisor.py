@@ -31,7 +31,7 @@ import httpx
 from embedgate.converters.repository import is_s3, open_repository, parse_s3, triton_location
 
 from ..settings import Settings
-from . import bundle, stalls
+from . import bundle, instances, stalls
 from .children import tied_to_parent
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
@@ -39,6 +39,10 @@ log = logging.getLogger("embedgate.triton")
 triton_log = logging.getLogger("embedgate.tritonserver")
 
 RestartListener = Callable[[], Awaitable[None]]
+# Told the Triton model (a part) one of whose instances lost its stub process.
+LostListener = Callable[[str], Awaitable[None]]
+# How often the supervisor looks at its Triton's stubs.
+STUB_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,9 @@ class TritonSupervisor:
         self._watch_task: asyncio.Task | None = None
         self._log_task: asyncio.Task | None = None
         self._listeners: list[RestartListener] = []
+        self._lost_listeners: list[LostListener] = []
+        self._stub_task: asyncio.Task | None = None
+        self._told: set[asyncio.Task] = set()
         self._prepared: bundle.PreparedTriton | None = None
 
     # --- what the rest of the gateway sees
@@ -165,6 +172,9 @@ class TritonSupervisor:
 
     def on_restart(self, listener: RestartListener) -> None:
         self._listeners.append(listener)
+
+    def on_lost_process(self, listener: LostListener) -> None:
+        self._lost_listeners.append(listener)
 
     async def wait_restarted(self, since: int) -> bool:
         """After a lost connection: wait until the watchdog has restarted Triton (counted
@@ -225,14 +235,16 @@ class TritonSupervisor:
         await self._spawn()
         self._serving.set()
         self._watch_task = asyncio.create_task(self._watch(), name="triton-watchdog")
+        self._stub_task = asyncio.create_task(self._watch_stubs(), name="triton-stub-watch")
 
     async def stop(self) -> None:
         """Stop Triton. Close every client of it before calling this."""
         self._stopping = True
         self._ready = False
-        if self._watch_task:
-            self._watch_task.cancel()
-            await asyncio.gather(self._watch_task, return_exceptions=True)
+        for task in (self._watch_task, self._stub_task):
+            if task:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self._terminate(graceful=True)
 
     # --- internals
@@ -330,6 +342,28 @@ class TritonSupervisor:
             self._serving.set()
             log.info("tritonserver restarted in %.1fs", time.monotonic() - started)
 
+    async def _watch_stubs(self) -> None:
+        """Tell the listeners each model that lost an instance's stub while its
+        tritonserver runs on (a Triton that dies is the watchdog's)."""
+        seen: set[tuple[str, str]] = set()
+        seen_pid = None
+        while not self._stopping:
+            await asyncio.sleep(STUB_POLL_S)
+            pid = self.pid
+            if pid is None or not self._serving.is_set():
+                seen, seen_pid = set(), None
+                continue
+            now = await asyncio.to_thread(instances.running, pid)
+            lost = instances.lost(seen, now) if pid == seen_pid and self.pid == pid else set()
+            seen, seen_pid = now, pid
+            for part in sorted(lost):
+                # An unload ends its stubs too: the listeners tell a loss from that.
+                log.debug("a stub of model %s exited", part)
+                for listener in self._lost_listeners:
+                    told = asyncio.create_task(listener(part), name=f"lost-process-{part}")
+                    self._told.add(told)
+                    told.add_done_callback(self._told.discard)
+
     async def _terminate(self, graceful: bool) -> None:
         proc = self._proc
         if proc is not None and proc.returncode is None:
@@ -381,6 +415,9 @@ class ExternalTriton:
 
     def on_restart(self, listener: RestartListener) -> None:
         pass
+
+    def on_lost_process(self, listener: LostListener) -> None:
+        pass  # its processes are not ours to see: requests that meet a lost one tell
 
     async def wait_restarted(self, since: int) -> bool:
         return False  # nobody here restarts it

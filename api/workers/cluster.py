@@ -22,7 +22,7 @@ from ..errors import EmbedgateError, TritonError
 from ..models.progress import Event, Progress
 from ..models.registry import LoadOutcome, ModelRegistry
 from ..settings import Settings
-from ..triton.supervisor import RestartListener
+from ..triton.supervisor import LostListener, RestartListener
 from .channel import Peer
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ class SharedTriton:
 
     def on_restart(self, listener: RestartListener) -> None:
         pass  # the primary reloads the models
+
+    def on_lost_process(self, listener: LostListener) -> None:
+        pass  # the primary watches Triton's processes
 
     async def wait_restarted(self, since: int) -> bool:
         """As the supervisor's: wait until the primary has restarted Triton (counted past
@@ -149,6 +152,7 @@ class WorkerCluster:
             "state": self._state,
             "own_metrics": self._own_metrics,
             "progress": self._relay_progress,
+            "process_replaced": self._process_replaced,
         }
         self._peer = await Peer.connect(self.control_path, handlers)
         self._reader = asyncio.create_task(self._read(self._peer), name="primary-channel")
@@ -224,6 +228,12 @@ class WorkerCluster:
             return b""
         return await self._gateway.own_metrics(triton_scraped=False)
 
+    async def _process_replaced(self, part: str, at: float) -> None:
+        """The primary replaced a model's lost process: this worker's calls to the old one
+        go again."""
+        if self._gateway is not None:
+            self._gateway.client.abandon(part, at)
+
     async def _relay_progress(self, progress_id: int, event: Event) -> None:
         progress = self._progress.get(progress_id)
         if progress is not None:
@@ -278,3 +288,8 @@ class SharedModels:
 
     async def delete(self, name: str, pretrained: str | None = None) -> None:
         await self._change("delete", None, name, pretrained)
+
+    async def reload_lost(self, key: str, part: str, sent_at: float) -> None:
+        """The model's process in the shared Triton died: the primary loads it again, once
+        for the requests of every worker it failed."""
+        await self.cluster.call("reload_lost", key, part, sent_at)

@@ -70,6 +70,7 @@ class Primary:
             loop.add_signal_handler(signum, stop.set)
         await self.host.start()
         self.host.registry.on_change = self.publish
+        self.host.registry.on_process_replaced = self._process_replaced
         files = open_files(self.settings.model_repository, self.settings.jobs_state_dir)
         store = JobStore(self.settings.jobs_state_dir / JOB_STORE)
         self._jobs = LocalQueue(Coordinator(store, files, lease_s=self.settings.batch_lease_s))
@@ -104,6 +105,7 @@ class Primary:
             "load_clip": functools.partial(self._load_clip, peer),
             "unload": self._unload,
             "delete": self._delete,
+            "reload_lost": self._reload_lost,
             "jobs": self._call_jobs,
             "gather_metrics": self._gather_metrics,
         }
@@ -169,6 +171,13 @@ class Primary:
     async def _delete(self, name: str, pretrained: str | None, *, progress_id: int | None = None) -> tuple[int]:
         await self.host.registry.delete(name, pretrained)
         return (self.revision,)
+
+    async def _process_replaced(self, part: str, at: float) -> None:
+        for peer in list(self.peers):
+            peer.notify("process_replaced", part, at)
+
+    async def _reload_lost(self, key: str, part: str, sent_at: float) -> None:
+        await self.host.registry.reload_lost(key, part, sent_at)
 
     async def _call_jobs(self, method: str, args: tuple, kwargs: dict) -> Any:
         assert self._jobs is not None

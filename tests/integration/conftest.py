@@ -155,6 +155,19 @@ def processes() -> list[tuple[int, str, int]]:
     return found
 
 
+def model_stubs(triton_pid: int, triton_name: str) -> list[int]:
+    """The stubs of this tritonserver that run instances of ``triton_name``."""
+    found = []
+    for pid, _, ppid in processes():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ppid == triton_pid and args[0].endswith(b"triton_python_backend_stub") and f"{triton_name}_0_".encode() in b" ".join(args):
+            found.append(pid)
+    return found
+
+
 def processes_mentioning(text: str) -> list[int]:
     pids = []
     for pid, _, _ in processes():

@@ -19,6 +19,7 @@ from tests.helpers import cosine_rows
 from .conftest import (
     MINILM,
     assert_each_got_its_embedding,
+    model_stubs,
     processes,
     processes_mentioning,
     start_gateway,
@@ -48,6 +49,30 @@ async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_
     assert "triton restarted under a request; sending it again" in log
     (new_pid,) = gateway.children("tritonserver")
     assert new_pid != triton_pid
+
+
+async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answered(gateway, minilm_loaded, minilm):
+    """The promise of docs/limits.md: Triton runs on, but the model's own process (its
+    Python-backend stub) is killed under eight steady clients. The gateway loads the model
+    again and sends the requests that met the dead process once more: every answer is 200
+    with its own text's vector, and Triton itself was never restarted."""
+    (triton_pid,) = gateway.children("tritonserver")
+    name = MINILM.replace("/", "--")
+    (stub,) = model_stubs(triton_pid, name)
+    log_start = len(gateway.log())
+    async with steady_clients(gateway.url, "in flight while the model's process dies") as answers:
+        await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
+        os.kill(stub, signal.SIGKILL)
+        await asyncio.to_thread(gateway.wait_log, "has a new process in Triton", 120, log_start)
+        reloaded = len(answers)
+        await wait_until_async(lambda: len(answers) >= reloaded + 16, 120, "answers after the reload")
+    assert_each_got_its_embedding(answers, minilm)
+    log = gateway.log()[log_start:]
+    assert log.count(f"model {MINILM} lost its process in Triton") == 1, "loaded again once for all its requests"
+    assert "was loaded again under a request; sending it again" in log
+    assert gateway.children("tritonserver") == [triton_pid]
+    (new_stub,) = model_stubs(triton_pid, name)
+    assert new_stub != stub
 
 
 def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, minilm_loaded, tmp_path, minilm):

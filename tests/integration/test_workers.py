@@ -26,7 +26,16 @@ import pytest
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, processes, processes_mentioning, start_gateway, wait_ready, wait_until, wait_until_async
+from .conftest import (
+    MINILM,
+    model_stubs,
+    processes,
+    processes_mentioning,
+    start_gateway,
+    wait_ready,
+    wait_until,
+    wait_until_async,
+)
 from .test_batches import jsonl, line, read_jsonl, wait_done
 
 WORKERS = 2
@@ -243,6 +252,30 @@ async def test_triton_killed_under_load_every_request_gets_its_own_vector(served
     workers = {a.headers[WORKER] for _, a in came}
     assert workers == {str(i) for i in range(WORKERS)}, workers
     wait_ready(served)
+
+
+async def test_a_model_process_killed_under_load_is_replaced_once_for_every_worker(served, minilm):
+    """The model's stub dies under clients of both workers: the primary loads the model
+    again once, both workers send their lost calls again, every request gets its vector."""
+    (triton_pid,) = served.children("tritonserver")
+    name = MINILM.replace("/", "--")
+    (stub,) = model_stubs(triton_pid, name)
+    log_start = len(served.log())
+    answers: list = []
+    stop = asyncio.Event()
+    load = asyncio.create_task(steady(served.url, "while the model's process dies", answers, stop))
+    await until(load, lambda: len(answers) >= 40, 120, "answers before the kill")
+    os.kill(stub, signal.SIGKILL)
+    await asyncio.to_thread(served.wait_log, "has a new process in Triton", 120, log_start)
+    count = len(answers)
+    await until(load, lambda: len(answers) >= count + 40, 120, "answers after the reload")
+    stop.set()
+    await load
+    came, broken = check_answers(answers, minilm)
+    assert not broken, broken[:3]
+    assert {a.headers[WORKER] for _, a in came} == {str(i) for i in range(WORKERS)}
+    assert served.log()[log_start:].count("lost its process in Triton") == 1
+    assert served.children("tritonserver") == [triton_pid]
 
 
 def answered_by(answers: list, worker: str) -> int:

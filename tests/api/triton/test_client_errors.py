@@ -6,7 +6,14 @@ import aiohttp
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from embedgate.api.errors import DeadlineExceeded, Overloaded, TritonConnectionLost, TritonError, TritonUnavailable
+from embedgate.api.errors import (
+    DeadlineExceeded,
+    ModelProcessLost,
+    Overloaded,
+    TritonConnectionLost,
+    TritonError,
+    TritonUnavailable,
+)
 from embedgate.api.http.errors import headers_of, status_of
 from embedgate.api.triton.client import map_triton_error
 
@@ -20,13 +27,15 @@ from embedgate.api.triton.client import map_triton_error
         ("Request for unknown model: 'm' is not found", "400", TritonUnavailable),
         ("Request for unknown model: 'm' has no available versions", "400", TritonUnavailable),
         ("onnxruntime failed: shape mismatch", "500", TritonError),
-        # The model's stub died under the request: sent again once Triton is back.
-        ("Stub process 'm_0_0' is not healthy.", "500", TritonConnectionLost),
+        # The model's stub died under the request: the model is loaded again, the request sent again.
+        ("Stub process 'm_0_0' is not healthy.", "500", ModelProcessLost),
     ],
 )
 def test_triton_messages_map_to_statuses(message, status, expected):
     error = map_triton_error(InferenceServerException(msg=message, status=status), "m")
     assert isinstance(error, expected)
+    if expected is ModelProcessLost:
+        assert error.part == "m"
     assert "onnxruntime" not in error.message, "internal details must not reach clients"
 
 
