@@ -113,6 +113,12 @@ class Settings(BaseSettings):
         "start (its own default, 30, is short on a busy machine: the load fails, Triton aborts, or the handshake "
         "hangs; a stub that does not start at all exits, which Triton sees at once).",
     )
+    triton_load_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds Triton may take to load a converted model (one model, once it is in the repository): "
+        "past it the load is taken for hung, tritonserver is restarted and the load made once more.",
+    )
     triton_exit_timeout_s: int = Field(5, ge=1, description="Triton's --exit-timeout-secs on shutdown.")
     triton_restart_backoff_s: float = Field(
         0.5, ge=0, description="First delay before restarting a Triton that died (doubles on failure)."

@@ -190,18 +190,32 @@ class TritonSupervisor:
         return True
 
     async def watch_load(self, triton_name: str) -> None:
-        """Run beside a load of ``triton_name``: when the model's stubs sit idle while the
-        load is pending (a stub handshake that hangs, see ``stalls``), kill this
-        tritonserver; the watchdog starts a new one, and the load fails as if Triton had
-        died under it. Returns only after killing it."""
+        """Run beside a load of ``triton_name``: when the load is still pending past
+        ``EMBEDGATE_TRITON_LOAD_TIMEOUT_S``, or the model's stubs sit idle while it is (a
+        stub handshake that hangs, see ``stalls``), kill this tritonserver; the watchdog
+        starts a new one, and the load fails as if Triton had died under it (the registry
+        then makes it once more). Returns only after killing it."""
         proc = self._proc
         if proc is None:
             return
         loop = asyncio.get_running_loop()
-        timed_out_at = loop.time() + self.settings.triton_stub_timeout_s + stalls.GRACE_S
-        await asyncio.sleep(min(stalls.EARLY_LOOK_S, self.settings.triton_stub_timeout_s + stalls.GRACE_S))
+        started = loop.time()
+        deadline = started + self.settings.triton_load_timeout_s
+        timed_out_at = started + self.settings.triton_stub_timeout_s + stalls.GRACE_S
+        next_look = started + min(stalls.EARLY_LOOK_S, self.settings.triton_stub_timeout_s + stalls.GRACE_S)
         before, idle_polls = None, 0
-        while proc.returncode is None and proc is self._proc:
+        while True:
+            await asyncio.sleep(max(0.0, min(next_look, deadline) - loop.time()))
+            if proc.returncode is not None or proc is not self._proc:
+                return
+            if loop.time() >= deadline:
+                log.error(
+                    "tritonserver has not finished loading %s in %.0fs (EMBEDGATE_TRITON_LOAD_TIMEOUT_S): "
+                    "a load that hangs; restarting tritonserver",
+                    triton_name,
+                    self.settings.triton_load_timeout_s,
+                )
+                break
             now = await asyncio.to_thread(stalls.stub_cpu_seconds, proc.pid, triton_name)
             idle_polls = idle_polls + 1 if stalls.is_idle(before, now) else 0
             if idle_polls >= (1 if loop.time() >= timed_out_at else stalls.IDLE_POLLS):
@@ -211,15 +225,15 @@ class TritonSupervisor:
                     triton_name,
                     idle_polls * stalls.POLL_S,
                 )
-                # Its stubs too (they share its process group): a stuck one may never
-                # notice that its parent is gone, and would hold Triton's output open.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                return
+                break
             before = now
-            await asyncio.sleep(stalls.POLL_S)
+            next_look = loop.time() + stalls.POLL_S
+        # Its stubs too (they share its process group): a stuck one may never notice that
+        # its parent is gone, and would hold Triton's output open.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     # --- lifecycle
     async def start(self) -> None:

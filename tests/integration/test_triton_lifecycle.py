@@ -184,6 +184,50 @@ def test_a_load_whose_stub_hangs_ends_tritonserver_and_is_made_again(gateway, mi
         hanging.stop()
 
 
+def test_a_load_past_its_deadline_restarts_tritonserver_and_is_made_once_more(gateway, minilm_loaded, minilm, tmp_path):
+    """A load Triton never finishes, with stubs that are not seen idle in time (a stub
+    timeout of 300 s: the idle watch would look only after a minute): past
+    EMBEDGATE_TRITON_LOAD_TIMEOUT_S the gateway ends tritonserver, readiness says so while
+    the supervisor starts another, and the load is made once more: a slower 200."""
+    published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
+    repository = tmp_path / "repository"
+    shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
+    hanging = start_gateway(repository, tmp_path / "hanging.log", triton_load_timeout_s="8")
+    readiness: list[str] = []
+    stop = False
+
+    def watch_readiness() -> None:
+        with httpx.Client(base_url=hanging.url, timeout=10) as client:
+            while not stop:
+                readiness.append(client.get("/health/ready").json()["status"])
+                time.sleep(0.01)
+
+    try:
+        wait_ready(hanging)
+        (triton_pid,) = hanging.children("tritonserver")
+        with concurrent.futures.ThreadPoolExecutor(2) as pool, hanging.client() as http:
+            watching = pool.submit(watch_readiness)
+            load = pool.submit(http.post, "/load_sentence_transformer_model", json={"model_name": MINILM})
+            stub = wait_until(lambda: stub_of(triton_pid), 120, "a stub of the load", interval=0.001)
+            os.kill(stub, signal.SIGSTOP)
+            answer = load.result(timeout=300)
+            stop = True
+            watching.result(timeout=30)
+            assert answer.status_code == 200, answer.text
+            served = http.post("/infer", json={"model_name": MINILM, "text": ["after the deadline"]}).json()
+        assert cosine_rows(served["text_embeddings"], minilm.encode(["after the deadline"]))[0] >= 0.9999
+        log = hanging.log()
+        assert f"has not finished loading {published.name} in 8s (EMBEDGATE_TRITON_LOAD_TIMEOUT_S)" in log
+        assert f"triton restarted while loading {MINILM}; loading it again" in log
+        # Ready before the load, then "unavailable" while Triton was restarted.
+        assert readiness[0] == "ready" and "unavailable" in readiness, sorted(set(readiness))
+        (new_pid,) = hanging.children("tritonserver")
+        assert new_pid != triton_pid
+    finally:
+        stop = True
+        hanging.stop()
+
+
 def test_a_model_called_once_unloads_at_once(gateway, minilm_loaded, tmp_path):
     """Triton held on to the model of the first request on a gRPC stream, so unloading a
     model right after its first call waited out the gateway's 30 s. A gateway of its own,

@@ -156,3 +156,19 @@ async def test_a_load_with_a_busy_stub_or_none_is_left_alone(tmp_path, quick_loo
         watch.cancel()
     finally:
         await stop(triton, stub)
+
+
+async def test_a_load_past_its_deadline_ends_tritonserver_even_with_busy_stubs(tmp_path, caplog):
+    triton, stub = await start_fake_triton(BUSY)
+    try:
+        running = TritonSupervisor(
+            Settings(model_repository=tmp_path, triton_stub_timeout_s=300, triton_load_timeout_s=1.0), tmp_path
+        )
+        running._proc = triton
+        started = time.monotonic()
+        await asyncio.wait_for(running.watch_load("m"), 30)
+        assert time.monotonic() - started < 10
+        assert await asyncio.wait_for(triton.wait(), 10) == -signal.SIGKILL
+        assert "has not finished loading m in 1s (EMBEDGATE_TRITON_LOAD_TIMEOUT_S)" in caplog.text
+    finally:
+        await stop(triton, stub)
