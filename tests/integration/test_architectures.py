@@ -7,6 +7,10 @@ encode cuts it) and one longer than half the pack width. A batch whose texts all
 the pack width runs packed, several texts to a row, where the model has a packed graph;
 a batch with a longer text runs one text per row. Each text alone must embed as it does
 in a batch: the gateway right-pads, whatever side the model's tokenizer pads on.
+
+The gateway of this module has the response cache off (and every test sends texts of its
+own, and every answer says no input came from the cache): each vector compared here was
+computed by the model.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from embedgate.converters.spec import PACKED_ONNX_FILE, TORCH_FILE, TritonConfig
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
+from .conftest import start_gateway
+
 THRESHOLD = 0.9999
 PACK_WIDTH = TritonConfigOptions().pack_width
 # Only mean pooling (then Dense, Normalize) can run packed.
 PACKED = {"mean"}
+# One single word per variant of the texts (Served.texts).
+SINGLE_WORDS = ("hello", "world", "query")
 WORDS = (
     "embedding servers batch requests of different lengths while the quick brown fox jumps over the lazy dog "
     "and a man is eating food at the bank"
@@ -33,21 +41,39 @@ def models_root(tmp_path_factory):
     return tmp_path_factory.mktemp("architectures")
 
 
+@pytest.fixture(scope="module")
+def uncached(models_root):
+    """A gateway of this module's own, with no response cache."""
+    gateway = start_gateway(models_root / "repository", models_root / "gateway.log", response_cache_mb="0")
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture
+def http(uncached):
+    with uncached.client() as client:
+        yield client
+
+
+def test_no_answer_here_can_come_from_the_cache(http):
+    assert http.get("/metrics").json()["response_cache"] is None
+
+
 @pytest.fixture(scope="module", params=list(tiny_models.ARCHITECTURES))
-def architecture(request, gateway, models_root):
+def architecture(request, uncached, models_root):
     """One architecture built, converted and loaded (once for all its tests), deleted after."""
     name = request.param
     build, pooling = tiny_models.ARCHITECTURES[name]
     model_dir = build(models_root / name)
     model_name = f"arch/{name}"
-    with gateway.client(timeout=600) as http:
+    with uncached.client(timeout=600) as http:
         body = {"model_name": model_name, "model_path": str(model_dir)}
         response = http.post("/load_sentence_transformer_model", json=body)
         assert response.status_code == 200, response.text
         assert response.json()["parity_min_cosine"] >= THRESHOLD
         (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == model_name]
-        yield Served(name, model_name, pooling, _reference(model_dir), gateway.repository / listed["triton_name"])
-        # Other tests count the loaded models.
+        yield Served(name, model_name, pooling, _reference(model_dir), uncached.repository / listed["triton_name"])
+        # One architecture at a time in memory.
         assert http.post("/delete_model", json={"model_name": model_name}).status_code == 200
 
 
@@ -62,24 +88,26 @@ class Served:
     def tokens(self, text: str) -> int:
         return len(self.reference.tokenizer(text)["input_ids"])
 
-    def text_of(self, tokens: int) -> str:
-        """A text of at least ``tokens`` tokens (specials included) in this model's tokenizer."""
+    def text_of(self, tokens: int, start: int = 0) -> str:
+        """A text of at least ``tokens`` tokens (specials included) in this model's
+        tokenizer, its words taken from ``start`` on."""
         words: list[str] = []
         while not words or self.tokens(" ".join(words)) < tokens:
-            words.append(WORDS[len(words) % len(WORDS)])
+            words.append(WORDS[(start + len(words)) % len(WORDS)])
         return " ".join(words)
 
-    def texts(self) -> dict[str, list[str]]:
+    def texts(self, variant: int = 0) -> dict[str, list[str]]:
         """Two batches: one whose texts all fit in the pack width, one with a text past
-        max_seq_length."""
-        single_word = "hello"
+        max_seq_length. Each ``variant`` has texts of its own, of the same shapes, so that
+        no test is answered from the cache with what another sent."""
+        single_word = SINGLE_WORDS[variant]
         # Longer than half the pack width: in ModernBERT it reaches past the sliding window.
-        medium = self.text_of(PACK_WIDTH // 2 + 6)
-        unicode = "  Ünïcödé façade, naïve café  "
-        short = [single_word, "The quick brown fox.", medium, unicode, "a man eats food"]
+        medium = self.text_of(PACK_WIDTH // 2 + 6, start=variant)
+        unicode = ["  Ünïcödé façade, naïve café  ", "Ünïcödé café at the façade", " naïve façade of a café "][variant]
+        short = [single_word, f"The quick brown fox {variant}.", medium, unicode, f"a man eats food {variant}"]
         assert max(self.tokens(text) for text in short) <= PACK_WIDTH, "this batch must run packed"
-        long = self.text_of(self.reference.max_seq_length + 16)
-        mixed = [long, single_word, medium, "Hello world!", "stocks fell at the bank"]
+        long = self.text_of(self.reference.max_seq_length + 16, start=2 * variant + 1)
+        mixed = [long, single_word, medium, f"Hello world {variant}!", f"stocks fell at the bank {variant}"]
         return {"packed": short, "one text per row": mixed}
 
 
@@ -93,10 +121,20 @@ def _reference(model_dir):
 
 
 def embeddings(response) -> np.ndarray:
+    """The vectors of an answer the model computed (none of its inputs from the cache)."""
     assert response.status_code == 200, response.text
+    assert response.headers["x-cached-inputs"] == "0", "an input was answered from the response cache"
     body = response.json()
     rows = body["text_embeddings"] if "text_embeddings" in body else [d["embedding"] for d in body["data"]]
     return np.asarray(rows, dtype=np.float64)
+
+
+def assert_texts_differ(expected: np.ndarray, what: str) -> None:
+    """The model's own vectors of different texts differ: a model whose every text embeds
+    alike would let a wrong mask, position or pooled token pass."""
+    unit = expected / np.linalg.norm(expected, axis=1, keepdims=True)
+    similar = unit @ unit.T - np.eye(len(unit))
+    assert similar.max() < 0.99, f"{what}: texts embed alike (cosine {similar.max():.4f})"
 
 
 def assert_matches(served: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -113,11 +151,13 @@ def test_a_packed_graph_is_published_for_mean_pooling_only(architecture):
 def test_a_batch_matches_encode(http, architecture):
     for batch, texts in architecture.texts().items():
         served = embeddings(http.post("/infer", json={"model_name": architecture.model_name, "text": texts}))
-        assert_matches(served, architecture.reference.encode(texts), f"{architecture.name}, {batch}")
+        expected = architecture.reference.encode(texts)
+        assert_texts_differ(expected, f"{architecture.name}, {batch}")
+        assert_matches(served, expected, f"{architecture.name}, {batch}")
 
 
 def test_each_text_alone_matches_encode(http, architecture):
-    texts = architecture.texts()["one text per row"]
+    texts = architecture.texts(variant=1)["one text per row"]
     expected = architecture.reference.encode(texts)
     alone = [http.post("/infer", json={"model_name": architecture.model_name, "text": [text]}) for text in texts]
     served = np.concatenate([embeddings(response) for response in alone])
@@ -125,7 +165,7 @@ def test_each_text_alone_matches_encode(http, architecture):
 
 
 def test_the_openai_endpoint_serves_the_same_vectors(http, architecture):
-    texts = architecture.texts()["one text per row"]
+    texts = architecture.texts(variant=2)["one text per row"]
     body = {"model": architecture.model_name, "input": texts, "encoding_format": "float"}
     response = http.post("/v1/embeddings", json=body)
     assert_matches(embeddings(response), architecture.reference.encode(texts), f"{architecture.name}, /v1/embeddings")

@@ -2,7 +2,10 @@
 real gateway and tritonserver: a CrossEncoder reranks (scores equal to ``CrossEncoder.predict``),
 a SPLADE SparseEncoder gives sparse vectors (the same non-zero weights as
 ``SparseEncoder.encode``), and each kind refuses the requests of the others, saying where
-to go."""
+to go.
+
+The response cache is on here: every test that compares an answer with the library sends
+a query or texts of its own and checks that none was answered from the cache."""
 
 from __future__ import annotations
 
@@ -26,6 +29,13 @@ DOCUMENTS = [
 ]
 TEXTS = ["the quick brown fox", "hello world", "a man is eating food", " ".join(["stocks fell"] * 60), "a"]
 PROMPTS = {"query": "query: "}
+
+
+def computed(response):
+    """``response``, checked to be a 200 the model computed (no input from the cache)."""
+    assert response.status_code == 200, response.text
+    assert response.headers["x-cached-inputs"] == "0", "answered from the response cache"
+    return response
 
 
 def _library(name):
@@ -80,10 +90,10 @@ def test_the_load_answer_and_the_listings_say_the_kind(http, models):
 
 @pytest.mark.parametrize("path", ["/rerank", "/v1/rerank"])
 def test_rerank_scores_are_predicts_best_first(http, models, reranker, path):
-    response = http.post(path, json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS})
-    assert response.status_code == 200, response.text
+    query = f"{QUERY} ({path})"
+    response = computed(http.post(path, json={"model": CROSS, "query": query, "documents": DOCUMENTS}))
     body = response.json()
-    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS])
+    expected = reranker.predict([[query, document] for document in DOCUMENTS])
     assert np.ptp(expected) > 0.1  # scores far enough apart for the tolerance to mean something
     scores = {result["index"]: result["relevance_score"] for result in body["results"]}
     assert sorted(scores) == list(range(len(DOCUMENTS)))
@@ -95,33 +105,37 @@ def test_rerank_scores_are_predicts_best_first(http, models, reranker, path):
 
 def test_top_n_documents_as_objects_and_the_documents_returned(http, models, reranker):
     objects = [{"text": document} for document in DOCUMENTS]
-    response = http.post(
-        "/rerank", json={"model": CROSS, "query": QUERY, "documents": objects, "top_n": 2, "return_documents": True}
-    )
-    assert response.status_code == 200, response.text
+    query = f"{QUERY}, the best two"
+    response = computed(http.post(
+        "/rerank", json={"model": CROSS, "query": query, "documents": objects, "top_n": 2, "return_documents": True}
+    ))
     ranked = [(hit["index"], hit["document"]["text"]) for hit in response.json()["results"]]
-    expected = reranker.rank(QUERY, DOCUMENTS, top_k=2, return_documents=True)
+    expected = reranker.rank(query, DOCUMENTS, top_k=2, return_documents=True)
     assert ranked == [(hit["corpus_id"], hit["text"]) for hit in expected]
 
 
 def test_a_prompt_goes_before_the_query_as_predict_puts_it(http, models, reranker):
-    response = http.post("/rerank", json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS, "prompt_name": "query"})
-    assert response.status_code == 200, response.text
+    query = f"{QUERY}, with a prompt"
+    body = {"model": CROSS, "query": query, "documents": DOCUMENTS, "prompt_name": "query"}
+    response = computed(http.post("/rerank", json=body))
     scores = sorted((hit["index"], hit["relevance_score"]) for hit in response.json()["results"])
-    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS], prompt_name="query")
+    expected = reranker.predict([[query, document] for document in DOCUMENTS], prompt_name="query")
     np.testing.assert_allclose([score for _, score in scores], expected, atol=1e-4)
-    unprompted = reranker.predict([[QUERY, document] for document in DOCUMENTS])
+    unprompted = reranker.predict([[query, document] for document in DOCUMENTS])
     assert np.abs(expected - unprompted).max() > 0.01  # the prompt changed the scores
 
 
 def test_sparse_embeddings_have_encodes_non_zero_weights(http, models, splade):
     # The model's own max_active_dims (20) applies, as encode applies it.
-    for top_k, request in ((20, {}), (5, {"top_k": 5}), (None, {"top_k": 100_000})):
-        response = http.post("/infer", json={"model_name": SPARSE, "text": TEXTS, **request})
-        assert response.status_code == 200, response.text
+    for step, (top_k, request) in enumerate(((20, {}), (5, {"top_k": 5}), (None, {"top_k": 100_000}))):
+        texts = [f"{text} {step}" if text != "a" else text * (step + 1) for text in TEXTS]
+        response = computed(http.post("/infer", json={"model_name": SPARSE, "text": texts, **request}))
         rows = response.json()["sparse_embeddings"]
-        expected = splade.encode(TEXTS, max_active_dims=top_k or 100_000, convert_to_sparse_tensor=False).numpy()
-        assert len(rows) == len(TEXTS)
+        expected = splade.encode(texts, max_active_dims=top_k or 100_000, convert_to_sparse_tensor=False).numpy()
+        # The texts' weights differ from text to text (else a wrong row would pass).
+        supports = {tuple(np.flatnonzero(want)) for want in expected}
+        assert len(supports) == len(texts)
+        assert len(rows) == len(texts)
         for row, want in zip(rows, expected):
             assert row["indices"] == np.flatnonzero(want).tolist()
             np.testing.assert_allclose(row["values"], want[row["indices"]], rtol=1e-4, atol=1e-5)
@@ -146,9 +160,9 @@ def test_each_kind_refuses_the_others_requests_saying_where_to_go(http, models):
 
 def test_the_models_keep_serving_everyone_else(http, models, reranker):
     # After every refusal above, a good request is answered as before.
-    response = http.post("/v1/rerank", json={"model": CROSS, "query": QUERY, "documents": DOCUMENTS[:2]})
-    assert response.status_code == 200
-    expected = reranker.predict([[QUERY, document] for document in DOCUMENTS[:2]])
+    query = f"{QUERY}, after the refusals"
+    response = computed(http.post("/v1/rerank", json={"model": CROSS, "query": query, "documents": DOCUMENTS[:2]}))
+    expected = reranker.predict([[query, document] for document in DOCUMENTS[:2]])
     np.testing.assert_allclose(sorted(hit["relevance_score"] for hit in response.json()["results"]), sorted(expected), atol=1e-4)
 
 
@@ -158,13 +172,16 @@ def test_the_metadata_records_the_kind(gateway, models):
         assert metadata["kind"] == kind and metadata["parity"]["passed"]
 
 
-def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models):
+def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models, reranker):
     import io
     import time
 
     import openai
 
-    bodies = [{"model": CROSS, "query": QUERY, "documents": DOCUMENTS[i:] or DOCUMENTS, "top_n": 3} for i in range(4)]
+    bodies = [
+        {"model": CROSS, "query": f"{QUERY} in bulk {i}", "documents": DOCUMENTS[i:] or DOCUMENTS, "top_n": 3}
+        for i in range(4)
+    ]
     lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/rerank", "body": body})
              for i, body in enumerate(bodies)]
     lines.append(json.dumps({"custom_id": "wrong-kind", "method": "POST", "url": "/v1/rerank",
@@ -181,9 +198,13 @@ def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models):
         errors = [json.loads(row) for row in client.files.content(batch.error_file_id).text.splitlines()]
     assert errors[0]["response"]["body"]["error"]["code"] == "wrong_model_kind"
     for i, body in enumerate(bodies):
-        online = http.post("/v1/rerank", json=body).json()
         answer = output[f"q{i}"]["response"]["body"]
+        # The model computed the job's scores: predict's, best first.
+        expected = reranker.predict([[body["query"], document] for document in body["documents"]])
+        best = list(np.argsort(-expected, kind="stable")[:3])
+        assert [r["index"] for r in answer["results"]] == best
+        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]], expected[best], atol=1e-4)
+        # The route answers the same body alike (its rows now from the cache the job filled).
+        online = http.post("/v1/rerank", json=body).json()
         assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
-        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
-                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
         assert answer["usage"] == online["usage"]

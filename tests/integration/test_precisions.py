@@ -1,6 +1,9 @@
 """Embeddings in every precision through the real gateway, as sentence-transformers'
 ``quantize_embeddings`` gives them with the ranges calibrated once at conversion: the same
-text always gives the same bytes, whatever else a request holds."""
+text always gives the same bytes, whatever else a request holds.
+
+The gateway of this module has no response cache: two answers for one text are two runs
+of the model, never one row read twice."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from .conftest import MINILM
+from .conftest import MINILM, start_gateway, wait_ready
 
 TEXTS = ["A man is eating food.", "The girl is carrying a baby.", "A much longer sentence " * 100, "ok"]
 
@@ -22,6 +25,32 @@ def quantize_embeddings():
     from sentence_transformers.quantization import quantize_embeddings
 
     return quantize_embeddings
+
+
+@pytest.fixture(scope="module")
+def uncached(gateway, tmp_path_factory):
+    """A gateway with no response cache on the session's repository (MiniLM converted
+    there by the session's gateway, and restored here from its manifest)."""
+    with gateway.client() as http:
+        assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
+    logs = tmp_path_factory.mktemp("precisions")
+    server = start_gateway(gateway.repository, logs / "gateway.log", response_cache_mb="0", preload_models=MINILM)
+    try:
+        wait_ready(server)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def http(uncached):
+    with uncached.client() as client:
+        yield client
+
+
+@pytest.fixture
+def minilm_loaded(http):
+    assert http.get("/metrics").json()["response_cache"] is None
 
 
 @pytest.fixture
