@@ -108,6 +108,20 @@ def log_level(line: str) -> int:
     return {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
 
 
+# How often the watchdog looks whether tritonserver has exited.
+EXIT_POLL_S = 0.1
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """Its exit code, as soon as the process has exited. ``Process.wait()`` also waits
+    until the output pipe closes, which a stub that outlived tritonserver (in its process
+    group, never told its parent is gone) holds open: seen after a model was unloaded and
+    loaded again, the watchdog then never restarted a killed tritonserver."""
+    while proc.returncode is None:
+        await asyncio.sleep(EXIT_POLL_S)
+    return proc.returncode
+
+
 def _shm_family(pid: int) -> str:
     """The shared-memory prefix shared by every Triton one gateway process starts."""
     return f"embedgate_{pid}_"
@@ -331,7 +345,7 @@ class TritonSupervisor:
         while not self._stopping:
             proc = self._proc
             assert proc is not None
-            code = await proc.wait()
+            code = await _exited(proc)
             if self._stopping:
                 return
             self._ready = False

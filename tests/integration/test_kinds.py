@@ -17,6 +17,7 @@ import pytest
 from tests import tiny_models
 
 CROSS = "org/tiny-reranker"
+LEGACY = "org/tiny-legacy-reranker"
 SPARSE = "org/tiny-splade"
 QUERY = "what is the quick brown fox"
 DOCUMENTS = [
@@ -54,6 +55,8 @@ def models(gateway, tmp_path_factory):
     root = tmp_path_factory.mktemp("kinds")
     directories = {
         CROSS: tiny_models.cross_encoder(root / "reranker", prompts=PROMPTS),
+        # Saved before config_sentence_transformers.json: a plain sequence classifier.
+        LEGACY: tiny_models.legacy_cross_encoder(root / "legacy", seed=3),
         SPARSE: tiny_models.sparse_encoder(root / "splade", max_active_dims=20),
     }
     answers = {}
@@ -101,6 +104,17 @@ def test_rerank_scores_are_predicts_best_first(http, models, reranker, path):
     assert [result["index"] for result in body["results"]] == list(np.argsort(-expected, kind="stable"))
     assert "document" not in body["results"][0]
     assert body["usage"]["total_tokens"] > 0 and int(response.headers["x-truncated-inputs"]) == 1
+
+
+def test_a_cross_encoder_saved_without_its_settings_file_scores_as_predict(http, models):
+    assert not (models[0][LEGACY] / "config_sentence_transformers.json").exists()
+    legacy = _library("CrossEncoder")(str(models[0][LEGACY]), device="cpu")
+    query = f"{QUERY}, an older reranker"
+    response = computed(http.post("/rerank", json={"model": LEGACY, "query": query, "documents": DOCUMENTS}))
+    expected = legacy.predict([[query, document] for document in DOCUMENTS])
+    assert np.ptp(expected) > 0.1
+    scores = sorted((hit["index"], hit["relevance_score"]) for hit in response.json()["results"])
+    np.testing.assert_allclose([score for _, score in scores], expected, atol=1e-4)
 
 
 def test_top_n_documents_as_objects_and_the_documents_returned(http, models, reranker):

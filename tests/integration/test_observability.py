@@ -86,6 +86,24 @@ async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, min
         assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) == 1
         assert "starting tritonserver" not in external.log()  # external mode starts none
 
+        # Its owner unloads the model: a request that reaches it before the gateway loads
+        # it again (within seconds) is refused with 503 triton_unavailable, then served.
+        import tritonclient.http.aio as triton_http
+
+        control = triton_http.InferenceServerClient(triton.url)
+        try:
+            await control.unload_model(TRITON_NAME)
+        finally:
+            await control.close()
+        async with httpx.AsyncClient(base_url=external.url, timeout=60) as http:
+            refused = await http.post("/infer", json={"model_name": MINILM, "text": ["while it is unloaded"]})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "triton_unavailable" and refused.headers["retry-after"]
+            deadline = time.monotonic() + 60
+            while (again := await http.post("/infer", json={"model_name": MINILM, "text": ["loaded again"]})).status_code != 200:
+                assert again.status_code == 503 and time.monotonic() < deadline, again.text
+                await asyncio.sleep(0.2)
+
         # The external Triton dies and is restarted by its owner, with no model loaded: the
         # gateway notices and loads MiniLM again by itself.
         os.kill(triton.pid, signal.SIGKILL)
