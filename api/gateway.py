@@ -13,7 +13,8 @@ from .jobs.service import JobService
 from .jobs.store import JobStore
 from .jobs.worker import BatchEndpoint
 from .models.host import ModelHost, Triton
-from .models.registry import ModelControl, ModelRegistry
+from .models.control import ModelControl
+from .models.registry import ModelRegistry
 from .settings import Settings
 from .telemetry import scrape
 from .triton.client import TritonClient

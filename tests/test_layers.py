@@ -1,6 +1,9 @@
-"""The gateway's layers, as the architecture page draws them, kept true by reading the
-imports: each layer imports only itself and the layers below it, and no module imports
-another in a circle."""
+"""The package's layers, as the architecture page draws them, kept true by reading the
+imports: each layer of the gateway imports only itself and the layers below it (not its
+siblings of the same rank), no module imports another in a circle, and between the three
+packages only their contracts cross: the gateway uses the converters' spec and repository,
+the converters the gateway's torch-free preprocessing, the benchmark the gateway's public
+pieces."""
 
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ PACKAGE = "embedgate.api"
 
 # Top to bottom. A module's layer is the longest prefix listed here.
 LAYERS = [
-    ("cli", "ray_serve", "workers", "__main__"),
+    ("__main__",),
+    ("cli",),
+    ("ray_serve", "workers"),
     ("http",),
     ("gateway",),
     ("jobs",),
@@ -80,6 +85,67 @@ def test_each_layer_imports_only_itself_and_the_layers_below():
         if name != "__init__" and layer(target) < layer(name)
     ]
     assert upward == []
+
+
+def group(name: str) -> str:
+    """The entry of LAYERS that ``name`` belongs to (its layer may hold several)."""
+    return max((p for p in LAYERS[layer(name)] if name == p or name.startswith(p + ".")), key=len)
+
+
+def test_siblings_of_one_layer_do_not_import_each_other():
+    sideways = [
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if name != "__init__" and layer(target) == layer(name) and group(target) != group(name)
+    ]
+    assert sideways == []
+
+
+def absolute_imports(folder: str, package: str) -> dict[str, set[str]]:
+    """File (relative to the root) -> the modules of ``package`` it imports by name."""
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                if name == package or name.startswith(package + "."):
+                    found.setdefault(str(path.relative_to(ROOT)), set()).add(name[len(package) + 1 :])
+    return found
+
+
+def crossing(folder: str, package: str, allowed: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path} -> {package}.{name}"
+        for path, names in sorted(absolute_imports(folder, package).items())
+        for name in sorted(names)
+        if not any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
+    ]
+
+
+def test_the_gateway_takes_only_the_converters_contract():
+    # The spec (conversion job, metadata.json) and the repository code both sides publish
+    # and read with; conversions themselves run in a subprocess (python -m embedgate.converters).
+    assert crossing("api", "embedgate.converters", ("spec", "repository")) == []
+
+
+def test_the_converters_take_only_the_gateways_torch_free_preprocessing():
+    # The CLIP parity check runs the gateway's own preprocessing: what is checked is what serves.
+    assert crossing("converters", "embedgate.api", ("compute.preprocess",)) == []
+
+
+def test_the_benchmark_takes_only_the_gateways_public_pieces():
+    assert crossing("bench", "embedgate.api", ("settings", "models.names", "compute.preprocess")) == []
+
+
+def test_only_the_command_line_starts_the_benchmark():
+    users = {path for path, names in absolute_imports("api", "embedgate.bench").items()}
+    assert users <= {"api/cli/main.py"}
+    assert absolute_imports("converters", "embedgate.bench") == {}
 
 
 def test_no_module_imports_another_in_a_circle():

@@ -20,16 +20,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from embedgate.converters.spec import EMBEDDING, PIXELS
 
-from ..errors import DeadlineExceeded, ModelProcessLost, TritonConnectionLost
+from ..errors import DeadlineExceeded
 from ..settings import Settings
 from ..triton.client import TritonClient
-from . import spreading
+from . import resend, spreading
 from .admission import admit
 from .backlog import Backlogs
 from .batching import BatchingPolicy
@@ -51,18 +51,6 @@ BULK_TIMEOUT_S = 3600.0
 T = TypeVar("T")
 
 
-class Restartable(Protocol):
-    """A Triton the gateway restarts when it dies (the embedded supervisor)."""
-
-    restarts: int
-
-    async def wait_restarted(self, since: int) -> bool: ...
-
-
-# Loads a model part again whose process died under a request sent at a monotonic time.
-ReloadLost = Callable[[str, str, float], Awaitable[None]]
-
-
 # A text input: a text, or a cross-encoder's (query, document) pair.
 TextInput = str | tuple[str, str]
 
@@ -82,14 +70,14 @@ def _tokenize(model: ServedModel, inputs: list[TextInput], prefix: str) -> Token
 
 class EmbeddingService:
     def __init__(
-        self, settings: Settings, client: TritonClient, triton: Restartable | None = None
+        self, settings: Settings, client: TritonClient, triton: resend.Restartable | None = None
     ):
         self.settings = settings
         self.batching = BatchingPolicy(settings)
         self.client = client
         self.triton = triton
         # Set by the gateway: whoever loads models here (the registry, or a worker's primary).
-        self.reload_lost: ReloadLost | None = None
+        self.reload_lost: resend.ReloadLost | None = None
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
         self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, Embedded, Embeddings]]] = {}
@@ -306,33 +294,8 @@ class EmbeddingService:
             model, lambda: self.client.infer(model.triton_names[0], tensors, model.kind.output, timeout_s=timeout_s)
         )
 
-    async def _surviving_restarts(self, model: ServedModel, call: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
-        """``call``, sent again each time Triton died under it and its supervisor brought it
-        back with the models reloaded, until the request's deadline (which bounds the
-        whole: a Triton that dies again during its restart is waited out too); and sent
-        again once after the model's own process died under it and the model was loaded
-        again (a second death is answered: an input that kills the process must not take
-        it down again and again). Embedding is idempotent, so the client sees a slower
-        answer instead of a 503."""
-        resent_after_reload = False
-        while True:
-            restarts = self.triton.restarts if self.triton is not None else 0
-            sent_at = time.monotonic()
-            try:
-                return await call()
-            except ModelProcessLost as lost:
-                if self.reload_lost is None:
-                    raise
-                await self.reload_lost(model.name, lost.part, sent_at)
-                if resent_after_reload:
-                    raise
-                resent_after_reload = True
-                log.info("model %s was loaded again under a request; sending it again", model.name)
-                continue
-            except TritonConnectionLost:
-                if self.triton is None or not await self.triton.wait_restarted(restarts):
-                    raise
-            log.info("triton restarted under a request; sending it again")
+    def _surviving_restarts(self, model: ServedModel, call: Callable[[], Awaitable[np.ndarray]]):
+        return resend.surviving(call, model.name, self.triton, self.reload_lost)
 
     async def embed_images(
         self,

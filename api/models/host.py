@@ -17,7 +17,8 @@ from typing import Protocol
 from ..errors import EmbedgateError
 from ..settings import Settings
 from ..triton.client import TritonClient
-from ..triton.supervisor import ExternalTriton, LostListener, RestartListener, TritonSupervisor
+from ..triton.external import ExternalTriton
+from ..triton.supervisor import LostListener, RestartListener, TritonSupervisor
 from .registry import ModelRegistry
 
 log = logging.getLogger("embedgate")

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from embedgate.converters.repository import RepositoryError
 from embedgate.converters.spec import ConversionSpec, ModelMetadata
 
 from ..compute.batching import BatchingPolicy
-from ..compute.embedding import Restartable
+from ..compute.resend import Restartable
 from ..compute.kinds import kind_of
 from ..compute.served import ServedModel
 from ..errors import (
@@ -34,7 +32,9 @@ from ..errors import (
 )
 from ..settings import Settings
 from ..triton.client import TritonClient
+from .control import LoadOutcome
 from .conversion import run_conversion
+from .lost import LostProcesses
 from .names import clip_key, is_triton_name, split_variant
 from .on_disk import OnDisk, find_on_disk
 from .progress import Progress
@@ -43,28 +43,6 @@ from .repository import RepositoryUnavailable, off_loop, open_for
 from .sources import check_model_path, check_pretrained
 
 log = logging.getLogger("embedgate.registry")
-
-
-@dataclass(frozen=True)
-class LoadOutcome:
-    model: ServedModel
-    already_loaded: bool
-    converted: bool
-
-
-class ModelControl(Protocol):
-    """What the management routes call: the registry itself on one machine, or the
-    cluster's desired state (which loads through every replica's registry)."""
-
-    async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome: ...
-
-    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome: ...
-
-    async def unload(self, name: str, pretrained: str | None = None) -> None: ...
-
-    async def delete(self, name: str, pretrained: str | None = None) -> None: ...
-
-    async def reload_lost(self, key: str, part: str, sent_at: float) -> None: ...
 
 
 class ModelRegistry:
@@ -95,11 +73,8 @@ class ModelRegistry:
         # Told after the set of served models changed (a model added, or taken out before
         # Triton unloads it): the primary of several gateway workers tells them all.
         self.on_change: Callable[[], Awaitable[None]] | None = None
-        # Told when a model part's lost process was replaced (the primary tells its
-        # workers, whose calls to the old process must be sent again).
-        self.on_process_replaced: Callable[[str, float], Awaitable[None]] | None = None
-        # Triton model -> when its last reload after a lost process ended (monotonic).
-        self._reloaded_at: dict[str, float] = {}
+        # Models whose process died in Triton, loaded again.
+        self.lost = LostProcesses(self)
 
     # --- lookups (hot path: no I/O unless the model is missing)
     def served(self, name: str, pretrained: str | None = None) -> ServedModel:
@@ -347,40 +322,15 @@ class ModelRegistry:
                 self._seen.discard(part)
             log.info("model %s deleted from the repository", ref.key)
 
+    def lock(self, triton_name: str) -> asyncio.Lock:
+        """The lock that serializes the loads, unloads and deletes of one model."""
+        return self._locks[triton_name]
+
     async def reload_lost(self, key: str, part: str, sent_at: float) -> None:
-        """Load ``part`` of the model ``key`` again after its process died under a request
-        sent at ``sent_at`` (``time.monotonic()``, the same clock in every process of the
-        host): once for all the requests it failed, which then go again. A reload that
-        ended after the request was sent replaced the process the request met (one under
-        way is waited for); one that ended before it left a process that died too."""
-        model = self._served.get(key)
-        if model is None or part not in model.triton_names:
-            raise ModelNotLoaded(f"model '{key}' is no longer loaded")
-        async with self._locks[model.triton_name]:
-            if self._reloaded_at.get(part, float("-inf")) >= sent_at:
-                return
-            if self._served.get(key) is not model:
-                raise ModelNotLoaded(f"model '{key}' is no longer loaded")
-            log.warning("model %s lost its process in Triton (%s); loading it again", key, part)
-            await self.client.reload(part)
-            replaced_at = self._reloaded_at[part] = time.monotonic()
-            log.info("model %s has a new process in Triton", key)
-        # What the dead process held is never answered: sent again by its callers.
-        self.client.abandon(part, replaced_at)
-        if self.on_process_replaced is not None:
-            await self.on_process_replaced(part, replaced_at)
+        await self.lost.reload(key, part, sent_at)
 
     async def process_exited(self, part: str) -> None:
-        """Triton's supervisor saw a process of ``part`` end while Triton runs on: where a
-        served model lost it outside a load or unload of its own, load it again (requests
-        waiting on that process would otherwise wait out their deadline)."""
-        model = next((m for m in self._served.values() if part in m.triton_names), None)
-        if model is None or self._locks[model.triton_name].locked():
-            return
-        try:
-            await self.reload_lost(model.name, part, time.monotonic())
-        except EmbedgateError as exc:
-            log.error("could not load %s again after it lost its process: %s", model.name, exc.message)
+        await self.lost.exited(part)
 
     def _remove_partial(self, triton_name: str) -> None:
         try:

@@ -11,7 +11,8 @@ from typing import Any
 from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed, TritonUnavailable
 from ..models.names import clip_key, split_clip_key
 from ..models.progress import Progress
-from ..models.registry import LoadOutcome, ModelRegistry
+from ..models.control import LoadOutcome
+from ..models.registry import ModelRegistry
 from ..settings import Settings
 from .board import board_for
 from .config_api import ServeConfigApi

@@ -18,13 +18,10 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 
@@ -32,6 +29,7 @@ from embedgate.converters.repository import is_s3, open_repository, parse_s3, tr
 
 from ..settings import Settings
 from . import bundle, instances, stalls
+from .command import Ports, build_command, choose_ports, log_level
 from .children import tied_to_parent
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
@@ -43,69 +41,6 @@ RestartListener = Callable[[], Awaitable[None]]
 LostListener = Callable[[str], Awaitable[None]]
 # How often the supervisor looks at its Triton's stubs.
 STUB_POLL_S = 0.5
-
-
-@dataclass(frozen=True)
-class Ports:
-    http: int
-    grpc: int
-    metrics: int
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def choose_ports(settings: Settings) -> Ports:
-    return Ports(
-        http=settings.triton_http_port or _free_port(),
-        grpc=settings.triton_grpc_port or _free_port(),
-        metrics=settings.triton_metrics_port or _free_port(),
-    )
-
-
-def build_command(
-    prepared: bundle.PreparedTriton,
-    repository: str | Path,
-    ports: Ports,
-    shm_prefix: str,
-    settings: Settings,
-) -> list[str]:
-    """The tritonserver command line. Every address is loopback: Triton's control API
-    accepts model files and must never be reachable from outside."""
-    return [
-        str(prepared.binary),
-        f"--model-repository={repository}",
-        "--model-control-mode=explicit",
-        f"--backend-directory={prepared.backend_dir}",
-        f"--cache-directory={prepared.cache_dir}",
-        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
-        f"--backend-config=python,stub-timeout-seconds={settings.triton_stub_timeout_s}",
-        "--http-address=127.0.0.1",
-        f"--http-port={ports.http}",
-        "--grpc-address=127.0.0.1",
-        f"--grpc-port={ports.grpc}",
-        "--metrics-address=127.0.0.1",
-        f"--metrics-port={ports.metrics}",
-        "--allow-gpu-metrics=false",
-        "--strict-readiness=true",
-        f"--exit-timeout-secs={settings.triton_exit_timeout_s}",
-        f"--log-verbose={settings.triton_log_verbose}",
-    ]
-
-
-def log_level(line: str) -> int:
-    """The level a line of Triton's output is logged at. Triton prefixes its own lines with
-    I/W/E and a date: errors and warnings matter. A crash's last words ("Signal (6)
-    received.", a C++ "terminate called ...") and why it could not start ("error: ...")
-    come bare and matter most; the rest (its start-up tables) is detail."""
-    if line.startswith(("error:", "Signal (", "terminate called")):
-        return logging.ERROR
-    if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
-        return logging.DEBUG
-    return {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
 
 
 # How often the watchdog looks whether tritonserver has exited.
@@ -422,39 +357,3 @@ class TritonSupervisor:
         if self._mount:
             shutil.rmtree(self._mount, ignore_errors=True)
             self._mount = None
-
-
-class ExternalTriton:
-    """A Triton someone else runs: nothing to start or stop."""
-
-    embedded = False
-    restarts = 0
-    pid = None
-    serving = True
-
-    def __init__(self, url: str, metrics_url: str | None = None, grpc_url: str | None = None):
-        self.url = url
-        host = url.rsplit(":", 1)[0]
-        self.metrics_url = metrics_url or f"http://{host}:8002/metrics"
-        self.grpc_url = grpc_url or f"{host}:8001"
-
-    def is_ready(self) -> bool:
-        return True
-
-    def on_restart(self, listener: RestartListener) -> None:
-        pass
-
-    def on_lost_process(self, listener: LostListener) -> None:
-        pass  # its processes are not ours to see: requests that meet a lost one tell
-
-    async def wait_restarted(self, since: int) -> bool:
-        return False  # nobody here restarts it
-
-    async def watch_load(self, triton_name: str) -> None:
-        pass  # its processes are not ours to see
-
-    async def start(self) -> None:
-        log.info("using external Triton at %s", self.url)
-
-    async def stop(self) -> None:
-        pass

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbedgateError, TritonError
 from ..models.progress import Event, Progress
-from ..models.registry import LoadOutcome, ModelRegistry
+from ..models.control import LoadOutcome
+from ..models.registry import ModelRegistry
 from ..settings import Settings
 from ..triton.supervisor import LostListener, RestartListener
 from .channel import Peer

@@ -70,7 +70,7 @@ class Primary:
             loop.add_signal_handler(signum, stop.set)
         await self.host.start()
         self.host.registry.on_change = self.publish
-        self.host.registry.on_process_replaced = self._process_replaced
+        self.host.registry.lost.on_replaced = self._process_replaced
         files = open_files(self.settings.model_repository, self.settings.jobs_state_dir)
         store = JobStore(self.settings.jobs_state_dir / JOB_STORE)
         self._jobs = LocalQueue(Coordinator(store, files, lease_s=self.settings.batch_lease_s))

@@ -5,7 +5,7 @@ import pytest
 
 from embedgate.api.settings import Settings
 from embedgate.api.triton.bundle import PreparedTriton
-from embedgate.api.triton.supervisor import Ports, build_command, log_level
+from embedgate.api.triton.command import Ports, build_command, log_level
 
 
 def command(**overrides):

@@ -8,7 +8,7 @@ import pytest
 from embedgate.api.cli.client import EmbedgateClient
 from embedgate.api.http.schemas import LoadSentenceTransformerRequest
 from embedgate.api.models.names import to_triton_name
-from embedgate.api.models.registry import LoadOutcome
+from embedgate.api.models.control import LoadOutcome
 from embedgate.converters.spec import ParityResult, VariantInfo
 from tests.api.conftest import FakeModel, fake_metadata
 

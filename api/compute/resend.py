@@ -1,0 +1,58 @@
+"""A Triton call sent again when what was to answer it died: Triton itself (its
+supervisor restarts it and reloads the models), or the model's own process in Triton
+(whoever loads models here loads it again). Embedding is idempotent, so the client sees a
+slower answer instead of a 503."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+from ..errors import ModelProcessLost, TritonConnectionLost
+
+log = logging.getLogger("embedgate.embedding")
+T = TypeVar("T")
+
+
+class Restartable(Protocol):
+    """A Triton the gateway restarts when it dies (the embedded supervisor)."""
+
+    restarts: int
+
+    async def wait_restarted(self, since: int) -> bool: ...
+
+
+# Loads a model part again whose process died under a request sent at a monotonic time.
+ReloadLost = Callable[[str, str, float], Awaitable[None]]
+
+
+async def surviving(
+    call: Callable[[], Awaitable[T]], model: str, triton: Restartable | None, reload_lost: ReloadLost | None
+) -> T:
+    """``call``, sent again each time Triton died under it and its supervisor brought it
+    back with the models reloaded, until the request's deadline (which bounds the whole:
+    a Triton that dies again during its restart is waited out too); and sent again once
+    after the model's own process died under it and the model was loaded again (a second
+    death is answered: an input that kills the process must not take it down again and
+    again)."""
+    resent_after_reload = False
+    while True:
+        restarts = triton.restarts if triton is not None else 0
+        sent_at = time.monotonic()
+        try:
+            return await call()
+        except ModelProcessLost as lost:
+            if reload_lost is None:
+                raise
+            await reload_lost(model, lost.part, sent_at)
+            if resent_after_reload:
+                raise
+            resent_after_reload = True
+            log.info("model %s was loaded again under a request; sending it again", model)
+            continue
+        except TritonConnectionLost:
+            if triton is None or not await triton.wait_restarted(restarts):
+                raise
+        log.info("triton restarted under a request; sending it again")

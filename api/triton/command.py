@@ -1,0 +1,75 @@
+"""The tritonserver command line: its ports, its flags, and the level its output lines
+are logged at."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..settings import Settings
+from . import bundle
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int
+    grpc: int
+    metrics: int
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def choose_ports(settings: Settings) -> Ports:
+    return Ports(
+        http=settings.triton_http_port or _free_port(),
+        grpc=settings.triton_grpc_port or _free_port(),
+        metrics=settings.triton_metrics_port or _free_port(),
+    )
+
+
+def build_command(
+    prepared: bundle.PreparedTriton,
+    repository: str | Path,
+    ports: Ports,
+    shm_prefix: str,
+    settings: Settings,
+) -> list[str]:
+    """The tritonserver command line. Every address is loopback: Triton's control API
+    accepts model files and must never be reachable from outside."""
+    return [
+        str(prepared.binary),
+        f"--model-repository={repository}",
+        "--model-control-mode=explicit",
+        f"--backend-directory={prepared.backend_dir}",
+        f"--cache-directory={prepared.cache_dir}",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+        f"--backend-config=python,stub-timeout-seconds={settings.triton_stub_timeout_s}",
+        "--http-address=127.0.0.1",
+        f"--http-port={ports.http}",
+        "--grpc-address=127.0.0.1",
+        f"--grpc-port={ports.grpc}",
+        "--metrics-address=127.0.0.1",
+        f"--metrics-port={ports.metrics}",
+        "--allow-gpu-metrics=false",
+        "--strict-readiness=true",
+        f"--exit-timeout-secs={settings.triton_exit_timeout_s}",
+        f"--log-verbose={settings.triton_log_verbose}",
+    ]
+
+
+def log_level(line: str) -> int:
+    """The level a line of Triton's output is logged at. Triton prefixes its own lines with
+    I/W/E and a date: errors and warnings matter. A crash's last words ("Signal (6)
+    received.", a C++ "terminate called ...") and why it could not start ("error: ...")
+    come bare and matter most; the rest (its start-up tables) is detail."""
+    if line.startswith(("error:", "Signal (", "terminate called")):
+        return logging.ERROR
+    if "CudaDriverHelper" in line:  # no GPU here: expected and harmless
+        return logging.DEBUG
+    return {"E": logging.WARNING, "W": logging.INFO}.get(line[:1], logging.DEBUG)
