@@ -19,7 +19,7 @@ LAYERS = [
     ("models",),
     ("compute",),
     ("compute.preprocess", "triton"),
-    ("telemetry", "errors", "settings", "collector", "__init__"),
+    ("telemetry", "errors", "settings", "key_names", "collector", "__init__"),
 ]
 
 
