@@ -18,7 +18,9 @@ def parse_key_names(entries: Iterable[str], keys: set[str]) -> dict[str, str]:
         name, sign, key = entry.partition("=")
         name, key = name.strip(), key.strip()
         if not sign or not KEY_NAME.fullmatch(name):
-            raise ValueError(f"key_names entry {number} must be name=key, the name of letters, digits, '_', '.' and '-'")
+            raise ValueError(
+                f"key_names entry {number} must be name=key, the name of letters, digits, '_', '.' and '-'"
+            )
         if key not in keys:
             raise ValueError(f"key_names entry {number} ({name}) names a key that is not an API or admin key")
         if name in names.values() or key in names:

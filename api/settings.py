@@ -267,7 +267,7 @@ class Settings(BaseSettings):
         0, ge=0, description="Inference requests one key may send per minute before 429 (0: no limit)."
     )
     key_tokens_per_minute: int = Field(
-        0, ge=0, description="Estimated tokens (an image: 1) one key may send to inference per minute before 429 (0: none)."
+        0, ge=0, description="Estimated tokens (an image: 1) a key may send to inference a minute before 429 (0: none)."
     )
     allow_trust_remote_code: bool = Field(
         False, description="Let load requests run a model's own code (trust_remote_code)."

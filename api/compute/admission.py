@@ -34,7 +34,9 @@ def admit(model: ServedModel, limit: int, fair_share: bool = True) -> "_Admissio
     key = tenant.owner if tenant is not None else None
     if model.inflight >= limit:
         if key is None or not fair_share:
-            raise Overloaded(f"model '{model.name}' has {model.inflight} requests in flight (limit {limit}); retry shortly")
+            raise Overloaded(
+                f"model '{model.name}' has {model.inflight} requests in flight (limit {limit}); retry shortly"
+            )
         held = model.by_key.get(key, 0)
         keys = len(model.by_key) + (held == 0)
         if held * keys >= limit:  # held >= limit / keys, in integers

@@ -242,6 +242,7 @@ class EmbeddingService:
                 bulk_busy_rows=settings.bulk_busy_texts,
                 bulk_idle_rows=settings.bulk_idle_texts,
                 quiet_s=settings.bulk_quiet_s,
+                fair_share=settings.key_fair_share,
                 **self._pacing(model),
             )
             known = self._coalescers[key] = (model, coalescer)

@@ -35,14 +35,6 @@ class Allowance:
     reset_s: float  # until the bucket is full again
 
 
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """A key's allowances after its request (None: that limit is not configured)."""
-
-    requests: Allowance | None
-    tokens: Allowance | None
-
-
 class _Bucket:
     __slots__ = ("limit", "rate", "level", "stamp")
 
@@ -52,17 +44,38 @@ class _Bucket:
         self.level = float(limit)
         self.stamp = now
 
-    def refill(self, now: float) -> None:
+    def wait_s(self, amount: float, now: float) -> float:
+        """Refilled to ``now``: the seconds until ``amount`` (at most a full bucket) is
+        there; 0: it is."""
         self.level = min(self.limit, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
-
-    def wait_s(self, amount: float) -> float:
-        """Seconds until ``amount`` (at most a full bucket) is there; 0: now."""
         missing = min(amount, self.limit) - self.level
         return missing / self.rate if missing > 0 else 0.0
 
-    def allowance(self) -> Allowance:
-        return Allowance(self.limit, max(0, math.floor(self.level)), (self.limit - self.level) / self.rate)
+
+class Standing:
+    """A key's allowances after its request, read from its buckets when asked (the
+    headers of an answer); None where that limit is not configured."""
+
+    __slots__ = ("_requests", "_tokens")
+
+    def __init__(self, requests: _Bucket | None, tokens: _Bucket | None):
+        self._requests = requests
+        self._tokens = tokens
+
+    @property
+    def requests(self) -> Allowance | None:
+        return _allowance(self._requests)
+
+    @property
+    def tokens(self) -> Allowance | None:
+        return _allowance(self._tokens)
+
+
+def _allowance(bucket: _Bucket | None) -> Allowance | None:
+    if bucket is None:
+        return None
+    return Allowance(bucket.limit, max(0, math.floor(bucket.level)), (bucket.limit - bucket.level) / bucket.rate)
 
 
 class KeyRates:
@@ -97,22 +110,20 @@ class KeyRates:
                 _Bucket(self.tokens_per_minute, now) if self.tokens_per_minute else None,
             )
         requests, token_bucket = buckets
-        wait = 0.0
-        for bucket, amount in ((requests, 1.0), (token_bucket, tokens)):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.wait_s(amount))
+        wait = requests.wait_s(1.0, now) if requests is not None else 0.0
+        if token_bucket is not None:
+            wait = max(wait, token_bucket.wait_s(tokens, now))
         if wait > 0:
             raise RateLimited(
                 f"this key's limit of {self._limits()} is reached; retry in {math.ceil(wait)}s",
                 retry_after_s=max(1, math.ceil(wait)),
-                standing=self._standing(buckets),
+                standing=Standing(*buckets),
             )
         if requests is not None:
             requests.level -= 1.0
         if token_bucket is not None:
             token_bucket.level -= tokens
-        return self._standing(buckets)
+        return Standing(*buckets)
 
     def _limits(self) -> str:
         parts = []
@@ -121,11 +132,3 @@ class KeyRates:
         if self.tokens_per_minute:
             parts.append(f"{self.tokens_per_minute} tokens")
         return " and ".join(parts) + " per minute"
-
-    @staticmethod
-    def _standing(buckets: tuple[_Bucket | None, _Bucket | None]) -> Standing:
-        requests, tokens = buckets
-        return Standing(
-            requests.allowance() if requests is not None else None,
-            tokens.allowance() if tokens is not None else None,
-        )

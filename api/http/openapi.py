@@ -2,8 +2,8 @@
 
 - :func:`errors`: a route's error answers, with their body (the project's error shape, or
   OpenAI's on ``/v1/*``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
-  ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses they can answer; the statuses themselves come from
-  ``errors.STATUS``.
+  ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses
+  they can answer; the statuses themselves come from ``errors.STATUS``.
 - :func:`install`: the document of one running server. Bounds that are settings (how many
   texts or images one request may carry, the longest deadline a client may ask for) are
   written in from its settings, so the document states what this server enforces; the

@@ -137,7 +137,9 @@ async def delete_file(file_id: FileId, access: Caller, gateway: Gateway = Depend
 
 
 @router.post("/batches", response_model=BatchObject, responses=openai_errors(400, 404, 413, 415, 500, 503))
-async def create_batch(body: BatchCreateRequest, access: Caller, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
+async def create_batch(
+    body: BatchCreateRequest, access: Caller, gateway: Gateway = Depends(get_gateway)
+) -> BatchObject:
     view = await gateway.jobs.create_batch(
         body.input_file_id, body.endpoint, body.completion_window, body.metadata, access
     )

@@ -104,7 +104,8 @@ def test_an_admin_key_finds_and_manages_every_keys(keyed):
     file_b, batch_b = upload_and_run(keyed, as_("bob"))
     assert ids(keyed.get("/v1/files", headers=as_("admin"))) >= {file_a, file_b}
     assert ids(keyed.get("/v1/batches", headers=as_("admin"))) >= {batch_a, batch_b}
-    assert keyed.post(f"/v1/batches/{batch_b}/cancel", headers=as_("admin")).json()["status"] in ("cancelling", "cancelled")
+    cancelled = keyed.post(f"/v1/batches/{batch_b}/cancel", headers=as_("admin"))
+    assert cancelled.json()["status"] in ("cancelling", "cancelled")
     assert keyed.delete(f"/v1/files/{file_a}", headers=as_("admin")).json()["deleted"] is True
     assert keyed.get(f"/v1/files/{file_a}", headers=as_("alice")).status_code == 404
 

@@ -49,7 +49,8 @@ def test_past_its_limit_a_key_gets_429_with_retry_after_and_openais_headers(keye
     assert first.status_code == 200
     assert first.headers["x-ratelimit-limit-requests"] == "2" and first.headers["x-ratelimit-remaining-requests"] == "1"
     assert first.headers["x-ratelimit-reset-requests"].endswith("s")
-    assert client.post("/infer", json={"model_name": "org/loaded", "text": ["x"]}, headers=headers["named"]).status_code == 200
+    infer = {"model_name": "org/loaded", "text": ["x"]}
+    assert client.post("/infer", json=infer, headers=headers["named"]).status_code == 200
     refused = client.post("/v1/embeddings", json=EMBED, headers=headers["named"])
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
     assert refused.headers["x-ratelimit-remaining-requests"] == "0"
