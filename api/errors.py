@@ -160,6 +160,18 @@ class Overloaded(EmbedgateError):
     retry_after_s = 1
 
 
+class RateLimited(EmbedgateError):
+    """A key past its configured per-minute limit. ``standing`` is what it has left
+    (``compute/rates.Standing``), for OpenAI's rate-limit headers."""
+
+    code = "rate_limited"
+    retry_after_s = 1
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None, standing: object = None):
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.standing = standing
+
+
 class NotReady(EmbedgateError):
     """The gateway is still starting."""
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from embedgate.converters.repository.location import normalize as _repository_location
+
+from .key_names import parse_key_names
 
 
 def _default_work_dir() -> Path:
@@ -253,6 +255,26 @@ class Settings(BaseSettings):
         description="Comma-separated bearer keys required to load, unload and delete models; accepted "
         "wherever an API key is. Set without API keys, every endpoint but health and docs needs one.",
     )
+    key_names: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated name=key pairs naming keys of EMBEDGATE_API_KEYS or EMBEDGATE_ADMIN_KEYS: "
+        "per-key metrics show the name (default: key- and 8 hex digits of the key's keyed hash).",
+    )
+    key_hash_secret: str = Field(
+        "",
+        description="Secret of the keyed hash (HMAC-SHA256) that bulk-job files and batches record their owner "
+        "key by, and unnamed keys' metric labels derive from (empty: a fixed one). Changing it leaves existing "
+        "files and batches to admin keys.",
+    )
+    key_fair_share: bool = Field(
+        True, description="With keys: when the server must refuse work, it refuses the keys over their share first."
+    )
+    key_requests_per_minute: int = Field(
+        0, ge=0, description="Inference requests one key may send per minute before 429 (0: no limit)."
+    )
+    key_tokens_per_minute: int = Field(
+        0, ge=0, description="Estimated tokens (an image: 1) a key may send to inference a minute before 429 (0: none)."
+    )
     allow_trust_remote_code: bool = Field(
         False, description="Let load requests run a model's own code (trust_remote_code)."
     )
@@ -345,13 +367,23 @@ class Settings(BaseSettings):
     batch_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for work.")
 
     @field_validator(
-        "preload_models", "api_keys", "admin_keys", "local_model_dirs", "image_fetch_allow", mode="before"
+        "preload_models", "api_keys", "admin_keys", "key_names", "local_model_dirs", "image_fetch_allow",
+        mode="before",
     )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _names_name_keys(self) -> Settings:
+        self.key_name_map()
+        return self
+
+    def key_name_map(self) -> dict[str, str]:
+        """Each named key's name (``EMBEDGATE_KEY_NAMES``), by key."""
+        return parse_key_names(self.key_names, set(self.api_keys) | set(self.admin_keys))
 
     @property
     def repository_cache(self) -> Path:

@@ -24,7 +24,7 @@ LAYERS = [
     ("models",),
     ("compute",),
     ("compute.preprocess", "triton"),
-    ("telemetry", "errors", "settings", "collector", "__init__"),
+    ("telemetry", "errors", "settings", "key_names", "collector", "__init__"),
 ]
 
 

@@ -30,6 +30,10 @@ placed after the calls running and the requests waiting (in the calls they will 
 finish past ``deadline_share`` of its deadline is refused at once; and at each call's end,
 one waiting whose call would now finish past that share of what remains of its deadline is
 refused, before any work is done for it (503 with Retry-After, both).
+
+With keys, a request goes into the queue where ``fair_queue.py`` places it: a key under its
+share of the queued work ahead of the keys over theirs, whose requests are then the ones
+refused when the queue grows past the deadlines.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..errors import Overloaded
+from . import tenants
+from .fair_queue import KeyShares
 from .pacing import Pace, Schedule, past_share
 
 Item = TypeVar("Item")
@@ -59,6 +65,12 @@ class _Waiter(Generic[Item, Share]):
     future: asyncio.Future[Share]
     cost: float = 0.0  # estimated tokens (with a pace)
     admitted: bool = False  # a later part of a request admitted whole: never refused
+    key: str | None = None  # its key's keyed hash, where keys share the queue
+
+    @property
+    def weight(self) -> float:
+        """What it counts for in its key's share of the queue: its cost, else its rows."""
+        return self.cost or float(len(self.items))
 
 
 @dataclass
@@ -90,6 +102,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         cost: Callable[[list[Item]], float] | None = None,
         deadline_share: float = 0.8,
         name: str = "the model",
+        fair_share: bool = True,
     ):
         self._work = work
         self._share = share
@@ -116,6 +129,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         self._waiting_cost = 0.0
         self._in_flight_cost = 0.0
         self._running: list[_Running] = []  # in the order sent
+        self.fair_share = fair_share
+        self._shares = KeyShares()
 
     @property
     def in_flight(self) -> int:
@@ -128,10 +143,20 @@ class Coalescer(Generic[Item, Merged, Share]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
-        cost = self._admit(items, timeout_s, admitted)
-        self._waiting.append(_Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted))
+        tenant = tenants.current() if self.fair_share else None
+        cost = self._cost(items) if self.pace is not None and self._cost is not None else 0.0
+        waiter = _Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
+                         tenant.owner if tenant is not None else None)
+        at = len(self._waiting) if waiter.key is None else self._shares.place(self._waiting, waiter.key, waiter.weight)
+        self._admit(items, cost, timeout_s, admitted, at)
+        if at == len(self._waiting):
+            self._waiting.append(waiter)
+        else:
+            self._waiting.insert(at, waiter)
         self._waiting_rows += len(items)
         self._waiting_cost += cost
+        if waiter.key is not None:
+            self._shares.add(waiter.key, waiter.weight)
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
@@ -152,47 +177,49 @@ class Coalescer(Generic[Item, Merged, Share]):
                 future.cancel()
             raise
 
-    def _admit(self, items: list[Item], timeout_s: float, admitted: bool = False) -> float:
-        """The request's cost; Overloaded when its call would finish past its share of
-        ``timeout_s`` (never when it starts at once, nor for the later parts of a request)."""
+    def _admit(self, items: list[Item], cost: float, timeout_s: float, admitted: bool, at: int) -> None:
+        """Overloaded when the request's call, placed at ``at`` in the queue, would finish
+        past its share of ``timeout_s`` (never when it starts at once, nor for the later
+        parts of a request)."""
         if self.pace is None or self._cost is None:
-            return 0.0
-        cost = self._cost(items)
+            return
         unit_s = self.pace.unit_s
         if admitted or unit_s is None or (not self._waiting and self._in_flight < self.pace.instances):
-            return cost
+            return
         allowed = self.deadline_share * timeout_s
         # A bound first (it starts once the work ahead is spread over the instances, and its
         # call carries no more than what waits and itself), so a short queue costs no forecast.
         ahead = self._waiting_cost + self._in_flight_cost
         if unit_s * (ahead / self.pace.instances + self._waiting_cost + cost) <= allowed:
-            return cost
+            return
         now = asyncio.get_running_loop().time()
         schedule = self._schedule(now)
         assert schedule is not None
         needed = 0.0
-        for call in self._upcoming(items, cost):
+        for call in self._upcoming(items, cost, at):
             needed = schedule.add(sum(waiter_cost for _, waiter_cost in call)) - now
+            if any(waiter is None for waiter, _ in call):
+                break  # the calls after its own do not delay it
         if needed > allowed:
             raise past_share(self.name, needed, self.deadline_share, timeout_s, "queued for this request")
-        return cost
 
     def _schedule(self, now: float) -> Schedule | None:
         assert self.pace is not None
         return self.pace.schedule(now, ((call.started, call.cost) for call in self._running))
 
     def _upcoming(
-        self, items: list[Item] | None = None, cost: float = 0.0
+        self, items: list[Item] | None = None, cost: float = 0.0, at: int | None = None
     ) -> Iterator[list[tuple[_Waiter[Item, Share] | None, float]]]:
-        """The waiting requests (and ``items`` after them), in the calls they will be sent in:
-        lists of (waiter, or None for ``items``; its cost)."""
+        """The waiting requests (and ``items`` at index ``at`` among them, default last), in
+        the calls they will be sent in: lists of (waiter, or None for ``items``; its cost)."""
         extra = len(items) if items is not None else 0
         limit = self._call_rows(extra)
         call: list[tuple[_Waiter[Item, Share] | None, float]] = []
         rows = 0
-        queue = [(w, len(w.items), w.cost) for w in self._waiting if not w.future.done()]
+        queue = [(w, len(w.items), w.cost) for w in self._waiting]
         if items is not None:
-            queue.append((None, extra, cost))
+            queue.insert(len(queue) if at is None else at, (None, extra, cost))
+        queue = [entry for entry in queue if entry[0] is None or not entry[0].future.done()]
         for waiter, count, waiter_cost in queue:
             if call and rows + count > limit:
                 yield call
@@ -235,6 +262,7 @@ class Coalescer(Generic[Item, Merged, Share]):
             kept = deque(waiter for waiter in self._waiting if not waiter.future.done())
             self._waiting_rows = sum(len(waiter.items) for waiter in kept)
             self._waiting_cost = sum(waiter.cost for waiter in kept)
+            self._shares.reset((waiter.key, waiter.weight) for waiter in kept)
             self._waiting = kept
 
     def close(self) -> None:
@@ -303,6 +331,8 @@ class Coalescer(Generic[Item, Merged, Share]):
                 self._waiting.popleft()
                 self._waiting_rows -= len(waiter.items)
                 self._waiting_cost -= waiter.cost
+                if waiter.key is not None:
+                    self._shares.remove(waiter.key, waiter.weight)
                 continue
             if taken and rows + len(waiter.items) > limit:
                 break
@@ -310,6 +340,8 @@ class Coalescer(Generic[Item, Merged, Share]):
             rows += len(waiter.items)
             self._waiting_rows -= len(waiter.items)
             self._waiting_cost -= waiter.cost
+            if waiter.key is not None:
+                self._shares.remove(waiter.key, waiter.weight)
         return taken
 
     async def _call(

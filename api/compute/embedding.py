@@ -42,6 +42,7 @@ from .pacing import MIN_READ_COST, Pace, items_cost
 from .preprocess.text import TokenBatch, bucket_length
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision, quantized
+from .rates import KeyRates, Standing
 from .results import Embedded, Embeddings, ImageEmbeddings
 from .served import ServedModel
 
@@ -82,6 +83,7 @@ class EmbeddingService:
         self.images = ImageLoader(settings)
         self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, Embedded, Embeddings]]] = {}
         self.backlogs = Backlogs(settings.admission_deadline_share)
+        self.rates = KeyRates(settings.key_requests_per_minute, settings.key_tokens_per_minute)
         megabytes = settings.response_cache_mb
         self.cache = ResponseCache(int(megabytes * 1024 * 1024)) if megabytes > 0 and not settings.noop_inference else None
         if settings.noop_inference:
@@ -92,9 +94,13 @@ class EmbeddingService:
             coalescer.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def charge(self, texts: Sequence[TextInput] = (), images: int = 0) -> Standing | None:
+        """The request's inputs, counted for its key and charged to its key's limits (``rates.py``)."""
+        return self.rates.charge(texts, images)
+
     def admit(self, model: ServedModel):
         """One slot of ``model``'s in-flight limit for the request in progress (503 if none)."""
-        return admit(model, self.settings.max_inflight_requests)
+        return admit(model, self.settings.max_inflight_requests, self.settings.key_fair_share)
 
     async def embed_texts(
         self,
@@ -230,6 +236,7 @@ class EmbeddingService:
                 bulk_busy_rows=settings.bulk_busy_texts,
                 bulk_idle_rows=settings.bulk_idle_texts,
                 quiet_s=settings.bulk_quiet_s,
+                fair_share=settings.key_fair_share,
                 **self._pacing(model),
             )
             known = self._coalescers[key] = (model, coalescer)

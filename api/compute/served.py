@@ -21,8 +21,10 @@ class ServedModel:
     triton_name: str
     metadata: ModelMetadata
     tokenizer: TextTokenizer | AnyClipTokenizer
-    # Requests holding an admission slot (compute/admission.py).
+    # Requests holding an admission slot (compute/admission.py), and of those, each key's
+    # (by its keyed hash; only keys with some in flight).
     inflight: int = field(default=0)
+    by_key: dict[str, int] = field(default_factory=dict, init=False)
     kind: ServedKind = field(init=False)
     # New at every load: the response cache's rows of one load are never another's.
     serial: int = field(init=False, default_factory=lambda: next(_serials))

@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     )
     install_error_handlers(app)
     openapi.install(app, settings)
-    app.state.keyring = KeyRing(settings.api_keys, settings.admin_keys)
+    app.state.keyring = KeyRing.of(settings)
     app.state.gateway = None
     # Health stays open (probes carry no keys); management needs an admin key when set.
     app.include_router(health.router)

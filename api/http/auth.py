@@ -9,6 +9,11 @@
 Keys are compared in constant time (digests of equal length through
 ``hmac.compare_digest``), and every configured key is compared, so timing reveals neither
 which key matched nor how much of one did.
+
+A key that matched is the request's tenant (``compute/tenants.py``): its keyed hash
+(HMAC-SHA256 with ``EMBEDGATE_KEY_HASH_SECRET``) owns the bulk-job files and batches it
+creates, and its name (or a short keyed hash) labels its metrics. Both are computed once, at
+startup; the key itself is kept nowhere but in the settings.
 """
 
 from __future__ import annotations
@@ -20,38 +25,74 @@ from typing import Any
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPBearer
 
+from ..compute.tenants import Tenant, serve_as
 from ..errors import Forbidden, Unauthorized
 from ..settings import Settings
+from ..telemetry import tag_key
 from .openapi import errors, openai_errors
+
+# Without a secret of the operator's the keyed hash is still one-way; the secret makes a
+# copy of the job store useless for checking guessed keys against.
+DEFAULT_SECRET = b"embedgate key owner"
+SHORT_HASH_DIGITS = 8
+
+Entry = tuple[bytes, Tenant]
 
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+def keyed_hash(secret: str, purpose: str, key: str) -> str:
+    """HMAC-SHA256 of ``key`` under the server's secret, for one ``purpose`` (an owner
+    and a label of the same key share no digits)."""
+    return hmac.new(secret.encode() or DEFAULT_SECRET, f"{purpose}\0{key}".encode(), hashlib.sha256).hexdigest()
+
+
+def tenant_of(key: str, *, admin: bool, name: str | None, secret: str) -> Tenant:
+    label = name or f"key-{keyed_hash(secret, 'label', key)[:SHORT_HASH_DIGITS]}"
+    return Tenant(owner=keyed_hash(secret, "owner", key), label=label, admin=admin)
+
+
 class KeyRing:
-    def __init__(self, api_keys: list[str], admin_keys: list[str]):
-        self._api = [_digest(k) for k in api_keys]
-        self._admin = [_digest(k) for k in admin_keys]
+    def __init__(self, api_keys: list[str], admin_keys: list[str], *, names: dict[str, str] | None = None,
+                 secret: str = ""):
+        names = names or {}
+        admins = set(admin_keys)
+
+        def entries(keys: list[str]) -> list[Entry]:
+            return [(_digest(k), tenant_of(k, admin=k in admins, name=names.get(k), secret=secret)) for k in keys]
+
+        self._api = entries([k for k in api_keys if k not in admins])
+        self._admin = entries(admin_keys)
+        self.tenants = [tenant for _, tenant in self._api + self._admin]
+
+    @classmethod
+    def of(cls, settings: Settings) -> KeyRing:
+        return cls(settings.api_keys, settings.admin_keys, names=settings.key_name_map(),
+                   secret=settings.key_hash_secret)
 
     @staticmethod
-    def _matches(candidate: bytes, keys: list[bytes]) -> bool:
-        found = False
-        for key in keys:
-            found |= hmac.compare_digest(candidate, key)
+    def _match(candidate: bytes, keys: list[Entry]) -> Tenant | None:
+        found = None
+        for digest, tenant in keys:  # every key compared, whichever matches
+            if hmac.compare_digest(candidate, digest):
+                found = tenant
         return found
 
-    def check(self, authorization: str | None, *, admin: bool) -> None:
+    def check(self, authorization: str | None, *, admin: bool) -> Tenant | None:
+        """The key's tenant (None where no keys are needed); Unauthorized or Forbidden."""
         needed = self._admin if admin and self._admin else self._api + self._admin
         if not needed:
-            return
+            return None
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         candidate = _digest(token.strip())
-        if self._matches(candidate, needed):
-            return
-        if admin and self._matches(candidate, self._api):
+        tenant = self._match(candidate, needed)
+        if tenant is not None:
+            return tenant
+        if admin and self._match(candidate, self._api) is not None:
             raise Forbidden("this key may not load, unload or delete models")
         raise Unauthorized("invalid API key")
 
@@ -60,12 +101,19 @@ def _keyring(request: Request) -> KeyRing:
     return request.app.state.keyring
 
 
-async def require_api_key(request: Request) -> None:
-    _keyring(request).check(request.headers.get("authorization"), admin=False)
+def _serve(tenant: Tenant | None) -> Tenant | None:
+    if tenant is not None:
+        serve_as(tenant)
+        tag_key(tenant.label)
+    return tenant
 
 
-async def require_admin_key(request: Request) -> None:
-    _keyring(request).check(request.headers.get("authorization"), admin=True)
+async def require_api_key(request: Request) -> Tenant | None:
+    return _serve(_keyring(request).check(request.headers.get("authorization"), admin=False))
+
+
+async def require_admin_key(request: Request) -> Tenant | None:
+    return _serve(_keyring(request).check(request.headers.get("authorization"), admin=True))
 
 
 # For the OpenAPI document only (the check above reads the header itself).

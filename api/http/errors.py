@@ -23,6 +23,7 @@ from .. import errors
 from ..errors import EmbedgateError
 from ..telemetry import note_error
 from .openai.errors import is_openai_path, openai_error
+from .openai.rate_limits import rate_limit_headers
 from .responses import JSONResponse
 
 log = logging.getLogger("embedgate.errors")
@@ -50,6 +51,7 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.TritonError: 502,
     errors.ReplicaLoadFailed: 502,
     errors.ClusterConfigError: 502,
+    errors.RateLimited: 429,
     errors.Overloaded: 503,
     errors.NotReady: 503,
     errors.TritonUnavailable: 503,
@@ -74,6 +76,8 @@ def headers_of(error: EmbedgateError) -> dict[str, str]:
         headers["Retry-After"] = str(error.retry_after_s)
     if isinstance(error, errors.Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(error, errors.RateLimited):
+        headers.update(rate_limit_headers(error.standing))  # type: ignore[arg-type]
     return headers
 
 

@@ -1,9 +1,9 @@
 """What the OpenAPI document says beyond what FastAPI derives from the routes.
 
 - :func:`errors`: a route's error answers, with their body (the project's error shape, or
-  OpenAI's on ``/v1/*``) and headers (``Retry-After`` on a 503, ``WWW-Authenticate`` on a
-  401). Routes list the statuses they can answer; the statuses themselves come from
-  ``errors.STATUS``.
+  OpenAI's on ``/v1/*``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
+  ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses
+  they can answer; the statuses themselves come from ``errors.STATUS``.
 - :func:`install`: the document of one running server. Bounds that are settings (how many
   texts or images one request may carry, the longest deadline a client may ask for) are
   written in from its settings, so the document states what this server enforces; the
@@ -33,6 +33,7 @@ _WHY = {
     413: "The body is over the size limit, or carries more inputs than one request may.",
     415: "The body is not in the content type the route reads.",
     422: "A field is invalid (invalid_request), or the model name is (invalid_model_name).",
+    429: "The key is past its per-minute limit (rate_limited): try again after Retry-After seconds.",
     500: "Internal error; the message carries a request id to find it in the log.",
     502: "Triton failed the request.",
     503: "Starting, overloaded, or Triton unavailable: try again (after Retry-After seconds when given).",
@@ -40,14 +41,24 @@ _WHY = {
     507: "Not enough disk space to convert the model.",
 }
 
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds after which trying again may work.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
 _HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
-    503: {
-        "Retry-After": {
-            "description": "Seconds after which trying again may work.",
-            "schema": {"type": "integer", "minimum": 0},
-        }
+    429: {
+        **_RETRY_AFTER,
+        **{
+            f"x-ratelimit-{part}-{what}": {"description": f"The key's {what} per minute: {part}.",
+                                           "schema": {"type": "string"}}
+            for what in ("requests", "tokens")
+            for part in ("limit", "remaining", "reset")
+        },
     },
+    503: _RETRY_AFTER,
 }
 
 

@@ -13,6 +13,11 @@ States, as OpenAI's Batch API names them::
                 -> finalizing -> expired        past expires_at (the chunks not done: batch_expired)
                 -> cancelling -> cancelled      cancelled (once no worker holds a lease on it)
                 -> failed                       a model it needs was unloaded
+
+What a client asks of files and batches names whose it may find (``store.Access``): the
+caller's key's own, or all for an admin key. It travels with each call, so the same holds
+in this process, in a Ray actor and in a workers' primary. A batch's output and error
+files belong to the batch's owner.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 from ..errors import BatchNotFound, BatchStateConflict
 from . import lines
 from .files import JobFiles
-from .store import BatchRecord, Chunk, FileRecord, JobStore, Progress
+from .store import Access, BatchRecord, Chunk, FileRecord, JobStore, Progress
 
 OUTPUT, ERRORS = "out", "err"
 # OpenAI's batch output line for a request that never ran.
@@ -132,18 +137,18 @@ class Coordinator:
             elif batch.status == "finalizing" and now - (batch.finalizing_at or now) > self.lease_s:
                 self._finish(batch.id)  # its finisher died: finishing is idempotent
 
-    # --- clients: files and batches as the API shows them
+    # --- clients: files and batches as the API shows them, each call as ``access`` may see
     def add_file(self, record: FileRecord) -> None:
         self.store.add_file(record)
 
-    def file(self, file_id: str) -> FileRecord | None:
-        return self.store.file(file_id)
+    def file(self, file_id: str, access: Access) -> FileRecord | None:
+        return self.store.file(file_id, access)
 
-    def list_files(self, purpose: str | None) -> list[FileRecord]:
-        return self.store.files(purpose)
+    def list_files(self, purpose: str | None, access: Access) -> list[FileRecord]:
+        return self.store.files(purpose, access)
 
-    def delete_file(self, file_id: str) -> bool:
-        if not self.store.delete_file(file_id):
+    def delete_file(self, file_id: str, access: Access) -> bool:
+        if not self.store.delete_file(file_id, access):
             return False
         self.files.delete([file_name(file_id)])
         return True
@@ -151,15 +156,16 @@ class Coordinator:
     def add_batch(self, batch: BatchRecord, chunks: list[Chunk]) -> None:
         self.store.add_batch(batch, chunks)
 
-    def batch(self, batch_id: str) -> tuple[BatchRecord, Progress] | None:
-        batch = self.store.batch(batch_id)
+    def batch(self, batch_id: str, access: Access) -> tuple[BatchRecord, Progress] | None:
+        batch = self.store.batch(batch_id, access)
         return None if batch is None else (batch, self.store.progress(batch_id))
 
-    def list_batches(self, after: str | None, limit: int) -> list[tuple[BatchRecord, Progress]]:
-        return [(batch, self.store.progress(batch.id)) for batch in self.store.batches(after=after, limit=limit)]
+    def list_batches(self, after: str | None, limit: int, access: Access) -> list[tuple[BatchRecord, Progress]]:
+        batches = self.store.batches(after=after, limit=limit, access=access)
+        return [(batch, self.store.progress(batch.id)) for batch in batches]
 
-    def cancel(self, batch_id: str) -> BatchRecord:
-        batch = self.store.batch(batch_id)
+    def cancel(self, batch_id: str, access: Access) -> BatchRecord:
+        batch = self.store.batch(batch_id, access)
         if batch is None:
             raise BatchNotFound(f"no batch '{batch_id}'")
         if batch.status in ("cancelling", "cancelled"):
@@ -209,9 +215,10 @@ class Coordinator:
                 counts[which] = written
                 if written:
                     self.files.put(file_name(file_id), path)
-                    self.store.put_file(
+                    self.store.add_file(
                         FileRecord(file_id, f"{batch.id}_{'output' if which == OUTPUT else 'errors'}.jsonl",
-                                   "batch_output", path.stat().st_size, int(self.clock()), written)
+                                   "batch_output", path.stat().st_size, int(self.clock()), written, batch.owner),
+                        replace=True,
                     )
         self.store.update_batch(
             batch.id,

@@ -1,5 +1,9 @@
 """What the Files and Batches routes call: uploads checked and stored, batches planned and
-created, read, listed and cancelled; and this gateway's worker, started and stopped."""
+created, read, listed and cancelled; and this gateway's worker, started and stopped.
+
+Every call names whose files and batches it may find (``Access``); what it creates belongs
+to ``access.owner``. A file or batch the caller may not see is not found, in the same words
+as one that does not exist."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from . import chunks, lines
 from .coordinator import file_name
 from .files import JobFiles
 from .queue import JobQueue
-from .store import BatchRecord, FileRecord, Progress
+from .store import Access, BatchRecord, FileRecord, Progress
 from .worker import BatchEndpoint, JobWorker
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
@@ -70,7 +74,7 @@ class JobService:
         await self.worker.stop()
 
     # --- files
-    async def upload(self, filename: str, purpose: str, path: Path) -> FileRecord:
+    async def upload(self, filename: str, purpose: str, path: Path, access: Access) -> FileRecord:
         """Store an uploaded file; a batch file is checked line by line first."""
         if purpose != "batch":
             raise InvalidInput(f"purpose must be 'batch' (the files this server stores are batch inputs), not {purpose!r}")
@@ -80,33 +84,38 @@ class JobService:
         count = await asyncio.to_thread(
             lines.check_upload, path, tuple(self.endpoints), self.settings.batch_max_requests
         )
-        record = FileRecord(new_id("file-"), filename, purpose, size, int(time.time()), count)
+        record = FileRecord(new_id("file-"), filename, purpose, size, int(time.time()), count, access.owner)
         await asyncio.to_thread(self.files.put, file_name(record.id), path)
         await self.queue.call("add_file", record)
         return record
 
-    async def file(self, file_id: str) -> FileRecord:
-        record = await self.queue.call("file", file_id)
+    async def file(self, file_id: str, access: Access) -> FileRecord:
+        record = await self.queue.call("file", file_id, access)
         if record is None:
             raise FileNotFound(f"no file '{file_id}'")
         return record
 
-    async def list_files(self, purpose: str | None) -> list[FileRecord]:
-        return await self.queue.call("list_files", purpose)
+    async def list_files(self, purpose: str | None, access: Access) -> list[FileRecord]:
+        return await self.queue.call("list_files", purpose, access)
 
-    async def delete_file(self, file_id: str) -> None:
-        if not await self.queue.call("delete_file", file_id):
+    async def delete_file(self, file_id: str, access: Access) -> None:
+        if not await self.queue.call("delete_file", file_id, access):
             raise FileNotFound(f"no file '{file_id}'")
 
-    async def content(self, file_id: str) -> Iterator[bytes]:
-        await self.file(file_id)
+    async def content(self, file_id: str, access: Access) -> Iterator[bytes]:
+        await self.file(file_id, access)
         return self.files.stream(file_name(file_id))
 
     # --- batches
     async def create_batch(
-        self, input_file_id: str, endpoint: str, completion_window: str, metadata: dict[str, str] | None
+        self,
+        input_file_id: str,
+        endpoint: str,
+        completion_window: str,
+        metadata: dict[str, str] | None,
+        access: Access,
     ) -> BatchView:
-        source = await self.file(input_file_id)
+        source = await self.file(input_file_id, access)
         if source.purpose != "batch":
             raise InvalidInput(f"file '{input_file_id}' is a {source.purpose} file, not a batch input")
         if endpoint not in self.endpoints:
@@ -126,6 +135,7 @@ class JobService:
             expires_at=now + window,
             metadata=metadata,
             total=source.lines,
+            owner=access.owner,
         )
         planned, errors = await asyncio.to_thread(self._plan, batch)
         if errors:
@@ -157,16 +167,16 @@ class JobService:
             return [], errors[:100]
         return chunks.plan(batch.id, requests, endpoint.measure, self.settings.batch_chunk_texts), []
 
-    async def batch(self, batch_id: str) -> BatchView:
-        found = await self.queue.call("batch", batch_id)
+    async def batch(self, batch_id: str, access: Access) -> BatchView:
+        found = await self.queue.call("batch", batch_id, access)
         if found is None:
             raise BatchNotFound(f"no batch '{batch_id}'")
         return BatchView(*found)
 
-    async def list_batches(self, after: str | None, limit: int) -> list[BatchView]:
-        return [BatchView(*found) for found in await self.queue.call("list_batches", after, limit)]
+    async def list_batches(self, after: str | None, limit: int, access: Access) -> list[BatchView]:
+        return [BatchView(*found) for found in await self.queue.call("list_batches", after, limit, access)]
 
-    async def cancel(self, batch_id: str) -> BatchView:
-        await self.queue.call("cancel", batch_id)
-        return await self.batch(batch_id)
+    async def cancel(self, batch_id: str, access: Access) -> BatchView:
+        await self.queue.call("cancel", batch_id, access)
+        return await self.batch(batch_id, access)
 

@@ -5,6 +5,11 @@ table is the queue: a worker leases the oldest pending chunk (or one whose lease
 for a while, renews the lease while it works, and records the chunk done only while the
 lease is still its own, so a chunk is done once whoever finished it. Calls block: the
 gateway makes them off the event loop.
+
+Files and batches have an owner: the keyed hash of the API key that created them
+(``http/auth.py``), never the key; NULL where no keys were configured, and for rows from
+before owners were recorded. Every read a client makes names whose rows it may see
+(:class:`Access`), so another key's id is found exactly as an unknown one is: not at all.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ CREATE TABLE IF NOT EXISTS files (
     purpose TEXT NOT NULL,
     bytes INTEGER NOT NULL,
     created_at INTEGER NOT NULL,
-    lines INTEGER NOT NULL DEFAULT 0
+    lines INTEGER NOT NULL DEFAULT 0,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS batches (
     id TEXT PRIMARY KEY,
@@ -40,7 +46,8 @@ CREATE TABLE IF NOT EXISTS batches (
     output_file_id TEXT, error_file_id TEXT,
     errors TEXT,
     total INTEGER NOT NULL DEFAULT 0,
-    models TEXT NOT NULL DEFAULT '[]'
+    models TEXT NOT NULL DEFAULT '[]',
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS chunks (
     batch_id TEXT NOT NULL,
@@ -58,6 +65,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_queue ON chunks (state, lease_until);
 """
+# A store written before files and batches had owners gains the column (NULL: no owner).
+OWNED_TABLES = ("files", "batches")
+OWNER_INDEXES = """
+CREATE INDEX IF NOT EXISTS files_owner ON files (owner, created_at);
+CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
+"""
 
 # Batch states that have work left for the workers.
 ACTIVE = ("in_progress",)
@@ -71,6 +84,8 @@ class FileRecord:
     bytes: int
     created_at: int
     lines: int = 0
+    # The keyed hash of the key that created it (a batch's output: the batch's owner's).
+    owner: str | None = None
 
 
 @dataclass
@@ -97,6 +112,26 @@ class BatchRecord:
     total: int = 0
     # The models its lines name that were loaded when it was created.
     models: list[str] = field(default_factory=list)
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Access:
+    """Whose files and batches a client's call may find: ``owner``'s own, or with
+    ``everything`` all of them (an admin key; any caller where no keys are configured).
+    Rows without an owner are found only with ``everything``."""
+
+    owner: str | None = None
+    everything: bool = False
+
+    def where(self, column: str = "owner") -> tuple[str, tuple[Any, ...]]:
+        """The SQL condition (and its arguments) of the rows this access may find."""
+        if self.everything:
+            return "1", ()
+        return f"{column} = ?", (self.owner,)  # NULL never equals: no owner, nothing found
+
+
+EVERYTHING = Access(everything=True)
 
 
 @dataclass(frozen=True)
@@ -141,6 +176,14 @@ class JobStore:
         # WAL with NORMAL survives a killed process (only a power loss can drop the last commits).
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._add_owners()
+
+    def _add_owners(self) -> None:
+        for table in OWNED_TABLES:
+            columns = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if "owner" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
+        self._db.executescript(OWNER_INDEXES)
 
     def close(self) -> None:
         with self._lock:
@@ -151,33 +194,30 @@ class JobStore:
             return self._db.execute(sql, args)
 
     # --- files
-    def add_file(self, record: FileRecord) -> None:
+    def add_file(self, record: FileRecord, *, replace: bool = False) -> None:
+        """Add a file; with ``replace``, add or replace (a batch's output file, written
+        again when its batch is finished again)."""
+        values = asdict(record)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
         self._run(
-            "INSERT INTO files (id, filename, purpose, bytes, created_at, lines) VALUES (?, ?, ?, ?, ?, ?)",
-            record.id, record.filename, record.purpose, record.bytes, record.created_at, record.lines,
+            f"{verb} INTO files ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})", *values.values()
         )
 
-    def put_file(self, record: FileRecord) -> None:
-        """Add or replace: a batch's output file, written again when its batch is finished again."""
-        self._run(
-            "INSERT OR REPLACE INTO files (id, filename, purpose, bytes, created_at, lines) VALUES (?, ?, ?, ?, ?, ?)",
-            record.id, record.filename, record.purpose, record.bytes, record.created_at, record.lines,
-        )
-
-    def file(self, file_id: str) -> FileRecord | None:
-        row = self._run("SELECT * FROM files WHERE id = ?", file_id).fetchone()
+    def file(self, file_id: str, access: Access = EVERYTHING) -> FileRecord | None:
+        visible, args = access.where()
+        row = self._run(f"SELECT * FROM files WHERE id = ? AND {visible}", file_id, *args).fetchone()
         return FileRecord(**dict(row)) if row else None
 
-    def files(self, purpose: str | None = None) -> list[FileRecord]:
-        rows = (
-            self._run("SELECT * FROM files WHERE purpose = ? ORDER BY created_at DESC, id", purpose)
-            if purpose
-            else self._run("SELECT * FROM files ORDER BY created_at DESC, id")
-        )
+    def files(self, purpose: str | None = None, access: Access = EVERYTHING) -> list[FileRecord]:
+        visible, args = access.where()
+        if purpose:
+            visible, args = f"{visible} AND purpose = ?", (*args, purpose)
+        rows = self._run(f"SELECT * FROM files WHERE {visible} ORDER BY created_at DESC, id", *args)
         return [FileRecord(**dict(row)) for row in rows.fetchall()]
 
-    def delete_file(self, file_id: str) -> bool:
-        return self._run("DELETE FROM files WHERE id = ?", file_id).rowcount == 1
+    def delete_file(self, file_id: str, access: Access = EVERYTHING) -> bool:
+        visible, args = access.where()
+        return self._run(f"DELETE FROM files WHERE id = ? AND {visible}", file_id, *args).rowcount == 1
 
     # --- batches
     def add_batch(self, batch: BatchRecord, chunks: list[Chunk]) -> None:
@@ -198,18 +238,22 @@ class JobStore:
                 self._db.execute("ROLLBACK")
                 raise
 
-    def batch(self, batch_id: str) -> BatchRecord | None:
-        row = self._run("SELECT * FROM batches WHERE id = ?", batch_id).fetchone()
+    def batch(self, batch_id: str, access: Access = EVERYTHING) -> BatchRecord | None:
+        visible, args = access.where()
+        row = self._run(f"SELECT * FROM batches WHERE id = ? AND {visible}", batch_id, *args).fetchone()
         return _batch_record(row) if row else None
 
-    def batches(self, *, after: str | None = None, limit: int = 20) -> list[BatchRecord]:
-        """Newest first; ``after``: the id the previous page ended with."""
+    def batches(self, *, after: str | None = None, limit: int = 20, access: Access = EVERYTHING) -> list[BatchRecord]:
+        """Newest first; ``after``: the id the previous page ended with (one this access
+        cannot find pages like an unknown id: nothing)."""
+        visible, args = access.where()
         if after is None:
-            rows = self._run("SELECT * FROM batches ORDER BY seq DESC LIMIT ?", limit)
+            rows = self._run(f"SELECT * FROM batches WHERE {visible} ORDER BY seq DESC LIMIT ?", *args, limit)
         else:
             rows = self._run(
-                "SELECT * FROM batches WHERE seq < (SELECT seq FROM batches WHERE id = ?) ORDER BY seq DESC LIMIT ?",
-                after, limit,
+                f"SELECT * FROM batches WHERE {visible} "
+                f"AND seq < (SELECT seq FROM batches WHERE id = ? AND {visible}) ORDER BY seq DESC LIMIT ?",
+                *args, after, *args, limit,
             )
         return [_batch_record(row) for row in rows.fetchall()]
 

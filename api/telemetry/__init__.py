@@ -8,6 +8,6 @@
 A leaf: it imports nothing else of the gateway; callers hand it what to count.
 """
 
-from .requests import MetricsMiddleware, note_error, tag_model
+from .requests import MetricsMiddleware, count_inputs, note_error, tag_key, tag_model
 
-__all__ = ["MetricsMiddleware", "note_error", "tag_model"]
+__all__ = ["MetricsMiddleware", "count_inputs", "note_error", "tag_key", "tag_model"]

@@ -46,6 +46,25 @@ REJECTIONS = Counter(
     ["endpoint", "model", "reason"],
     registry=REGISTRY,
 )
+KEY_REQUESTS = Counter(
+    "embedgate_key_requests",
+    "HTTP requests answered per API key (its configured name, or key- and a short keyed hash), by status code.",
+    ["key", "status"],
+    registry=REGISTRY,
+)
+KEY_INPUTS = Counter(
+    "embedgate_key_inputs",
+    "Inputs (texts, pairs, images) of each key's inference requests answered with 200.",
+    ["key"],
+    registry=REGISTRY,
+)
+KEY_REJECTIONS = Counter(
+    "embedgate_key_rejections",
+    "Each key's requests turned away at once (429/503), by reason: 'rate_limited' (its per-minute limit), "
+    "'overloaded' (the in-flight limit, past the key's share, or the model's queue), and the other 503 codes.",
+    ["key", "reason"],
+    registry=REGISTRY,
+)
 STAGE_SECONDS = Histogram(
     "embedgate_inference_stage_seconds",
     "Embedding requests by stage: queue (waiting for a tokenizer thread), tokenize, and "

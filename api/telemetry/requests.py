@@ -4,7 +4,9 @@ A pure ASGI middleware (no BaseHTTPMiddleware: no extra task or body copy per re
 that reads the status from the response start and the route template from the scope
 after routing. Code deeper down annotates the request it runs for through a per-request
 record held in a context variable: the registry names the model once it has found it
-loaded (so only known models become labels), the error handlers name the error code.
+loaded (so only known models become labels), the key check names the key (a configured
+key's label, never what a client sent), the routes count the inputs, the error handlers
+name the error code.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from .metrics import REJECTIONS, REQUEST_SECONDS, REQUESTS
+from .metrics import KEY_INPUTS, KEY_REJECTIONS, KEY_REQUESTS, REJECTIONS, REQUEST_SECONDS, REQUESTS
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -32,6 +34,8 @@ REJECTION_STATUSES = frozenset({429, 503})
 class RequestRecord:
     model: str = ""
     error_code: str = ""
+    key: str = ""
+    inputs: int = 0
 
 
 _current: ContextVar[RequestRecord | None] = ContextVar("embedgate_request", default=None)
@@ -42,6 +46,20 @@ def tag_model(name: str) -> None:
     record = _current.get()
     if record is not None:
         record.model = name
+
+
+def tag_key(label: str) -> None:
+    """The request in progress comes with the configured key labelled ``label``."""
+    record = _current.get()
+    if record is not None:
+        record.key = label
+
+
+def count_inputs(count: int) -> None:
+    """The request in progress carries ``count`` inputs to a model."""
+    record = _current.get()
+    if record is not None:
+        record.inputs += count
 
 
 def note_error(code: str) -> None:
@@ -56,6 +74,7 @@ class MetricsMiddleware:
         self.app = app
         # Label children by label values: skips prometheus_client's per-call label checks.
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._key_series: dict[tuple[str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,5 +111,19 @@ class MetricsMiddleware:
         counter, histogram = series
         counter.inc()
         histogram.observe(seconds)
-        if status in REJECTION_STATUSES:
+        rejected = status in REJECTION_STATUSES
+        if rejected:
             REJECTIONS.labels(endpoint, record.model, record.error_code or str(status)).inc()
+        if record.key:
+            self._observe_key(record, status, rejected)
+
+    def _observe_key(self, record: RequestRecord, status: int, rejected: bool) -> None:
+        key = record.key
+        counter = self._key_series.get((key, status))
+        if counter is None:
+            counter = self._key_series[(key, status)] = KEY_REQUESTS.labels(key, str(status))
+        counter.inc()
+        if status == 200 and record.inputs:
+            KEY_INPUTS.labels(key).inc(record.inputs)
+        if rejected:
+            KEY_REJECTIONS.labels(key, record.error_code or str(status)).inc()

@@ -50,11 +50,14 @@ def worker_count(settings: Settings) -> int:
 def worker_settings(settings: Settings, workers: int) -> Settings:
     """One worker's settings: the server's, with the per-process budgets split between the
     workers so that the server as a whole keeps the configured ones (the in-flight limit
-    per model, the response cache's memory)."""
+    per model, the response cache's memory, each key's per-minute limits: the buckets are
+    each process's own, kept without a word between them on a request's way)."""
     return settings.model_copy(
         update={
             "max_inflight_requests": math.ceil(settings.max_inflight_requests / workers),
             "response_cache_mb": settings.response_cache_mb / workers,
+            "key_requests_per_minute": math.ceil(settings.key_requests_per_minute / workers),
+            "key_tokens_per_minute": math.ceil(settings.key_tokens_per_minute / workers),
         }
     )
 

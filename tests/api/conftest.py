@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from embedgate.api.compute.prompts import DEFAULT, prompt_for
 from embedgate.api.compute.quantize import quantize
+from embedgate.api.compute.rates import KeyRates
 from embedgate.api.compute.results import Embeddings
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.gateway import Gateway
@@ -79,6 +80,10 @@ class FakeEmbeddings:
     def __init__(self):
         self.calls = []
         self.cache = None  # the response cache is off
+        self.rates = KeyRates(0, 0)  # no per-key limits; a test sets its own
+
+    def charge(self, texts=(), images=0):
+        return self.rates.charge(texts, images)
 
     def admit(self, model):
         return contextlib.nullcontext()

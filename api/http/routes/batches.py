@@ -6,6 +6,10 @@ file of requests, create a batch from it, follow it, cancel it, download its out
 ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``. The official ``openai`` client's
 ``files.create``, ``batches.create``, ``batches.retrieve``, ``batches.cancel`` and
 ``files.content`` work against them unchanged.
+
+With keys, each key finds only its own files and batches (another key's id answers 404
+exactly as an unknown one); an admin key finds every key's. Without keys, everything is
+everyone's, as before.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi import Path as PathParam
 from starlette.responses import StreamingResponse
 
+from ...compute.tenants import Tenant
 from ...gateway import Gateway
 from ...jobs.service import BatchView
-from ...jobs.store import FileRecord
+from ...jobs.store import EVERYTHING, Access, FileRecord
+from ..auth import require_api_key
 from ..openai.batch_schemas import (
     BatchCreateRequest,
     BatchError,
@@ -44,6 +50,17 @@ router = APIRouter(prefix="/v1", tags=["bulk jobs"], route_class=BodyRoute)
 FileId = Annotated[str, PathParam(min_length=1, max_length=200, examples=["file-0123456789abcdef01234567"])]
 BatchId = Annotated[str, PathParam(min_length=1, max_length=200, examples=["batch_0123456789abcdef01234567"])]
 UPLOAD_BLOCK = 1 << 20
+
+
+async def job_access(tenant: Tenant | None = Depends(require_api_key)) -> Access:
+    """Whose files and batches the caller finds (the key check runs once a request: this
+    is the router's own, cached)."""
+    if tenant is None:  # no keys configured
+        return EVERYTHING
+    return Access(owner=tenant.owner, everything=tenant.admin)
+
+
+Caller = Annotated[Access, Depends(job_access)]
 
 
 def _file(record: FileRecord) -> FileObject:
@@ -74,12 +91,13 @@ def _batch(view: BatchView) -> BatchObject:
 async def upload_file(
     file: Annotated[UploadFile, File(description="A JSONL file: one request per line, OpenAI's batch input format.")],
     purpose: Annotated[Literal["batch"], Form(description="What the file is for: batch input.")],
+    access: Caller,
     gateway: Gateway = Depends(get_gateway),
 ) -> FileObject:
     with tempfile.TemporaryDirectory(prefix="embedgate-upload-") as scratch:
         path = Path(scratch) / "upload.jsonl"
         await asyncio.to_thread(_save, file, path)
-        record = await gateway.jobs.upload(file.filename or "upload.jsonl", purpose, path)
+        record = await gateway.jobs.upload(file.filename or "upload.jsonl", purpose, path, access)
     return _file(record)
 
 
@@ -91,14 +109,16 @@ def _save(upload: UploadFile, path: Path) -> None:
 
 @router.get("/files", response_model=FileList, responses=openai_errors(400, 500, 503))
 async def list_files(
-    purpose: Annotated[str | None, Query(max_length=100)] = None, gateway: Gateway = Depends(get_gateway)
+    access: Caller,
+    purpose: Annotated[str | None, Query(max_length=100)] = None,
+    gateway: Gateway = Depends(get_gateway),
 ) -> FileList:
-    return FileList(data=[_file(record) for record in await gateway.jobs.list_files(purpose)])
+    return FileList(data=[_file(record) for record in await gateway.jobs.list_files(purpose, access)])
 
 
 @router.get("/files/{file_id}", response_model=FileObject, responses=openai_errors(400, 404, 500, 503))
-async def retrieve_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> FileObject:
-    return _file(await gateway.jobs.file(file_id))
+async def retrieve_file(file_id: FileId, access: Caller, gateway: Gateway = Depends(get_gateway)) -> FileObject:
+    return _file(await gateway.jobs.file(file_id, access))
 
 
 @router.get(
@@ -106,29 +126,34 @@ async def retrieve_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)
     response_class=StreamingResponse,
     responses={200: {"content": {"application/jsonl": {}}}, **openai_errors(400, 404, 500, 503)},
 )
-async def file_content(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> StreamingResponse:
-    return StreamingResponse(await gateway.jobs.content(file_id), media_type="application/jsonl")
+async def file_content(file_id: FileId, access: Caller, gateway: Gateway = Depends(get_gateway)) -> StreamingResponse:
+    return StreamingResponse(await gateway.jobs.content(file_id, access), media_type="application/jsonl")
 
 
 @router.delete("/files/{file_id}", response_model=FileDeleted, responses=openai_errors(400, 404, 500, 503))
-async def delete_file(file_id: FileId, gateway: Gateway = Depends(get_gateway)) -> FileDeleted:
-    await gateway.jobs.delete_file(file_id)
+async def delete_file(file_id: FileId, access: Caller, gateway: Gateway = Depends(get_gateway)) -> FileDeleted:
+    await gateway.jobs.delete_file(file_id, access)
     return FileDeleted(id=file_id, deleted=True)
 
 
 @router.post("/batches", response_model=BatchObject, responses=openai_errors(400, 404, 413, 415, 500, 503))
-async def create_batch(body: BatchCreateRequest, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
-    view = await gateway.jobs.create_batch(body.input_file_id, body.endpoint, body.completion_window, body.metadata)
+async def create_batch(
+    body: BatchCreateRequest, access: Caller, gateway: Gateway = Depends(get_gateway)
+) -> BatchObject:
+    view = await gateway.jobs.create_batch(
+        body.input_file_id, body.endpoint, body.completion_window, body.metadata, access
+    )
     return _batch(view)
 
 
 @router.get("/batches", response_model=BatchList, responses=openai_errors(400, 500, 503))
 async def list_batches(
+    access: Caller,
     after: Annotated[str | None, Query(max_length=200, description="The last id of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     gateway: Gateway = Depends(get_gateway),
 ) -> BatchList:
-    views = await gateway.jobs.list_batches(after, limit + 1)
+    views = await gateway.jobs.list_batches(after, limit + 1, access)
     data = [_batch(view) for view in views[:limit]]
     return BatchList(
         data=data,
@@ -139,12 +164,12 @@ async def list_batches(
 
 
 @router.get("/batches/{batch_id}", response_model=BatchObject, responses=openai_errors(400, 404, 500, 503))
-async def retrieve_batch(batch_id: BatchId, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
-    return _batch(await gateway.jobs.batch(batch_id))
+async def retrieve_batch(batch_id: BatchId, access: Caller, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
+    return _batch(await gateway.jobs.batch(batch_id, access))
 
 
 @router.post(
     "/batches/{batch_id}/cancel", response_model=BatchObject, responses=openai_errors(400, 404, 409, 415, 500, 503)
 )
-async def cancel_batch(batch_id: BatchId, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
-    return _batch(await gateway.jobs.cancel(batch_id))
+async def cancel_batch(batch_id: BatchId, access: Caller, gateway: Gateway = Depends(get_gateway)) -> BatchObject:
+    return _batch(await gateway.jobs.cancel(batch_id, access))

@@ -13,6 +13,7 @@ from ...compute.results import Embeddings, ImageEmbeddings
 from ...errors import InvalidInput, TooManyInputs, WrongModelKind
 from ...gateway import Gateway
 from .. import patterns
+from ..openai.rate_limits import rate_limit_headers
 from ..openapi import errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
@@ -26,7 +27,7 @@ router = APIRouter(tags=["inference"], route_class=BodyRoute)
 # response_model documents it and FastAPI does not re-validate a returned Response.
 ANSWERS = {
     200: {"headers": documented_headers(text_always=False)},
-    **errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504),
+    **errors(400, 404, 409, 413, 415, 422, 429, 500, 502, 503, 504),
 }
 
 
@@ -48,6 +49,7 @@ async def infer(
     service = gateway.embeddings
     sparse = Task.SPARSE in model.kind.tasks
     _check_options(body, sparse)
+    standing = service.charge(body.text or (), len(body.image or ()))
     # One slot of the model's in-flight limit for the whole request, both parts included.
     with service.admit(model):
         # A CLIP model's text and image parts run at the same time.
@@ -67,7 +69,7 @@ async def infer(
                 model, body.image, normalize=body.normalize, timeout_s=timeout_s, precision=body.precision
             )
         results = dict(zip(calls, await run_all(list(calls.values()))))
-    return _answer(model.name, started, results.get("text"), results.get("image"))
+    return _answer(model.name, started, results.get("text"), results.get("image"), rate_limit_headers(standing))
 
 
 def _check_options(body: InferRequest, sparse: bool) -> None:
@@ -118,11 +120,12 @@ async def infer_image(
     started = time.perf_counter()
     _check_count(image, gateway.settings.max_images_per_request, "images")
     model = serving(gateway, model_name, pretrained)
+    standing = gateway.embeddings.charge(images=len(image))
     files = [await upload.read() for upload in image]
     result = await gateway.embeddings.embed_images(
         model, files, normalize=normalize, timeout_s=timeout_s, precision=precision
     )
-    return _answer(model.name, started, None, result)
+    return _answer(model.name, started, None, result, rate_limit_headers(standing))
 
 
 def _check_count(items: list | None, limit: int, what: str) -> None:
@@ -130,10 +133,13 @@ def _check_count(items: list | None, limit: int, what: str) -> None:
         raise TooManyInputs(f"{len(items)} {what} in one request; the limit is {limit}")
 
 
-def _answer(model: str, started: float, text: Embeddings | None, image: ImageEmbeddings | None) -> JSONResponse:
+def _answer(
+    model: str, started: float, text: Embeddings | None, image: ImageEmbeddings | None, limits: dict[str, str]
+) -> JSONResponse:
     total_ms = (time.perf_counter() - started) * 1000
     body: dict = {}
     headers = inference_headers(model, text, total_ms) if text else {TOTAL_HEADER: f"{total_ms:.2f}"}
+    headers.update(limits)
     if text and text.sparse is not None:
         body["sparse_embeddings"] = [{"indices": row.indices, "values": row.values} for row in text.sparse]
     elif text:

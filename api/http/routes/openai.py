@@ -22,6 +22,7 @@ from ...models.names import split_clip_key
 from .. import patterns
 from ..openai import embeddings
 from ..openai.embeddings import InvalidParameter
+from ..openai.rate_limits import rate_limit_headers
 from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, Model, ModelsResponse
 from ..openapi import openai_errors
 from ..responses import JSONResponse
@@ -35,7 +36,7 @@ OWNER = "embedgate"
 # Like /infer, the answer is built by hand and response_model only documents it.
 EMBEDDINGS_ANSWERS = {
     200: {"headers": documented_headers(text_always=True)},
-    **openai_errors(400, 404, 409, 413, 415, 500, 502, 503, 504),
+    **openai_errors(400, 404, 409, 413, 415, 429, 500, 502, 503, 504),
 }
 
 
@@ -51,6 +52,7 @@ async def create_embeddings(
     if not body.input:
         raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
     plan = embeddings.check(body, served_openai(gateway, body.model), gateway.settings.max_texts_per_request)
+    standing = gateway.embeddings.charge(body.input)
     result = await gateway.embeddings.embed_texts(
         plan.model,
         body.input,
@@ -61,7 +63,9 @@ async def create_embeddings(
     )
     payload = embeddings.answer(plan, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
-    return JSONResponse(payload, headers=inference_headers(plan.model.name, result, total_ms))
+    headers = inference_headers(plan.model.name, result, total_ms)
+    headers.update(rate_limit_headers(standing))
+    return JSONResponse(payload, headers=headers)
 
 
 def served_openai(gateway: Gateway, model: str) -> ServedModel:

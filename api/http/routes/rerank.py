@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends
 from ...compute.prompts import PromptChoice
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
+from ..openai.rate_limits import rate_limit_headers
 from ..openapi import errors, openai_errors
 from ..rerank_schemas import RerankRequest, RerankResponse
 from ..responses import JSONResponse
@@ -22,7 +23,7 @@ from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 
 router = APIRouter(tags=["rerank"], route_class=BodyRoute)
 v1_router = APIRouter(prefix="/v1", tags=["rerank"], route_class=BodyRoute)
-STATUSES = (400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
+STATUSES = (400, 404, 409, 413, 415, 422, 429, 500, 502, 503, 504)
 ANSWER = {200: {"headers": documented_headers(text_always=True)}}
 
 
@@ -59,6 +60,7 @@ async def rerank(
     started = time.perf_counter()
     check(body, gateway.settings.max_texts_per_request)
     model = serving(gateway, body.model)
+    standing = gateway.embeddings.charge([(body.query, document) for document in body.documents])
     result = await gateway.embeddings.score_pairs(
         model,
         body.query,
@@ -68,7 +70,9 @@ async def rerank(
     )
     payload = answer(body, model.name, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
-    return JSONResponse(payload, headers=inference_headers(model.name, result, total_ms))
+    headers = inference_headers(model.name, result, total_ms)
+    headers.update(rate_limit_headers(standing))
+    return JSONResponse(payload, headers=headers)
 
 
 router.post(

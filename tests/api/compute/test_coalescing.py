@@ -6,6 +6,7 @@ import pytest
 
 from embedgate.api.compute.coalescing import Coalescer
 from embedgate.api.compute.pacing import Pace
+from embedgate.api.compute.tenants import Tenant, serve_as
 from embedgate.api.errors import Overloaded
 
 
@@ -429,3 +430,52 @@ async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed(
     assert await asyncio.gather(*burst) == [[f"{i:02d}" + "S" * 10] for i in range(40)]
     assert len(calls.items[4]) == 40  # the burst went in one merged call
     assert merged.pace.unit_s == pytest.approx(0.0, abs=0.01)  # and that call, of 480 units, was read
+
+
+def as_key(tenant, submit):
+    async def request():
+        serve_as(tenant)  # as the key check does, in the request's own task
+        return await submit()
+
+    return asyncio.create_task(request())
+
+
+async def test_a_light_key_goes_ahead_of_a_flooding_keys_queue_and_is_answered_in_time():
+    calls = Calls()
+    merged = paced(calls, unit_s=0.01, max_rows=1)
+    flood, light = Tenant("a-hash", "a"), Tenant("b-hash", "b")
+    first = as_key(flood, lambda: merged.submit(["x" * 50], 5))
+    await calls.started(1)
+    queued = [as_key(flood, lambda n=n: merged.submit([f"{n}" * 50], 5)) for n in range(3)]
+    await asyncio.sleep(0)
+    # At the back it would end after 0.5 s running and 1.5 s queued: past 80% of 1 s.
+    # Ahead of the flood, its call ends at 0.6 s.
+    light_request = as_key(light, lambda: merged.submit(["b" * 10], 1.0))
+    await asyncio.sleep(0)
+    assert not light_request.done()
+    calls.releases[0].set()
+    await calls.started(2)
+    assert calls.items[1] == ["b" * 10]
+    for index in range(1, 5):
+        calls.releases[index].set()
+        await calls.started(min(index + 2, 5))
+    assert await light_request == ["B" * 10] and await first == ["X" * 50]
+    assert await asyncio.gather(*queued) == [[f"{n}".upper() * 50] for n in range(3)]
+
+
+async def test_without_fair_share_a_light_key_waits_its_turn_and_is_refused():
+    calls = Calls()
+    merged = Coalescer(calls.work, share, max_rows=1, max_in_flight=1, pace=FixedPace(0.01), cost=units,
+                       name="model 'm'", fair_share=False)
+    flood, light = Tenant("a-hash", "a"), Tenant("b-hash", "b")
+    first = as_key(flood, lambda: merged.submit(["x" * 50], 5))
+    await calls.started(1)
+    queued = [as_key(flood, lambda n=n: merged.submit([f"{n}" * 50], 5)) for n in range(3)]
+    await asyncio.sleep(0)
+    with pytest.raises(Overloaded):
+        await as_key(light, lambda: merged.submit(["b" * 10], 1.0))
+    for index in range(4):
+        calls.releases[index].set()
+        await calls.started(min(index + 2, 4))
+    await first
+    await asyncio.gather(*queued)

@@ -1,6 +1,8 @@
+import re
+
 import pytest
 
-from embedgate.api.http.auth import Forbidden, KeyRing, Unauthorized
+from embedgate.api.http.auth import Forbidden, KeyRing, Unauthorized, keyed_hash
 
 
 def test_no_keys_means_open():
@@ -45,3 +47,25 @@ def test_admin_keys_alone_close_inference_too():
         with pytest.raises(Unauthorized):
             ring.check("Bearer api-1", admin=admin)
         ring.check("Bearer admin-1", admin=admin)
+
+
+def test_a_matching_key_is_its_tenant_by_keyed_hash_and_label():
+    ring = KeyRing(["api-1", "api-2"], ["admin-1"], names={"api-2": "team-b"})
+    one, two, admin = (ring.check(f"Bearer {key}", admin=False) for key in ("api-1", "api-2", "admin-1"))
+    assert (one.admin, two.admin, admin.admin) == (False, False, True)
+    assert len({one.owner, two.owner, admin.owner}) == 3
+    assert all(len(t.owner) == 64 and "api" not in t.owner for t in (one, two, admin))
+    assert two.label == "team-b" and re.fullmatch(r"key-[0-9a-f]{8}", one.label)
+    assert one.label[4:] not in one.owner  # the label is not a piece of the owner hash
+    assert KeyRing(["api-1"], []).check("Bearer api-1", admin=False) == one  # the same every start
+
+
+def test_the_secret_keys_the_hash():
+    plain = KeyRing(["api-1"], []).tenants[0]
+    secret = KeyRing(["api-1"], [], secret="s3cret").tenants[0]
+    assert plain.owner != secret.owner and plain.label != secret.label
+    assert secret.owner == keyed_hash("s3cret", "owner", "api-1")
+
+
+def test_an_admin_key_that_is_also_an_api_key_is_an_admin():
+    assert KeyRing(["both"], ["both"]).check("Bearer both", admin=False).admin

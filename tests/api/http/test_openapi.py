@@ -85,9 +85,10 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
     def statuses(method, path):
         return set(doc["paths"][path][method]["responses"])
 
-    assert statuses("post", "/infer") == {"200", "400", "404", "409", "413", "415", "422", "500", "502", "503", "504"}
+    inference = {"200", "400", "404", "409", "413", "415", "429", "500", "502", "503", "504"}
+    assert statuses("post", "/infer") == inference | {"422"}
     # /v1 answers invalid requests with 400, as OpenAI does: never 422.
-    assert statuses("post", "/v1/embeddings") == {"200", "400", "404", "409", "413", "415", "500", "502", "503", "504"}
+    assert statuses("post", "/v1/embeddings") == inference
     assert {"403", "507"} <= statuses("post", "/load_sentence_transformer_model")
     assert statuses("get", "/loaded_models") == {"200", "500", "503"}
     assert statuses("get", "/health") == {"200"}
@@ -103,6 +104,12 @@ def test_415_is_documented_wherever_a_body_is_read(doc):
 def test_503_says_when_to_retry(doc):
     answer = doc["paths"]["/infer"]["post"]["responses"]["503"]
     assert answer["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
+
+
+def test_429_says_when_to_retry_and_what_is_left(doc):
+    answer = doc["paths"]["/v1/embeddings"]["post"]["responses"]["429"]
+    assert answer["headers"]["Retry-After"]["schema"] == {"type": "integer", "minimum": 0}
+    assert {"x-ratelimit-remaining-requests", "x-ratelimit-reset-tokens"} <= set(answer["headers"])
 
 
 def test_timing_headers_are_declared(doc):

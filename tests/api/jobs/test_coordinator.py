@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from embedgate.api.errors import BatchStateConflict
+from embedgate.api.errors import BatchNotFound, BatchStateConflict
 from embedgate.api.jobs.coordinator import Coordinator, file_name, output_ids, part_name
 from embedgate.api.jobs.files import LocalFiles
-from embedgate.api.jobs.store import BatchRecord, Chunk, FileRecord, JobStore, Line
+from embedgate.api.jobs.store import EVERYTHING, Access, BatchRecord, Chunk, FileRecord, JobStore, Line
 
 LEASE_S = 10.0
 
@@ -69,7 +69,7 @@ def test_chunks_are_leased_once_in_order_and_the_last_finishes_the_batch(world):
     assert finish_chunk(world, first, "w1")
     assert store.batch("batch_1").status == "in_progress"
     assert finish_chunk(world, second, "w2", b'{"custom_id": "bad"}\n', which="err")
-    batch, progress = coordinator.batch("batch_1")
+    batch, progress = coordinator.batch("batch_1", EVERYTHING)
     assert batch.status == "completed" and batch.completed_at is not None
     assert (progress.completed, progress.failed, progress.tokens) == (1, 1, 6)
     assert (batch.output_file_id, batch.error_file_id) == output_ids("batch_1")
@@ -116,13 +116,13 @@ def test_cancel_waits_for_live_leases_then_keeps_what_ran(world):
     done, _ = coordinator.lease("w")
     held, _ = coordinator.lease("w")
     finish_chunk(world, done, "w")
-    assert coordinator.cancel("batch_1").status == "cancelling"
+    assert coordinator.cancel("batch_1", EVERYTHING).status == "cancelling"
     assert coordinator.lease("w") is None  # no more work of a cancelling batch
     coordinator.tend()
     assert store.batch("batch_1").status == "cancelling"  # a worker still holds a lease
     assert not coordinator.renew(held, "w")  # it learns, and gives the chunk back
     coordinator.tend()
-    batch, progress = coordinator.batch("batch_1")
+    batch, progress = coordinator.batch("batch_1", EVERYTHING)
     assert batch.status == "cancelled" and batch.output_file_id and progress.completed == 1
 
 
@@ -132,7 +132,7 @@ def test_a_finished_batch_cannot_be_cancelled(world):
     chunk, _ = coordinator.lease("w")
     finish_chunk(world, chunk, "w")
     with pytest.raises(BatchStateConflict, match="completed"):
-        coordinator.cancel("batch_1")
+        coordinator.cancel("batch_1", EVERYTHING)
 
 
 def test_an_overdue_batch_expires_with_its_unrun_requests_in_the_error_file(world):
@@ -142,7 +142,7 @@ def test_an_overdue_batch_expires_with_its_unrun_requests_in_the_error_file(worl
     finish_chunk(world, chunk, "w")
     clock.now += 61
     coordinator.tend()
-    batch, progress = coordinator.batch("batch_1")
+    batch, progress = coordinator.batch("batch_1", EVERYTHING)
     assert batch.status == "expired" and batch.expired_at is not None
     expired = [json.loads(row) for row in b"".join(files.stream(file_name(batch.error_file_id))).splitlines()]
     assert [row["custom_id"] for row in expired] == ["c1", "c2"]
@@ -155,7 +155,7 @@ def test_a_failed_batch_keeps_what_ran_and_says_why(world):
     chunk, _ = coordinator.lease("w")
     finish_chunk(world, chunk, "w")
     coordinator.fail("batch_1", "model_unloaded", "model 'm' was unloaded")
-    batch, _ = coordinator.batch("batch_1")
+    batch, _ = coordinator.batch("batch_1", EVERYTHING)
     assert batch.status == "failed" and batch.errors == [{"code": "model_unloaded", "message": "model 'm' was unloaded"}]
     assert batch.output_file_id is not None and coordinator.lease("w") is None
 
@@ -164,6 +164,72 @@ def test_batches_list_newest_first_in_pages(world):
     coordinator, _, _, _, _ = world
     for n in range(5):
         add_batch(world, chunks=1, batch_id=f"batch_{n}")
-    first = [b.id for b, _ in coordinator.list_batches(None, 2)]
+    first = [b.id for b, _ in coordinator.list_batches(None, 2, EVERYTHING)]
     assert first == ["batch_4", "batch_3"]
-    assert [b.id for b, _ in coordinator.list_batches(first[-1], 10)] == ["batch_2", "batch_1", "batch_0"]
+    assert [b.id for b, _ in coordinator.list_batches(first[-1], 10, EVERYTHING)] == ["batch_2", "batch_1", "batch_0"]
+
+
+# --- ownership: each key finds its own files and batches; an admin finds all
+ALICE, BOB = Access(owner="alice-hash"), Access(owner="bob-hash")
+ADMIN = Access(owner="admin-hash", everything=True)
+
+
+def owned_batch(world, owner, batch_id):
+    coordinator, store, _, _, _ = world
+    add_batch(world, chunks=1, batch_id=batch_id)
+    # add_batch stores without an owner; the service stores the creator's.
+    store._run("UPDATE batches SET owner = ? WHERE id = ?", owner.owner, batch_id)
+    store._run("UPDATE files SET owner = ? WHERE id = ?", owner.owner, f"file-{batch_id}")
+
+
+def test_another_keys_files_and_batches_are_not_found(world):
+    coordinator, store, files, _, _ = world
+    owned_batch(world, ALICE, "batch_a")
+    owned_batch(world, BOB, "batch_b")
+    assert [f.id for f in coordinator.list_files(None, BOB)] == ["file-batch_b"]
+    assert [b.id for b, _ in coordinator.list_batches(None, 10, BOB)] == ["batch_b"]
+    assert coordinator.file("file-batch_a", BOB) is None and coordinator.batch("batch_a", BOB) is None
+    with pytest.raises(BatchNotFound):
+        coordinator.cancel("batch_a", BOB)
+    assert not coordinator.delete_file("file-batch_a", BOB)
+    # Nothing changed for the owner.
+    assert coordinator.batch("batch_a", ALICE)[0].status == "in_progress"
+    assert coordinator.file("file-batch_a", ALICE) is not None
+    assert files.size(file_name("file-batch_a")) is not None
+
+
+def test_an_admin_finds_and_manages_every_keys(world):
+    coordinator, _, _, _, _ = world
+    owned_batch(world, ALICE, "batch_a")
+    owned_batch(world, BOB, "batch_b")
+    assert {b.id for b, _ in coordinator.list_batches(None, 10, ADMIN)} == {"batch_a", "batch_b"}
+    assert {f.id for f in coordinator.list_files("batch", ADMIN)} == {"file-batch_a", "file-batch_b"}
+    assert coordinator.cancel("batch_b", ADMIN).status in ("cancelling", "cancelled")
+    assert coordinator.delete_file("file-batch_a", ADMIN)
+
+
+def test_a_page_after_another_keys_batch_is_empty_as_after_an_unknown_id(world):
+    coordinator, _, _, _, _ = world
+    owned_batch(world, BOB, "batch_b0")
+    owned_batch(world, ALICE, "batch_a")
+    owned_batch(world, BOB, "batch_b1")
+    assert [b.id for b, _ in coordinator.list_batches("batch_b1", 10, BOB)] == ["batch_b0"]
+    assert coordinator.list_batches("batch_a", 10, BOB) == coordinator.list_batches("batch_unknown", 10, BOB) == []
+
+
+def test_a_batchs_output_and_error_files_are_its_owners(world):
+    coordinator, _, _, _, _ = world
+    owned_batch(world, ALICE, "batch_a")
+    chunk, _ = coordinator.lease("w")
+    assert finish_chunk(world, chunk, "w")
+    batch, _ = coordinator.batch("batch_a", ALICE)
+    assert batch.status == "completed" and coordinator.file(batch.output_file_id, ALICE).purpose == "batch_output"
+    assert coordinator.file(batch.output_file_id, BOB) is None
+    assert batch.output_file_id not in {f.id for f in coordinator.list_files(None, BOB)}
+
+
+def test_rows_without_an_owner_are_found_by_admins_only(world):
+    coordinator, _, _, _, _ = world
+    add_batch(world, chunks=1, batch_id="batch_old")  # no owner: from before owners, or a server without keys
+    assert coordinator.batch("batch_old", ALICE) is None and coordinator.list_files(None, ALICE) == []
+    assert coordinator.batch("batch_old", ADMIN) is not None and coordinator.batch("batch_old", EVERYTHING)

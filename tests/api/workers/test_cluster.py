@@ -127,3 +127,6 @@ def test_each_worker_takes_its_share_of_the_per_process_budgets():
 
     own = worker_settings(Settings(max_inflight_requests=10, response_cache_mb=64.0), 4)
     assert own.max_inflight_requests == 3 and own.response_cache_mb == 16.0
+    limited = worker_settings(Settings(key_requests_per_minute=10, key_tokens_per_minute=1000), 4)
+    assert (limited.key_requests_per_minute, limited.key_tokens_per_minute) == (3, 250)
+    assert worker_settings(Settings(), 4).key_requests_per_minute == 0  # no limit stays none
