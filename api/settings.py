@@ -29,12 +29,8 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
     port: int = Field(8686, ge=0, le=65535, description="Port the gateway listens on.")
     workers: int = Field(
-        0,
-        ge=0,
-        le=64,
-        description="Gateway processes sharing the port, one Triton and one model lifecycle; 0: one per "
-        "four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host. 1: a single "
-        "process, as before.",
+        0, ge=0, le=64, description="Gateway processes sharing the port, one Triton and one model lifecycle; 0: one "
+        "per four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host; 1: one process.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     opentelemetry: bool = Field(
@@ -116,10 +112,8 @@ class Settings(BaseSettings):
         "hangs; a stub that does not start at all exits, which Triton sees at once).",
     )
     triton_load_timeout_s: float = Field(
-        300.0,
-        gt=0,
-        description="Seconds Triton may take to load a converted model (one model, once it is in the repository): "
-        "past it the load is taken for hung, tritonserver is restarted and the load made once more.",
+        300.0, gt=0, description="Seconds Triton may take to load a converted model: past it the load is taken for "
+        "hung, tritonserver is restarted and the load made once more.",
     )
     triton_exit_timeout_s: int = Field(5, ge=1, description="Triton's --exit-timeout-secs on shutdown.")
     triton_restart_backoff_s: float = Field(
@@ -269,12 +263,10 @@ class Settings(BaseSettings):
     key_fair_share: bool = Field(
         True, description="With keys: when the server must refuse work, it refuses the keys over their share first."
     )
-    key_requests_per_minute: int = Field(
-        0, ge=0, description="Inference requests one key may send per minute before 429 (0: no limit)."
-    )
-    key_tokens_per_minute: int = Field(
-        0, ge=0, description="Estimated tokens (an image: 1) a key may send to inference a minute before 429 (0: none)."
-    )
+    key_requests_per_minute: int = Field(0, ge=0, description="Inference requests one key may send per minute "
+                                         "before 429 (0: no limit).")
+    key_tokens_per_minute: int = Field(0, ge=0, description="Estimated tokens (an image: 1) a key may send to "
+                                       "inference a minute before 429 (0: none).")
     allow_trust_remote_code: bool = Field(
         False, description="Let load requests run a model's own code (trust_remote_code)."
     )

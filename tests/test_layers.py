@@ -24,7 +24,8 @@ LAYERS = [
     ("models",),
     ("compute",),
     ("compute.preprocess", "triton"),
-    ("telemetry", "errors", "settings", "key_names", "collector", "__init__"),
+    ("telemetry", "errors", "settings", "collector", "__init__"),
+    ("key_names",),
 ]
 
 
