@@ -6,20 +6,18 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .compute.embedding import EmbeddingService
-from .jobs.coordinator import Coordinator
+from .jobs.checkpoint import open_coordinator
 from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
 from .jobs.service import JobService
-from .jobs.store import JobStore
 from .jobs.worker import BatchEndpoint
-from .models.host import ModelHost, Triton
 from .models.control import ModelControl
+from .models.host import ModelHost, Triton
 from .models.registry import ModelRegistry
 from .settings import Settings
 from .telemetry import scrape
 from .triton.client import TritonClient
 
-JOB_STORE = "jobs.sqlite3"
 # What serves a batch job's lines of one URL, made once the gateway's parts exist.
 EndpointFactory = Callable[[ModelRegistry, EmbeddingService, Settings], BatchEndpoint]
 
@@ -90,8 +88,8 @@ class Gateway:
         if self.cluster is not None:
             queue = self.cluster.job_queue(settings)
         else:
-            store = JobStore(settings.jobs_state_dir / JOB_STORE)
-            queue = LocalQueue(Coordinator(store, files, lease_s=settings.batch_lease_s))
+            coordinator = open_coordinator(settings.model_repository, settings.jobs_state_dir, lease_s=settings.batch_lease_s)
+            queue = LocalQueue(coordinator)
         endpoints = {}
         for make in self.batch_endpoints:
             endpoint = make(self.registry, self.embeddings, settings)

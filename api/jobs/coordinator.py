@@ -81,6 +81,13 @@ class Coordinator:
         self.files = files
         self.lease_s = lease_s
         self.clock = clock
+        # Called after a change that must outlive this machine (``checkpoint.py``): a file
+        # or batch added, deleted or cancelled, a chunk recorded, a batch finished.
+        self.on_change: Callable[[], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     # --- workers
     def lease(self, owner: str) -> tuple[Chunk, BatchRecord] | None:
@@ -108,6 +115,7 @@ class Coordinator:
             chunk.batch_id, when=("in_progress",), status="finalizing", finalizing_at=int(self.clock())
         ):
             self._finish(chunk.batch_id)
+        self._changed()
         return True
 
     def fail(self, batch_id: str, code: str, message: str) -> None:
@@ -120,6 +128,7 @@ class Coordinator:
             errors=[{"code": code, "message": message}],
         ):
             self._write_outputs(self.store.batch(batch_id))
+            self._changed()
 
     def tend(self) -> None:
         """Housekeeping any worker may run often: leases of this host's dead processes go
@@ -128,18 +137,24 @@ class Coordinator:
         gone = [owner for owner in self.store.lease_owners() if _gone_locally(owner)]
         self.store.release(gone)
         now = self.clock()
+        finishing = []
         for batch in self.store.active_batches():
             if batch.status == "in_progress" and now > batch.expires_at:
                 if self.store.update_batch(batch.id, when=("in_progress",), status="finalizing", finalizing_at=int(now)):
-                    self._finish(batch.id)
+                    finishing.append(batch.id)
             elif batch.status == "cancelling" and not self.store.live_leases(batch.id, now):
-                self._finish(batch.id)
+                finishing.append(batch.id)
             elif batch.status == "finalizing" and now - (batch.finalizing_at or now) > self.lease_s:
-                self._finish(batch.id)  # its finisher died: finishing is idempotent
+                finishing.append(batch.id)  # its finisher died: finishing is idempotent
+        for batch_id in finishing:
+            self._finish(batch_id)
+        if finishing:
+            self._changed()
 
     # --- clients: files and batches as the API shows them, each call as ``access`` may see
     def add_file(self, record: FileRecord) -> None:
         self.store.add_file(record)
+        self._changed()
 
     def file(self, file_id: str, access: Access) -> FileRecord | None:
         return self.store.file(file_id, access)
@@ -151,10 +166,12 @@ class Coordinator:
         if not self.store.delete_file(file_id, access):
             return False
         self.files.delete([file_name(file_id)])
+        self._changed()
         return True
 
     def add_batch(self, batch: BatchRecord, chunks: list[Chunk]) -> None:
         self.store.add_batch(batch, chunks)
+        self._changed()
 
     def batch(self, batch_id: str, access: Access) -> tuple[BatchRecord, Progress] | None:
         batch = self.store.batch(batch_id, access)
@@ -174,6 +191,7 @@ class Coordinator:
             batch_id, when=("validating", "in_progress"), status="cancelling", cancelling_at=int(self.clock())
         ):
             raise BatchStateConflict(f"batch '{batch_id}' is {batch.status} and can no longer be cancelled")
+        self._changed()
         self.tend()
         return self.store.batch(batch_id)
 

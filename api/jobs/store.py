@@ -189,6 +189,15 @@ class JobStore:
         with self._lock:
             self._db.close()
 
+    def backup(self, target: Path) -> None:
+        """A consistent copy of the whole store as ``target`` (SQLite's online backup)."""
+        with self._lock:
+            copy = sqlite3.connect(str(target))
+            try:
+                self._db.backup(copy)
+            finally:
+                copy.close()
+
     def _run(self, sql: str, *args: Any) -> sqlite3.Cursor:
         with self._lock:
             return self._db.execute(sql, args)

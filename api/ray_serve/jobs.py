@@ -6,7 +6,8 @@ replica that dies loses only its leases: the chunks go back to the queue (at onc
 dead process was on the coordinator's host, else when the lease runs out). The actor is
 detached and restarted by Ray when it dies; its state is the SQLite store in the jobs
 directory beside the model repository (a shared directory, or the coordinator's node for an
-S3 repository, whose bucket holds the files every replica reads).
+S3 repository, whose bucket holds the files every replica reads and a copy of the store,
+which a coordinator restarted on another node takes: ``jobs/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -16,20 +17,16 @@ from typing import Any
 
 import ray
 
-from ..jobs.coordinator import Coordinator
-from ..jobs.files import open_files
-from ..jobs.store import JobStore
+from ..jobs.checkpoint import open_coordinator
 from ..settings import Settings
 from .board import NAMESPACE
 
-STORE_FILE = "jobs.sqlite3"
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class JobCoordinator:
     def __init__(self, repository: str, state_dir: str, lease_s: float):
-        files = open_files(repository, Path(state_dir))
-        self.coordinator = Coordinator(JobStore(Path(state_dir) / STORE_FILE), files, lease_s=lease_s)
+        self.coordinator = open_coordinator(repository, Path(state_dir), lease_s=lease_s)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.coordinator, method)(*args, **kwargs)

@@ -3,7 +3,11 @@ restart, and its processes are not the gateway's to watch."""
 
 from __future__ import annotations
 
+import logging
+
 from .supervisor import LostListener, RestartListener
+
+log = logging.getLogger("embedgate.triton")
 
 
 class ExternalTriton:

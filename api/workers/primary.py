@@ -23,11 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EmbedgateError
-from ..gateway import JOB_STORE
-from ..jobs.coordinator import Coordinator
-from ..jobs.files import open_files
+from ..jobs.checkpoint import open_coordinator
 from ..jobs.queue import LocalQueue
-from ..jobs.store import JobStore
 from ..models.host import ModelHost
 from ..models.progress import Progress
 from ..models.refs import ModelRef
@@ -71,9 +68,9 @@ class Primary:
         await self.host.start()
         self.host.registry.on_change = self.publish
         self.host.registry.lost.on_replaced = self._process_replaced
-        files = open_files(self.settings.model_repository, self.settings.jobs_state_dir)
-        store = JobStore(self.settings.jobs_state_dir / JOB_STORE)
-        self._jobs = LocalQueue(Coordinator(store, files, lease_s=self.settings.batch_lease_s))
+        settings = self.settings
+        coordinator = open_coordinator(settings.model_repository, settings.jobs_state_dir, lease_s=settings.batch_lease_s)
+        self._jobs = LocalQueue(coordinator)
         self._state = await self._read_state()
         server = await asyncio.start_unix_server(self._connected, self.control_path, limit=64 << 20)
         self._tasks.append(asyncio.create_task(self._watch_state(), name="triton-state"))

@@ -34,6 +34,7 @@ from .conftest import (
     assert_each_got_its_embedding,
     free_port,
     processes,
+    processes_mentioning,
     steady_clients,
     wait_until,
     wait_until_async,
@@ -257,7 +258,10 @@ def done_by(app: Deployment, batch_id: str) -> dict[int, int]:
     return done
 
 
-def test_a_batch_runs_on_every_replica_and_survives_one_dying(ray_app):
+def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinators_node_lost(ray_app):
+    """A replica is SIGKILLed mid-job, then the coordinator actor too, its store lost with
+    it (as with its node): Ray starts the actor again, it takes the copy of the store kept
+    in the bucket, and the job ends with every custom_id once."""
     count = 3000
     lines = [
         json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/embeddings",
@@ -274,6 +278,11 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying(ray_app):
         wait_until(lambda: pids <= set(done_by(ray_app, batch.id)), 600, "every replica to do a chunk", 0.05)
         os.kill(replicas[0]["pid"], signal.SIGKILL)
         assert sum(done_by(ray_app, batch.id).values()) < count // 25, "the batch ended before a replica died"
+        # The coordinator's node is lost: its store goes, and the actor with it.
+        (coordinator,) = processes_mentioning("ray::JobCoordinator")
+        for path in ray_app.jobs_dir.glob("jobs.sqlite3*"):
+            path.unlink()
+        os.kill(coordinator, signal.SIGKILL)
         finished = ("completed", "failed", "expired")
         batch = wait_until(
             lambda: (b := client.batches.retrieve(batch.id)).status in finished and b, 900, "the batch to finish", 0.2

@@ -10,7 +10,6 @@ from embedgate.api.errors import (
     DeadlineExceeded,
     ModelProcessLost,
     Overloaded,
-    TritonConnectionLost,
     TritonError,
     TritonUnavailable,
 )
