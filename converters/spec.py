@@ -17,7 +17,7 @@ TOKENIZER_DIR = "tokenizer"
 ONNX_FILE = "model.onnx"
 # Python form, sentence-transformers: the same model taking several short texts per row.
 PACKED_ONNX_FILE = "model.packed.onnx"
-# GPU instances (python form): the module stack traced with TorchScript on CUDA (converters/gpu.py).
+# GPU instances (python form): the module stack traced with TorchScript on CUDA (converters/library/gpu.py).
 TORCH_FILE = "model.pt"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
@@ -143,7 +143,7 @@ class ConversionSpec(BaseModel):
     @model_validator(mode="after")
     def _gpu_graphs_are_plain_text_models(self) -> ConversionSpec:
         # GPU instances of the python form run a TorchScript graph of a sentence-transformers
-        # module stack (converters/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
+        # module stack (converters/library/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
         if self.triton.form == "python" and self.triton.instance_kind == "gpu":
             if self.library != "sentence_transformers" or self.variant is not None:
                 raise ValueError(

@@ -4,7 +4,7 @@ Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.f
 
 - ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
   requests of a dynamic batch itself (onnxruntime on CPU instances; on GPU instances,
-  sentence-transformers models only, PyTorch runs the TorchScript graph ``converters/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
+  sentence-transformers models only, PyTorch runs the TorchScript graph ``converters/library/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
   gateway pads to sequence-length buckets and requests of one bucket batch together.

@@ -28,7 +28,7 @@ cut into parts, ``split_requests``) and returns once another worker is free, so
 Triton keeps the next requests in its queue (and merges them) while every worker is busy;
 each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
-``converters/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
+``converters/library/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
 of onnxruntime, fed the same padded, length-sorted sub-batches.
 
 Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_utils and

@@ -6,23 +6,23 @@
 - ``clip``: OpenCLIP, text and image towers in one embedding space.
 
 A load names a library; for sentence-transformers the directory itself says which class it
-is (``converters/declared.py``), and that class's converter runs, or the load is refused
+is (``converters/library/declared.py``), and that class's converter runs, or the load is refused
 with the reason. A new kind is a new module here and a line in :data:`LIBRARY_KINDS`.
 """
 
 from __future__ import annotations
 
-from embedgate.converters import declared
+from embedgate.converters.library import declared
 from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.module_stack import resolve_source
+from embedgate.converters.library.module_stack import resolve_source
 from embedgate.converters.spec import ConversionSpec
 
 from .base import KindConverter, Step
-from .clip import ClipConverter
-from .cross_encoder import CrossEncoderConverter
-from .dense import DenseConverter
 from .library import LibraryKind
-from .sparse import SparseConverter
+from .clip.converter import ClipConverter
+from .cross_encoder import CrossEncoderConverter
+from .dense.converter import DenseConverter
+from .sparse.converter import SparseConverter
 
 # sentence-transformers' model_type -> the converter of that kind.
 LIBRARY_KINDS: dict[str, type[LibraryKind]] = {

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters import module_stack, parity
+from embedgate.converters.library import module_stack, parity
 from embedgate.converters.errors import ParityError
 from embedgate.converters.spec import (
     ATTENTION_MASK,
@@ -32,7 +32,7 @@ from embedgate.converters.spec import (
 )
 from embedgate.converters.triton_config import build_text_model_config
 
-from .library import LibraryKind
+from embedgate.converters.kinds.library import LibraryKind
 
 
 def _reranker_refusal(model) -> str | None:

@@ -10,14 +10,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from embedgate.converters import gpu, module_stack, parity
-from embedgate.converters.declared import Declared
+from embedgate.converters.library import gpu, module_stack, parity
+from embedgate.converters.library.declared import Declared
 from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.module_stack import Source
-from embedgate.converters.prompts import Prompts, read_prompts
+from embedgate.converters.library.module_stack import Source
+from embedgate.converters.library.prompts import Prompts, read_prompts
 from embedgate.converters.spec import TOKENIZER_DIR, ConversionSpec, GpuInfo
 
-from .base import KindConverter, Step
+from embedgate.converters.kinds.base import KindConverter, Step
 
 
 class LibraryKind(KindConverter):
@@ -52,7 +52,7 @@ class LibraryKind(KindConverter):
         return model, transformer, prompts, module_stack.checked_max_length(self.max_length(model))
 
     def gpu_graph(self, model, example: dict, out_dir: Path, check: gpu.Check, **options) -> GpuInfo | None:
-        """The TorchScript graph of GPU instances (``converters/gpu.py``), where the model
+        """The TorchScript graph of GPU instances (``converters/library/gpu.py``), where the model
         is published for them; None for CPU instances."""
         triton = self.spec.triton
         if triton.form != "python" or triton.instance_kind != "gpu":

@@ -105,7 +105,7 @@ def assert_matches(served: np.ndarray, expected: np.ndarray, what: str) -> None:
 
 
 def test_a_packed_graph_is_published_for_mean_pooling_only(architecture):
-    # GPU instances run the TorchScript graph (converters/gpu.py): no packed onnxruntime graph.
+    # GPU instances run the TorchScript graph (converters/library/gpu.py): no packed onnxruntime graph.
     on_gpu = (architecture.published / "1" / TORCH_FILE).is_file()
     assert (architecture.published / "1" / PACKED_ONNX_FILE).is_file() == (architecture.pooling in PACKED and not on_gpu)
 

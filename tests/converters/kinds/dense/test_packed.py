@@ -3,7 +3,7 @@ the real MiniLM in test_sentence_transformer.py)."""
 
 import numpy as np
 
-from embedgate.converters.packed import one_text_per_row, pack_in_order, packed_inputs, unsupported_reason
+from embedgate.converters.kinds.dense.packed import one_text_per_row, pack_in_order, packed_inputs, unsupported_reason
 from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
 
 
@@ -105,7 +105,7 @@ def test_one_text_per_row_feeds_the_packed_graph_what_model_py_feeds_it(load_pyt
 
 
 def test_roberta_family_positions_start_past_the_padding_index():
-    from embedgate.converters.packed import position_offset
+    from embedgate.converters.kinds.dense.packed import position_offset
     from embedgate.converters.torch_compat import ensure_torchvision_importable
 
     ensure_torchvision_importable()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from embedgate.converters.errors import ConversionError
-from embedgate.converters.prompts import read_prompts
+from embedgate.converters.library.prompts import read_prompts
 from embedgate.converters.spec import ModelMetadata
 from embedgate.converters.torch_compat import ensure_torchvision_importable
 from tests import prompt_models, tiny_models
 from tests.api.conftest import fake_metadata
 
-from .conftest import run_converter
+from tests.converters.conftest import run_converter
 
 
 def test_the_metadata_carries_the_prompts_and_the_default(tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters import parity
+from embedgate.converters.library import parity
 from embedgate.converters.spec import EMBEDDING
 
 Step = Callable[[str], None]

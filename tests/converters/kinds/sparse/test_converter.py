@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embedgate.converters.kinds.sparse import _splade_refusal
+from embedgate.converters.kinds.sparse.converter import _splade_refusal
 from tests import tiny_models
 from tests.converters.conftest import run_converter
 

@@ -4,8 +4,8 @@ The exported graph takes ``input_ids`` and ``attention_mask`` and runs the whole
 stack (Transformer, Pooling, Dense, Normalize...), so pooling and normalization happen
 inside Triton and the gateway only tokenizes. Checked against ``SentenceTransformer.encode``
 (cosine, each sentence in one padded batch and alone); a model with mean pooling also gets
-the packed graph for short texts (``converters/packed.py``), and load-time variants
-(``@optimized``, ``@int8``) are built from the same export (``converters/variants.py``).
+the packed graph for short texts (``converters/kinds/dense/packed.py``), and load-time variants
+(``@optimized``, ``@int8``) are built from the same export (``converters/kinds/dense/variants.py``).
 Ranges for int8/uint8 outputs are calibrated here, once (``converters/calibration.py``).
 """
 
@@ -16,11 +16,15 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters import calibration, module_stack, packed, parity, variants
+from embedgate.converters import calibration
+from embedgate.converters.library import module_stack
+from embedgate.converters.kinds.dense import packed
+from embedgate.converters.library import parity
+from embedgate.converters.kinds.dense import variants
 from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, variant_model_name
 from embedgate.converters.triton_config import build_text_model_config
 
-from .library import LibraryKind
+from embedgate.converters.kinds.library import LibraryKind
 
 
 class DenseConverter(LibraryKind):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from embedgate.converters.errors import ParityError
-from embedgate.converters.parity import cosines, parity_sentences
+from embedgate.converters.library.parity import cosines, parity_sentences
 from embedgate.converters.spec import (
     EMBEDDING,
     INPUT_IDS,

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters import calibration, clip_parity
-from embedgate.converters.clip_export import export_image_tower, export_text_tower
-from embedgate.converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
+from embedgate.converters import calibration
+from embedgate.converters.kinds.clip import parity as clip_parity
+from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower
+from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.converters.spec import (
     ONNX_FILE,
@@ -35,7 +36,7 @@ from embedgate.converters.spec import (
 from embedgate.converters.torch_compat import ensure_torchvision_importable
 from embedgate.converters.triton_config import build_clip_image_config, build_clip_text_config
 
-from .base import KindConverter, Step
+from ..base import KindConverter, Step
 
 
 class ClipConverter(KindConverter):

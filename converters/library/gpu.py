@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters import module_stack
+from embedgate.converters.library import module_stack
 from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
-from embedgate.converters.parity import Run
+from embedgate.converters.library.parity import Run
 from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, TORCH_FILE, GpuInfo, ParityResult
 
 Step = Callable[[str], None]

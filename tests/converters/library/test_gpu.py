@@ -1,4 +1,4 @@
-"""The GPU graph (converters/gpu.py): the module stack traced with TorchScript computes
+"""The GPU graph (converters/library/gpu.py): the module stack traced with TorchScript computes
 what sentence-transformers computes, for shapes other than the one it was traced on. The
 trace runs here on the CPU (the same code the converter runs on CUDA); the GPU itself is
 exercised by tests/integration/test_gpu.py on a GPU host."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters import gpu, parity
+from embedgate.converters.library import gpu, parity
 from embedgate.converters.errors import ConversionError
 from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS
 from tests import tiny_models

@@ -3,7 +3,7 @@
 - ``optimized``: onnxruntime's transformer optimizer fuses the float32 graph (attention
   into one ``Attention`` node, bias and GELU into ``BiasGelu``); it must keep the plain
   model's parity threshold (cosine 0.9999 against PyTorch).
-- ``int8``: dynamic int8 quantization of the weight MatMuls (``converters/int8.py``), with
+- ``int8``: dynamic int8 quantization of the weight MatMuls (``converters/kinds/dense/int8.py``), with
   the few MatMuls that lose the most accuracy kept in float32; refused below its own
   threshold (0.99 by default). It quantizes the unfused graph: on this project's CPU
   measurements the fused graph's int8 form (``QAttention``) ran slower than the unfused
@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters import int8, parity, weights
+from embedgate.converters import weights
+from embedgate.converters.kinds.dense import int8
+from embedgate.converters.library import parity
 from embedgate.converters.errors import ParityError
 from embedgate.converters.spec import ConversionSpec, ParityResult, VariantInfo
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from embedgate.converters.declared import check_custom_modules, model_files, read_declared, unsupported
+from embedgate.converters.library.declared import check_custom_modules, model_files, read_declared, unsupported
 from embedgate.converters.errors import ConversionError, UnsupportedModelError
 from tests import tiny_models
 
-from .conftest import run_converter
+from tests.converters.conftest import run_converter
 
 ST = "sentence_transformers.base.modules.transformer.Transformer"
 POOLING = "sentence_transformers.sentence_transformer.modules.pooling.Pooling"

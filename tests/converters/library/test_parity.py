@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from embedgate.converters import parity
+from embedgate.converters.library import parity
 from embedgate.converters.errors import ParityError
 
 

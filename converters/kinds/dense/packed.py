@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters import parity
+from embedgate.converters.library import parity
 from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
 
 POSITION_IDS = "position_ids"
@@ -235,7 +235,7 @@ def _export(graph, inputs: dict[str, np.ndarray], onnx_file: Path) -> None:
     import onnx
     import torch
 
-    from embedgate.converters.module_stack import OPSET
+    from embedgate.converters.library.module_stack import OPSET
 
     dynamic = {0: "rows", 1: "width"}
     with torch.no_grad(), warnings.catch_warnings():

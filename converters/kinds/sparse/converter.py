@@ -18,11 +18,11 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters import module_stack, parity
+from embedgate.converters.library import module_stack, parity
 from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, SparseInfo
 from embedgate.converters.triton_config import build_text_model_config
 
-from .library import LibraryKind
+from embedgate.converters.kinds.library import LibraryKind
 
 
 def _splade_refusal(model) -> str | None:
