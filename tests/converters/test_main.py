@@ -14,6 +14,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from tests.helpers import python_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_CONVERTER = textwrap.dedent(
@@ -55,7 +57,7 @@ RUNNER = textwrap.dedent(
 def fake_env(tmp_path):
     (tmp_path / "fake_converter.py").write_text(FAKE_CONVERTER)
     (tmp_path / "runner.py").write_text(RUNNER)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=python_path(REPO_ROOT, tmp_path))
     return tmp_path, env
 
 
