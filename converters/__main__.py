@@ -100,12 +100,19 @@ def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, 
 def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
     (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
     if spec.triton.form == "python":
-        for name, source in PYTHON_BACKEND_FILES.items():
-            (directory / "1" / name).write_bytes(source.read_bytes())
-        # Weights beside the graph, mapped from the page cache: shared by every process
-        # that opens the graph (GPU instances, and the same model loaded twice).
-        for graph in sorted((directory / "1").glob("*.onnx")):
-            weights.externalize(graph)
+        # Every version (a model with a Router has one per route) runs its own model.py.
+        for version in _versions(directory):
+            for name, source in PYTHON_BACKEND_FILES.items():
+                (version / name).write_bytes(source.read_bytes())
+            # Weights beside the graph, mapped from the page cache: shared by every process
+            # that opens the graph (GPU instances, and the same model loaded twice).
+            for graph in sorted(version.glob("*.onnx")):
+                weights.externalize(graph)
+
+
+def _versions(directory: Path) -> list[Path]:
+    """A staged model's Triton version directories (1/, 2/...)."""
+    return sorted((path for path in directory.iterdir() if path.is_dir() and path.name.isdigit()), key=lambda p: int(p.name))
 
 
 def main() -> int:

@@ -58,14 +58,14 @@ def trace(
     after: Callable | None = None,
     device: str = DEVICE,
 ) -> None:
-    """Trace ``model``'s module stack on ``device`` in ``dtype`` and save it to ``torch_file``
-    (``model`` itself is left as it was)."""
+    """Trace a module stack (``model``: a model, or one route's modules) on ``device`` in
+    ``dtype`` and save it to ``torch_file`` (the modules themselves are left as they were)."""
     import torch
 
-    moved = copy.deepcopy(model).to(device=device, dtype=dtype)
+    moved = copy.deepcopy(torch.nn.ModuleList(list(model))).to(device=device, dtype=dtype)
     graph = module_stack.stack_graph(moved, input_names, zero_token_types, output_key, after)
     inputs = tuple(example[name].to(device) for name in input_names)
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), module_stack.index_based_masks():
         warnings.simplefilter("ignore")  # the tracer's shape-dependent branches; parity decides
         traced = torch.jit.trace(graph, inputs, check_trace=False)
     torch_file.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ def trace(
 def build(
     model,
     example: dict,
-    out_dir: Path,
+    version_dir: Path,
     check: Check,
     step: Step,
     *,
@@ -87,7 +87,7 @@ def build(
     device: str = DEVICE,
     **trace_options,
 ) -> GpuInfo:
-    """Publish ``out_dir/1/model.pt`` for GPU instances: float16 if ``half`` and it passes
+    """Publish ``version_dir/model.pt`` for GPU instances: float16 if ``half`` and it passes
     ``check``, else float32 (which must pass it). Raises ConversionError without a GPU, and
     UnsupportedModelError for a module stack whose trace does not run on other inputs."""
     import torch
@@ -97,7 +97,7 @@ def build(
         raise ConversionError(
             "GPU instances need PyTorch with CUDA in the converter's environment: torch.cuda.is_available() is False"
         )
-    torch_file = out_dir / "1" / TORCH_FILE
+    torch_file = version_dir / TORCH_FILE
     device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else device
     for dtype in ((torch.float16,) if half else ()) + (torch.float32,):
         name = "float16" if dtype == torch.float16 else "float32"

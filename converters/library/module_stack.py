@@ -1,19 +1,24 @@
-"""What the three sentence-transformers kinds share: where the model comes from, loading it
-as the class its directory declares, exporting its module stack as one ONNX graph, and
-saving its tokenizer for the gateway.
+"""What the sentence-transformers kinds share: where the model comes from, loading it as
+the class its directory declares, exporting a module stack as one ONNX graph, and saving
+its tokenizer for the gateway.
 
 A sentence-transformers model of any class (``SentenceTransformer``, ``SparseEncoder``,
-``CrossEncoder``) is a stack of modules that pass a dict of features along: the first, a
-``Transformer``, reads ``input_ids`` and ``attention_mask``; the last leaves the output
-under a key (``sentence_embedding``, or ``scores`` for a CrossEncoder). The exported graph
-takes the token tensors and runs the whole stack, so pooling, heads and activations
-happen inside Triton and the gateway only tokenizes.
+``CrossEncoder``, ``MultiVectorEncoder``) is a stack of modules that pass a dict of
+features along: the first, a ``Transformer``, reads ``input_ids`` and ``attention_mask``;
+the last leaves the output under a key (``sentence_embedding``, ``scores`` for a
+CrossEncoder, ``token_embeddings`` for a multi-vector model). The exported graph takes the
+token tensors and runs the whole stack (of one route, where a Router picks modules by task:
+``routes.py``), so pooling, heads and activations happen inside Triton and the gateway only
+tokenizes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,25 +78,9 @@ def load(model_class: str, source: Source, spec: ConversionSpec):
     return model.float().eval()
 
 
-def routed(model) -> str | None:
-    """Why ``model`` cannot be exported as one module stack: it holds a ``Router`` (modules
-    chosen per task, e.g. ``Router.for_query_document``), whose graph would follow one
-    route for every request; None where it holds none."""
-    for module in model.modules():
-        if type(module).__name__ == "Router" and hasattr(module, "sub_modules"):
-            routes = ", ".join(repr(route) for route in module.sub_modules)
-            default = getattr(module, "default_route", None)
-            return (
-                f"it routes its inputs through different modules per task (a Router with routes {routes}, "
-                f"default {default!r}); one graph would answer every task with one route's modules, "
-                "so embedgate does not serve routed models yet"
-            )
-    return None
-
-
-def text_transformer(model):
-    """The model's first module, checked to be a text Transformer the gateway can tokenize for."""
-    transformer = model[0]
+def text_transformer(modules: Sequence):
+    """The first of a module stack, checked to be a text Transformer the gateway can tokenize for."""
+    transformer = modules[0]
     if not any(cls.__name__ == "Transformer" for cls in type(transformer).__mro__):
         raise UnsupportedModelError(
             f"unsupported model: the first module is {type(transformer).__name__}, not a Transformer"
@@ -111,13 +100,13 @@ def takes_token_type_ids(transformer) -> bool:
     return TOKEN_TYPE_IDS in transformer.tokenizer.model_input_names
 
 
-def stack_graph(model, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
+def stack_graph(modules, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
     import torch
 
     class StackGraph(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.stack = model
+            self.stack = torch.nn.ModuleList(list(modules))
 
         def forward(self, *inputs):
             features = dict(zip(input_names, inputs))
@@ -135,7 +124,7 @@ def stack_graph(model, input_names: Sequence[str], zero_token_types: bool, outpu
 
 
 def export(
-    model,
+    modules,
     example: dict,
     onnx_file: Path,
     *,
@@ -145,33 +134,109 @@ def export(
     output_name: str,
     after: Callable | None = None,
 ) -> None:
-    """Export ``model``'s whole module stack: ``input_names`` in (dynamic batch and
-    sequence axes), ``features[output_key]`` (then ``after`` of it) out as ``output_name``.
-    ``zero_token_types``: the transformer takes token_type_ids the graph does not; it gets
-    zeros."""
+    """Export a module stack (``modules``: a model, or one route's modules): ``input_names``
+    in (dynamic batch and sequence axes), ``features[output_key]`` (then ``after`` of it) out
+    as ``output_name`` (per token where ``output_key`` is token_embeddings). ``zero_token_types``:
+    the transformer takes token_type_ids the graph does not; it gets zeros. A failure says
+    which module and operator failed, and what to try."""
     import onnx
     import torch
 
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
-    graph = stack_graph(model, input_names, zero_token_types, output_key, after)
+    graph = stack_graph(modules, input_names, zero_token_types, output_key, after)
     # Two texts of different lengths: the trace then follows the masked (padded) path.
     inputs = tuple(example[name] for name in input_names)
     dynamic = {0: "batch", 1: "sequence"}
-    with torch.no_grad(), warnings.catch_warnings():
-        # The tracer warns about shape-dependent Python branches; parity decides.
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            graph,
-            inputs,
-            str(onnx_file),
-            input_names=list(input_names),
-            output_names=[output_name],
-            dynamic_axes={**{name: dynamic for name in input_names}, output_name: {0: "batch"}},
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
+    output_axes = {0: "batch", 1: "sequence"} if output_key == "token_embeddings" else {0: "batch"}
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), index_based_masks():
+            # The tracer warns about shape-dependent Python branches; parity decides.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                graph,
+                inputs,
+                str(onnx_file),
+                input_names=list(input_names),
+                output_names=[output_name],
+                dynamic_axes={**{name: dynamic for name in input_names}, output_name: output_axes},
+                opset_version=OPSET,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+    except (RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError, IndexError) as error:
+        raise export_failure(error, modules) from error
     onnx.checker.check_model(str(onnx_file))
+
+
+@contextlib.contextmanager
+def index_based_masks() -> Iterator[None]:
+    """transformers builds an attention mask with ``torch.vmap`` where a model adds a mask
+    function of its own (Gemma 3 with bidirectional attention: EmbeddingGemma), and vmap
+    cannot be traced (the exporter stops at ``unordered_map::at``). The mask functions
+    transformers' models pass are index-based, so the mask is built here by broadcasting
+    indices instead, as it is for every other model; parity then checks the graph."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        yield
+        return
+    registry = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS
+    saved = {key: registry._local_mapping[key] for key in list(registry._local_mapping)}
+
+    def without_vmap(function):
+        def build(*args, **kwargs):
+            kwargs["use_vmap"] = False
+            return function(*args, **kwargs)
+
+        return build
+
+    for key in list(registry):
+        if "use_vmap" in _parameters(registry[key]):
+            registry[key] = without_vmap(registry[key])
+    try:
+        yield
+    finally:
+        registry._local_mapping.clear()
+        registry._local_mapping.update(saved)
+
+
+def _parameters(function) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+# Where an export stops: the innermost frame in the libraries' model code.
+_LIBRARY_CODE = re.compile(r"(transformers|sentence_transformers)/(.+\.py)$")
+_OPERATOR = re.compile(r"operator '?([\w:.]+)'?", re.IGNORECASE)
+
+
+def export_failure(error: BaseException, modules: Sequence) -> UnsupportedModelError:
+    """An export that failed, in words a user can act on: the model's architecture and
+    module chain, the operator or the library code where it stopped, and what to try."""
+    modules = list(modules)
+    names = " -> ".join(type(module).__name__ for module in modules)
+    config = getattr(getattr(modules[0], "auto_model", None), "config", None) if modules else None
+    architecture = ", ".join(getattr(config, "architectures", None) or []) or getattr(config, "model_type", "") or "?"
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    operator = _OPERATOR.search(message)
+    if operator and "onnx" in message.lower():
+        where = f"the ONNX exporter (opset {OPSET}) has no conversion of operator {operator.group(1)}"
+    else:
+        frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _LIBRARY_CODE.search(frame.filename)]
+        site = _LIBRARY_CODE.search(frames[-1].filename) if frames else None
+        where = (
+            f"tracing stopped in {site.group(1)}/{site.group(2)} ({frames[-1].name}, line {frames[-1].lineno})"
+            if site else "tracing stopped"
+        ) + f" with {type(error).__name__}: {message[:200]}"
+    return UnsupportedModelError(
+        f"unsupported model: its {architecture} transformer ({names}) does not export to ONNX: {where}. "
+        "What to try: a newer embedgate (its torch and transformers export more architectures), or the same "
+        "model saved by a current transformers release; nothing was published"
+    )
 
 
 def save_tokenizer(tokenizer, directory: Path, max_seq_length: int, do_lower_case: bool) -> Path:

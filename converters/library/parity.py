@@ -59,22 +59,27 @@ def reference_token_ids(input_ids: np.ndarray, attention_mask: np.ndarray) -> li
     return [row[mask.astype(bool)].tolist() for row, mask in zip(input_ids, attention_mask)]
 
 
-def gateway_encodings(tokenizer_file: Path, inputs: Sequence[TextInput], *, strip: bool) -> list:
+def gateway_encodings(
+    tokenizer_file: Path, inputs: Sequence[TextInput], *, strip: bool, add_special_tokens: bool = True
+) -> list:
     """The ``tokenizers`` encodings the gateway makes of texts or pairs."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     if strip:
         inputs = [text.strip() if isinstance(text, str) else tuple(part.strip() for part in text) for text in inputs]
-    return tokenizer.encode_batch(list(inputs), add_special_tokens=True)
+    return tokenizer.encode_batch(list(inputs), add_special_tokens=add_special_tokens)
 
 
-def gateway_token_ids(tokenizer_file: Path, sentences: Sequence[TextInput], *, strip: bool) -> list[list[int]]:
-    return [encoding.ids for encoding in gateway_encodings(tokenizer_file, sentences, strip=strip)]
+def gateway_token_ids(
+    tokenizer_file: Path, sentences: Sequence[TextInput], *, strip: bool, add_special_tokens: bool = True
+) -> list[list[int]]:
+    encodings = gateway_encodings(tokenizer_file, sentences, strip=strip, add_special_tokens=add_special_tokens)
+    return [encoding.ids for encoding in encodings]
 
 
 def check_tokenization(
-    tokenizer_file: Path, sentences: Sequence[TextInput], expected: list[list[int]]
+    tokenizer_file: Path, sentences: Sequence[TextInput], expected: list[list[int]], *, add_special_tokens: bool = True
 ) -> tuple[bool, list[list[int]]]:
     """Find whether the gateway must strip whitespace to match the model's own tokenization.
 
@@ -83,7 +88,7 @@ def check_tokenization(
     """
     first_mismatch: int | None = None
     for strip in (False, True):
-        ids = gateway_token_ids(tokenizer_file, sentences, strip=strip)
+        ids = gateway_token_ids(tokenizer_file, sentences, strip=strip, add_special_tokens=add_special_tokens)
         mismatches = [i for i, (got, want) in enumerate(zip(ids, expected)) if got != want]
         if not mismatches:
             return strip, ids
@@ -116,10 +121,12 @@ def pad(
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each row's cosine; two rows of zeros are alike (a sparse query whose tokens all weigh 0)."""
     a = a.astype(np.float64)
     b = b.astype(np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return (a * b).sum(axis=1) / np.maximum(norms, 1e-12)
+    norm_a, norm_b = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    values = (a * b).sum(axis=1) / np.maximum(norm_a * norm_b, 1e-12)
+    return np.where((norm_a == 0) & (norm_b == 0), 1.0, values)
 
 
 Run = Callable[[dict[str, np.ndarray]], np.ndarray]

@@ -24,11 +24,12 @@ class Prompts:
     refused: str | None  # why requests may not use a non-empty prompt, where they may not
 
 
-def read_prompts(model) -> Prompts:
-    """The loaded model's prompts and default prompt name, and whether they can be served."""
+def read_prompts(model, modules=None) -> Prompts:
+    """The loaded model's prompts and default prompt name, and whether they can be served
+    (``modules``: every module a text may go through, each route's; the model's own by default)."""
     prompts = {str(name): str(text or "") for name, text in (getattr(model, "prompts", None) or {}).items()}
     default = getattr(model, "default_prompt_name", None)
-    excluding = [module for module in model if getattr(module, "include_prompt", True) is False]
+    excluding = [module for module in (model if modules is None else modules) if getattr(module, "include_prompt", True) is False]
     if not excluding:
         return Prompts(prompts, default, None)
     reason = (

@@ -4,9 +4,13 @@ The exported graph takes ``input_ids`` and ``attention_mask`` and runs the whole
 stack (Transformer, Pooling, Dense, Normalize...), so pooling and normalization happen
 inside Triton and the gateway only tokenizes. Checked against ``SentenceTransformer.encode``
 (cosine, each sentence in one padded batch and alone); a model with mean pooling also gets
-the packed graph for short texts (``converters/kinds/dense/packed.py``), and load-time variants
-(``@optimized``, ``@int8``) are built from the same export (``converters/kinds/dense/variants.py``).
-Ranges for int8/uint8 outputs are calibrated here, once (``converters/calibration.py``).
+the packed graph for short texts (``packed.py``), and load-time variants (``@optimized``,
+``@int8``) are built from the same export (``variants.py``). Ranges for int8/uint8 outputs
+are calibrated here, once (``converters/calibration.py``).
+
+A model with a Router (``Router.for_query_document``: different modules for queries and
+documents) has each route converted on its own, as a Triton version of its own, and checked
+against ``encode`` with that route's task (``encode_query``'s, ``encode_document``'s).
 """
 
 from __future__ import annotations
@@ -17,49 +21,81 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import calibration
-from embedgate.converters.library import module_stack
-from embedgate.converters.kinds.dense import packed
-from embedgate.converters.library import parity
-from embedgate.converters.kinds.dense import variants
+from embedgate.converters.errors import UnsupportedModelError
+from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, triton_versions
+from embedgate.converters.library import module_stack, parity
+from embedgate.converters.library.routes import Route
 from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, variant_model_name
 from embedgate.converters.triton_config import build_text_model_config
 
-from embedgate.converters.kinds.library import LibraryKind
+from . import packed, variants
 
 
 class DenseConverter(LibraryKind):
     kind = "sentence_transformer"
     model_class = "SentenceTransformer"
     noun = "sentence-transformer"
+    serves_routes = True
 
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories
-        spec, step = self.spec, self.step
-        model, transformer, prompts, max_length = self.load()
+        spec = self.spec
+        loaded = self.load()
+        if spec.variant is not None and loaded.routes[0].name:
+            raise UnsupportedModelError(
+                f"unsupported variant '@{spec.variant}': the model has a Router (a graph per route); "
+                "load the model itself"
+            )
+        model = loaded.model
+        converted, routes = self.convert_routes(
+            loaded, out_dir, lambda route, version_dir, files_dir: self._route(loaded, route, version_dir, files_dir)
+        )
+        first = converted[0]
+        # One set of ranges for every route: the default route's vectors (a routed model's
+        # queries and documents share one space).
+        default_task = {"task": loaded.routes[0].task} if loaded.routes[0].name else {}
+        calibrated = calibration.calibrate(
+            model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="", **default_task)
+        )
+        dims = {result.extras["dim"] for result in converted}
+        if len(dims) > 1:
+            raise UnsupportedModelError(
+                f"unsupported sentence-transformer: its routes give embeddings of different sizes ({sorted(dims)})"
+            )
+        return ModelMetadata(
+            **self.metadata_fields(model, loaded, first),
+            model_name=variant_model_name(spec.model_name, spec.variant),
+            embedding_dim=first.extras["dim"],
+            normalized=all(result.extras["normalized"] for result in converted),
+            variant=first.extras["variant"],
+            packed_parity=first.extras["packed_parity"],
+            calibration=calibrated,
+            gpu=first.extras["gpu"],
+            routes=routes,
+        )
+
+    def _route(self, loaded: Loaded, route: Route, version_dir: Path, files_dir: Path) -> Converted:
+        spec, step, model = self.spec, self.step, loaded.model
+        modules = route.modules
+        transformer = module_stack.text_transformer(modules)
+        max_length = self.max_length(model, modules)
         sentences = parity.parity_sentences(max_length)
+        task = {"task": route.task} if route.name else {}
 
         step("computing reference embeddings with sentence-transformers")
-        expected_ids = self.reference_ids(model, sentences)
+        expected_ids = self.reference_ids(model, sentences, **task)
         # The graph embeds the texts it is given; the gateway prepends any prompt, the default
         # one included. prompt="" keeps encode() from applying the default here.
-        reference = model.encode(sentences, convert_to_numpy=True, prompt="")
-        calibrated = calibration.calibrate(
-            model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="")
-        )
+        reference = model.encode(sentences, convert_to_numpy=True, prompt="", **task)
         if spec.variant is not None:
             variants.prepare_export(model)
 
-        onnx_file = out_dir / "1" / ONNX_FILE
+        onnx_file = version_dir / ONNX_FILE
+        example = model.preprocess(sentences[:2], **task)
         step(f"exporting ONNX (opset {module_stack.OPSET})")
         needs_token_type_ids = module_stack.takes_token_type_ids(transformer)
-        module_stack.export(
-            model,
-            model.preprocess(sentences[:2]),
-            onnx_file,
-            zero_token_types=needs_token_type_ids,
-            output_name=EMBEDDING,
-        )
-        tokenizer_file = self.save_tokenizer(transformer, out_dir, max_length)
+        module_stack.export(modules, example, onnx_file, zero_token_types=needs_token_type_ids, output_name=EMBEDDING)
+        tokenizer_file = self.save_tokenizer(transformer, files_dir, max_length)
 
         step(f"parity check on {len(sentences)} sentences")
         strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
@@ -67,12 +103,12 @@ class DenseConverter(LibraryKind):
         if spec.variant is None:
             result = parity.check_embeddings(onnx_file, token_ids, reference, spec.parity_threshold)
         else:
-            result, variant = variants.build(spec, model, out_dir, onnx_file, token_ids, reference, step)
+            result, variant = variants.build(spec, model, version_dir.parent, onnx_file, token_ids, reference, step)
         step(f"parity passed: min cosine {result.min_cosine:.6f}")
         gpu = self.gpu_graph(
-            model,
-            model.preprocess(sentences[:2]),
-            out_dir,
+            modules,
+            example,
+            version_dir,
             lambda run, half: parity.check_run(
                 run, token_ids, reference, spec.half_parity_threshold if half else spec.parity_threshold
             ),
@@ -83,22 +119,27 @@ class DenseConverter(LibraryKind):
         if spec.variant is None and gpu is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
             step("exporting the packed graph for short texts")
             packed_parity, outcome = packed.build(
-                model, needs_token_type_ids, out_dir, token_ids, reference, spec.parity_threshold, spec.triton.pack_width
+                modules, needs_token_type_ids, version_dir, token_ids, reference, spec.parity_threshold,
+                spec.triton.pack_width,
             )
             step(outcome)
-
-        return ModelMetadata(
-            **self.metadata_fields(model, transformer, prompts, max_length),
-            model_name=variant_model_name(spec.model_name, spec.variant),
-            embedding_dim=int(reference.shape[1]),
-            normalized=any(type(module).__name__ == "Normalize" for module in model),
+        return Converted(
+            max_seq_length=max_length,
             strip_whitespace=strip_whitespace,
             parity=result,
-            variant=variant,
-            packed_parity=packed_parity,
-            calibration=calibrated,
-            gpu=gpu,
+            do_lower_case=self.do_lower_case(transformer),
+            extras={
+                "dim": int(reference.shape[1]),
+                "normalized": any(type(module).__name__ == "Normalize" for module in modules),
+                "variant": variant,
+                "packed_parity": packed_parity,
+                "gpu": gpu,
+            },
         )
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
-        return [build_text_model_config(self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton)]
+        return [
+            build_text_model_config(
+                self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton, versions=triton_versions(metadata)
+            )
+        ]

@@ -192,14 +192,14 @@ def _additive(allowed):
 def build(
     model,
     needs_token_type_ids: bool,
-    out_dir: Path,
+    version_dir: Path,
     token_ids: list[list[int]],
     reference: np.ndarray,
     threshold: float,
     width: int,
 ) -> tuple[ParityResult | None, str]:
-    """Export and check ``1/model.packed.onnx``: (its parity, what happened), or (None, why
-    there is none)."""
+    """Export and check ``<version_dir>/model.packed.onnx`` (``model``: a module stack):
+    (its parity, what happened), or (None, why there is none)."""
     reason = unsupported_reason(model)
     if reason is not None:
         return None, f"no packed graph: {reason}"
@@ -209,7 +209,7 @@ def build(
     texts = [token_ids[i] for i in short]
     rows = pack_in_order([len(ids) for ids in texts], width)
     inputs = packed_inputs(texts, rows, width)
-    onnx_file = out_dir / "1" / PACKED_ONNX_FILE
+    onnx_file = version_dir / PACKED_ONNX_FILE
     try:
         _export(_graph(model, needs_token_type_ids), inputs, onnx_file)
         run = parity.onnx_runner(onnx_file)

@@ -71,13 +71,14 @@ def spec_for(model, repository, **extra) -> dict:
             "repository": str(repository), **extra}
 
 
-def test_a_multi_vector_encoder_is_refused_and_nothing_is_published(tmp_path):
+def test_a_model_type_no_converter_serves_is_refused_and_nothing_is_published(tmp_path):
     model = tiny_models.dense_model(tmp_path / "model")
     settings = json.loads((model / "config_sentence_transformers.json").read_text())
-    (model / "config_sentence_transformers.json").write_text(json.dumps({**settings, "model_type": "MultiVectorEncoder"}))
+    (model / "config_sentence_transformers.json").write_text(json.dumps({**settings, "model_type": "HologramEncoder"}))
     run = run_converter(spec_for(model, tmp_path / "repository"))
     assert run.returncode == 8, run.stderr[-2000:]
-    assert "MultiVectorEncoder" in run.last_line["error"]
+    assert "unknown model_type 'HologramEncoder'" in run.last_line["error"]
+    assert "MultiVectorEncoder" in run.last_line["error"]  # among those it serves
     assert not (tmp_path / "repository" / "org--model").exists()
 
 
@@ -89,11 +90,10 @@ def test_a_variant_of_a_cross_encoder_is_refused(tmp_path):
     assert not (tmp_path / "repository" / "org--model---int8").exists()
 
 
-def test_a_routed_model_is_refused_naming_its_routes_and_nothing_is_published(tmp_path):
-    # One graph would answer queries with the document route's head: refused, not served wrong.
+def test_a_variant_of_a_routed_model_is_refused_naming_why(tmp_path):
+    # A variant is one graph; a routed model is a graph per route.
     model = tiny_models.routed_model(tmp_path / "model")
-    run = run_converter(spec_for(model, tmp_path / "repository"))
+    run = run_converter(spec_for(model, tmp_path / "repository", triton_name="org--model---int8", variant="int8"))
     assert run.returncode == 8, run.stderr[-2000:]
-    error = run.last_line["error"]
-    assert "Router" in error and "'query'" in error and "'document'" in error, error
-    assert not (tmp_path / "repository" / "org--model").exists()
+    assert "Router" in run.last_line["error"] and "'@int8'" in run.last_line["error"], run.last_line
+    assert not (tmp_path / "repository" / "org--model---int8").exists()

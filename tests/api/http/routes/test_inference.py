@@ -90,7 +90,7 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
     async def boom(*args, **kwargs):
         raise RuntimeError("secret internal detail")
 
-    gateway.embeddings.embed_texts = boom
+    gateway.embeddings.answer = boom
     response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]})
     message = assert_error(response, 500, "internal_error")
     assert "secret" not in response.text and "request id" in message
@@ -99,11 +99,11 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
 def test_client_deadline_is_used_within_its_bound(client, gateway, settings):
     seen = []
 
-    async def record(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+    async def record(model, ask, *, timeout_s):
         seen.append(timeout_s)
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt, precision=precision)
+        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, timeout_s=timeout_s)
 
-    gateway.embeddings.embed_texts = record
+    gateway.embeddings.answer = record
     body = {"model_name": "org/loaded", "text": ["a"]}
     assert client.post("/infer", json=body).status_code == 200
     assert client.post("/infer", json=body, headers={"x-request-timeout": "2.5"}).status_code == 200

@@ -1,0 +1,137 @@
+"""A multi-vector (ColBERT-style) model through the real gateway and tritonserver: ``/infer``
+answers each text's token vectors as ``encode_query`` / ``encode_document`` / ``encode`` give
+them (the markers, the query expansion, the skiplist), ``/rerank`` and ``/v1/rerank`` score by
+the library's MaxSim, and bulk jobs' rerank lines answer as the route does. One model's
+encoder does not attend to its expansion tokens (the classic ColBERT), the other's does."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import numpy as np
+import pytest
+
+from tests import tiny_models
+from tests.helpers import cosine_rows
+
+COLBERT = "org/tiny-colbert"
+ATTENDING = "org/tiny-colbert-attending"
+QUERY = "which fox jumps, quickly?"
+DOCUMENTS = [
+    "the quick brown fox jumps over the lazy dog.",
+    "stocks fell at the bank; a man is eating food!",
+    "hello world",
+    " ".join(["the lazy dog is over the brown fox ."] * 12),
+]
+
+
+@pytest.fixture(scope="module")
+def models(gateway, tmp_path_factory):
+    root = tmp_path_factory.mktemp("multi_vector")
+    directories = {
+        COLBERT: tiny_models.multi_vector_model(root / "colbert"),
+        ATTENDING: tiny_models.multi_vector_model(root / "attending", seed=1, attend=True),
+    }
+    with gateway.client(timeout=600) as http:
+        for name, directory in directories.items():
+            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            assert response.status_code == 200, response.text
+            assert response.json()["kind"] == "multi_vector_encoder"
+        yield directories
+        for name in directories:
+            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def references(models):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import MultiVectorEncoder
+
+    return {name: MultiVectorEncoder(str(directory), device="cpu") for name, directory in models.items()}
+
+
+def token_vectors(response) -> list[np.ndarray]:
+    assert response.status_code == 200, response.text
+    return [np.asarray(rows, dtype=np.float64) for rows in response.json()["multi_vector_embeddings"]]
+
+
+def assert_same_tokens(served: list[np.ndarray], expected: list, what: str) -> None:
+    assert len(served) == len(expected), what
+    for index, (ours, theirs) in enumerate(zip(served, expected)):
+        theirs = np.asarray(theirs, dtype=np.float64)
+        assert ours.shape == theirs.shape, f"{what}, text {index}: {ours.shape} != {theirs.shape}"
+        assert cosine_rows(ours, theirs).min() >= 0.9999, f"{what}, text {index}"
+
+
+@pytest.mark.parametrize("name", [COLBERT, ATTENDING])
+def test_each_task_gives_the_librarys_token_vectors(http, models, references, name):
+    model = references[name]
+    texts = [QUERY, *DOCUMENTS]
+    expected = {
+        "query": model.encode_query(texts, convert_to_numpy=True),
+        "document": model.encode_document(texts, convert_to_numpy=True),
+        None: model.encode(texts, convert_to_numpy=True),
+    }
+    # A query is expanded to its fixed length; a document keeps no punctuation.
+    assert {len(rows) for rows in expected["query"]} == {tiny_models.QUERY_EXPANSION}
+    assert len(expected["document"][0]) < len(model.tokenizer("[D] " + texts[0])["input_ids"])
+    for task, want in expected.items():
+        body = {"model_name": name, "text": texts, **({"task": task} if task else {})}
+        assert_same_tokens(token_vectors(http.post("/infer", json=body)), want, f"{name}, task {task}")
+    # One text alone embeds as in a batch.
+    alone = http.post("/infer", json={"model_name": name, "text": [DOCUMENTS[1]], "task": "document"})
+    assert_same_tokens(token_vectors(alone), expected["document"][2:3], f"{name}, alone")
+
+
+@pytest.mark.parametrize("path", ["/rerank", "/v1/rerank"])
+def test_rerank_is_the_librarys_maxsim_best_first(http, models, references, path):
+    model = references[COLBERT]
+    expected = model.similarity(model.encode_query([QUERY]), model.encode_document(DOCUMENTS)).cpu().numpy()[0]
+    assert np.ptp(expected) > 0.1
+    response = http.post(path, json={"model": COLBERT, "query": QUERY, "documents": DOCUMENTS, "top_n": 3})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [hit["index"] for hit in results] == list(np.argsort(-expected, kind="stable")[:3])
+    np.testing.assert_allclose([hit["relevance_score"] for hit in results], np.sort(expected)[::-1][:3], atol=1e-4)
+    assert response.json()["usage"]["total_tokens"] > 0
+
+
+def test_options_that_mean_nothing_to_token_vectors_are_refused(http, models):
+    response = http.post("/infer", json={"model_name": COLBERT, "text": ["a"], "precision": "int8"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "wrong_model_kind"
+    response = http.post("/v1/embeddings", json={"model": COLBERT, "input": ["a"]})
+    assert response.status_code == 400 and "multi_vector_embeddings" in response.json()["error"]["message"]
+
+
+def test_the_listing_says_how_it_scores(http, models):
+    listed = {m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
+    assert listed[COLBERT]["kind"] == "multi_vector_encoder" and listed[COLBERT]["similarity"] == "maxsim"
+    assert listed[COLBERT]["query_tokens"] == tiny_models.QUERY_EXPANSION
+    assert listed[COLBERT]["prompts"] == {"query": "[Q] ", "document": "[D] "}
+
+
+def test_a_bulk_job_of_rerank_lines_scores_by_maxsim_as_the_route(gateway, http, models):
+    import openai
+
+    bodies = [{"model": COLBERT, "query": f"{QUERY} {i}", "documents": DOCUMENTS[i:], "top_n": 2} for i in range(3)]
+    lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/rerank", "body": body})
+             for i, body in enumerate(bodies)]
+    with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
+        uploaded = client.files.create(file=("colbert.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/rerank", completion_window="24h")
+        deadline = time.monotonic() + 120
+        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert batch.status == "completed" and batch.request_counts.failed == 0
+        output = {row["custom_id"]: row for row in map(json.loads, client.files.content(batch.output_file_id).text.splitlines())}
+    for i, body in enumerate(bodies):
+        online = http.post("/v1/rerank", json=body).json()
+        answer = output[f"q{i}"]["response"]["body"]
+        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
+        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
+                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
