@@ -4,7 +4,7 @@ best first."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
@@ -45,10 +45,10 @@ class PredictRequest(BaseModel):
     )
     inputs: PredictInputs
     raw_scores: bool = Field(False, description="The logits as the model gives them, before its activation.")
-    truncate: bool = Field(
+    truncate: Literal[True] = Field(
         True,
         description="Inputs are cut to the model's max_length (longest first for pairs), as the library cuts "
-        "them; false is refused.",
+        "them (TEI's option; only true).",
     )
     prompt_name: PromptName | None = Field(
         None, description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...)."
@@ -58,9 +58,11 @@ class PredictRequest(BaseModel):
     @model_validator(mode="after")
     def _shape(self) -> PredictRequest:
         inputs = self.inputs
-        if isinstance(inputs, list) and inputs and isinstance(inputs[0], str) and len(inputs) != 2:
+        if isinstance(inputs, list) and not inputs:
+            raise ValueError("inputs: a batch holds at least one [text] or [text, text]")
+        if isinstance(inputs, list) and isinstance(inputs[0], str) and len(inputs) != 2:
             raise ValueError("inputs: a list of strings is a pair, [text, text]; a batch is a list of [text] and [text, text]")
-        if isinstance(inputs, list) and inputs and isinstance(inputs[0], list):
+        if isinstance(inputs, list) and isinstance(inputs[0], list):
             if any(len(item) not in (1, 2) for item in inputs):
                 raise ValueError("inputs: each item of a batch is [text] or [text, text]")
         for text in _texts(inputs):

@@ -92,4 +92,6 @@ def test_a_classifier_does_not_rerank_and_an_embedder_does_not_predict(http, mod
 
 def test_bad_inputs_are_400s_and_422s(http, models):
     assert http.post("/predict", json={"model": NLI, "inputs": ["one", "two", "three"]}).status_code == 422
-    assert http.post("/predict", json={"model": NLI, "inputs": "a", "truncate": False}).status_code == 400
+    assert http.post("/predict", json={"model": NLI, "inputs": "a", "truncate": False}).status_code == 422
+    assert http.post("/predict", json={"model": NLI, "inputs": []}).status_code == 422
+    assert http.post("/predict", json={"model": NLI, "inputs": "a", "prompt_name": "x", "prompt": "y"}).status_code == 400

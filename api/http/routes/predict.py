@@ -37,13 +37,9 @@ async def predict(
     timeout_s: float = Depends(request_timeout),
 ) -> JSONResponse:
     started = time.perf_counter()
-    if not body.truncate:
-        raise InvalidInput("truncate: inputs are always cut to the model's max_length, as the library cuts them")
     if body.prompt_name is not None and body.prompt is not None:
         raise InvalidInput("give prompt_name or prompt, not both")
     items, batched = body.items()
-    if not items:
-        raise InvalidInput("inputs must be a text, a pair or a non-empty batch")
     limit = gateway.settings.max_texts_per_request
     if len(items) > limit:
         raise TooManyInputs(f"{len(items)} inputs in one request; the limit is {limit}")

@@ -139,6 +139,11 @@ def _graph(model, needs_token_type_ids: bool):
     first_position = position_offset(transformer)
     layer_types = sorted(set(_layer_types(transformer)))
     window = transformer.config.sliding_window if "sliding_attention" in layer_types else None
+    if window is not None and getattr(transformer.config, "use_bidirectional_attention", False):
+        # Gemma 3 with bidirectional attention (EmbeddingGemma) sees tokens closer than its
+        # window (transformers' bidirectional overlay: distance < sliding_window); ModernBERT
+        # those at most its window away.
+        window -= 1
 
     class PackedGraph(torch.nn.Module):
         def __init__(self) -> None:
