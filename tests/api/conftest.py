@@ -51,7 +51,10 @@ class FakeModel:
 
     @property
     def routes(self):
-        return [Route("", EVERY_TASK, None, self.triton_name)]
+        infos = self.metadata.routes
+        if not infos:
+            return [Route("", EVERY_TASK, None, self.triton_name)]
+        return [Route(info.name, tuple(info.tasks), None, self.triton_name, str(info.version)) for info in infos]
 
 
 @dataclass
@@ -105,6 +108,9 @@ class FakeEmbeddings:
             else:
                 self.calls.append((model.name, list(texts), ask.options.normalize))
                 vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
+                if ask.output is Output.MULTI_VECTOR:
+                    # A vector per token: two tokens per text.
+                    vectors = np.array([np.stack([row, row + 0.5]) for row in vectors] + [None], dtype=object)[:-1]
                 counts = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
             # Stage times of their own (tokenize, inference, queue): the headers must carry each.
             results.append(Embeddings(vectors, counts, 0, 0.1, 0.2, queue_ms=0.3))

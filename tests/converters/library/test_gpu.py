@@ -78,3 +78,40 @@ def test_a_trace_that_does_not_run_is_refused_as_unsupported_with_the_way_out(ti
 
     with pytest.raises(UnsupportedModelError, match="EMBEDGATE_INSTANCE_KIND=cpu"):
         gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, check, lambda line: None, device="cpu")
+
+
+def test_a_routes_and_a_multi_vector_stack_trace_as_their_graphs(tmp_path):
+    """A route's modules (a Router's query head) and a multi-vector model's token graph are
+    traced as they are exported: the GPU graph of each route, of each token."""
+    import numpy as np
+    import torch
+
+    from embedgate.converters.library.routes import routes
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
+
+    routed = SentenceTransformer(str(tiny_models.routed_model(tmp_path / "routed")), device="cpu").eval()
+    query = next(route for route in routes(routed) if route.name == "query")
+    texts = ["a fox", "the quick brown fox jumps"]
+    gpu.trace(query.modules, routed.preprocess(texts, task="query"), tmp_path / "query.pt", torch.float32,
+              device="cpu", zero_token_types=True)
+    features = routed.preprocess(texts, task="query")
+    ours = gpu.runner(tmp_path / "query.pt", (INPUT_IDS, ATTENTION_MASK), "cpu")(
+        {name: features[name].numpy() for name in (INPUT_IDS, ATTENTION_MASK)}
+    )
+    np.testing.assert_allclose(ours, routed.encode_query(texts, prompt=""), atol=1e-5)
+
+    colbert = MultiVectorEncoder(str(tiny_models.multi_vector_model(tmp_path / "colbert")), device="cpu").eval()
+    graph = [module for module in colbert if type(module).__name__ != "MultiVectorMask"]
+    features = colbert.preprocess(texts)
+    gpu.trace(graph, features, tmp_path / "tokens.pt", torch.float32, device="cpu", zero_token_types=True,
+              output_key="token_embeddings")
+    tokens = gpu.runner(tmp_path / "tokens.pt", (INPUT_IDS, ATTENTION_MASK), "cpu")(
+        {name: features[name].numpy() for name in (INPUT_IDS, ATTENTION_MASK)}
+    )
+    expected = colbert.encode(texts, prompt="", convert_to_numpy=True)
+    assert tokens.shape[:2] == tuple(features[INPUT_IDS].shape)
+    for row, mask, want in zip(tokens, features[ATTENTION_MASK].numpy().astype(bool), expected):
+        np.testing.assert_allclose(row[mask], want, atol=1e-5)
