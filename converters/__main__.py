@@ -112,7 +112,8 @@ def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> No
 
 def _versions(directory: Path) -> list[Path]:
     """A staged model's Triton version directories (1/, 2/...)."""
-    return sorted((path for path in directory.iterdir() if path.is_dir() and path.name.isdigit()), key=lambda p: int(p.name))
+    versions = [path for path in directory.iterdir() if path.is_dir() and path.name.isdigit()]
+    return sorted(versions, key=lambda path: int(path.name))
 
 
 def main() -> int:

@@ -4,7 +4,8 @@ Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.f
 
 - ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
   requests of a dynamic batch itself (onnxruntime on CPU instances; on GPU instances,
-  sentence-transformers models only, PyTorch runs the TorchScript graph ``converters/library/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
+  sentence-transformers models only, PyTorch runs the TorchScript graph
+  ``converters/library/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
   gateway pads to sequence-length buckets and requests of one bucket batch together.
@@ -115,7 +116,9 @@ def build_clip_image_config(
     return config
 
 
-def _model_config(name: str, output_name: str, output_dims: int | list[int], options: TritonConfigOptions) -> pb.ModelConfig:
+def _model_config(
+    name: str, output_name: str, output_dims: int | list[int], options: TritonConfigOptions
+) -> pb.ModelConfig:
     """Everything but the inputs: backend, the one output, batching, instances."""
     validate_options(options)
     config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)

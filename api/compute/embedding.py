@@ -91,7 +91,7 @@ class EmbeddingService:
         self.images = ImageLoader(settings)
         # Each route of each loaded model has its own: a route's texts never share a call
         # with another's (they go through other modules, or are tokenized otherwise).
-        self._coalescers: dict[tuple[str, str, tuple[str, ...]], tuple[Route, Coalescer[TextInput, Embedded, Embeddings]]] = {}
+        self._coalescers: dict[tuple, tuple[Route, Coalescer[TextInput, Embedded, Embeddings]]] = {}
         self.backlogs = Backlogs(settings.admission_deadline_share)
         megabytes = settings.response_cache_mb
         self.cache = ResponseCache(int(megabytes * 1024 * 1024)) if megabytes > 0 and not settings.noop_inference else None

@@ -51,9 +51,12 @@ class PredictRequest(BaseModel):
         "them (TEI's option; only true).",
     )
     prompt_name: PromptName | None = Field(
-        None, description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...)."
+        None,
+        description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...).",
     )
-    prompt: PromptText | None = Field(None, description="This text goes before each input's first text; not with prompt_name.")
+    prompt: PromptText | None = Field(
+        None, description="This text goes before each input's first text; not with prompt_name."
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> PredictRequest:
@@ -61,7 +64,7 @@ class PredictRequest(BaseModel):
         if isinstance(inputs, list) and not inputs:
             raise ValueError("inputs: a batch holds at least one [text] or [text, text]")
         if isinstance(inputs, list) and isinstance(inputs[0], str) and len(inputs) != 2:
-            raise ValueError("inputs: a list of strings is a pair, [text, text]; a batch is a list of [text] and [text, text]")
+            raise ValueError("inputs: a list of strings is a pair, [text, text]; a batch, of [text] and [text, text]")
         if isinstance(inputs, list) and isinstance(inputs[0], list):
             if any(len(item) not in (1, 2) for item in inputs):
                 raise ValueError("inputs: each item of a batch is [text] or [text, text]")

@@ -131,7 +131,7 @@ def batch_outputs(outputs, rows, width, per_token_outputs):
     """Arrays for a batch's ``rows`` outputs, shaped as the first run's ``outputs``; a
     per-token one ``width`` wide (zeros past a run's own width)."""
     return [
-        np.zeros((rows, width) + out.shape[2:], dtype=out.dtype) if wide else np.empty((rows,) + out.shape[1:], out.dtype)
+        np.zeros((rows, width) + out.shape[2:], out.dtype) if wide else np.empty((rows,) + out.shape[1:], out.dtype)
         for out, wide in zip(outputs, per_token_outputs)
     ]
 

@@ -20,6 +20,8 @@ from embedgate.converters.library.module_stack import Source
 from embedgate.converters.library.prompts import Prompts, read_prompts
 from embedgate.converters.library.routes import Route
 from embedgate.converters.spec import (
+    EMBEDDING,
+    ONNX_FILE,
     ROUTES_DIR,
     TOKENIZER_DIR,
     ConversionSpec,
@@ -55,6 +57,25 @@ class Converted:
     add_special_tokens: bool = True
     # Kind-specific results (the dense kind's packed graph, GPU graph, calibration...).
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A route's graph and tokenizer, published, and the gateway's tokenization of the
+    parity sentences (checked to be the model's)."""
+
+    onnx_file: Path
+    # What the graph was traced with.
+    example: dict
+    zero_token_types: bool
+    strip_whitespace: bool
+    token_ids: list[list[int]]
+
+
+def task_of(route: Route) -> dict[str, Any]:
+    """The keyword to encode and preprocess a route's texts with (none for a model without
+    routes: the library's default)."""
+    return {"task": route.task} if route.name else {}
 
 
 class LibraryKind(KindConverter):
@@ -151,6 +172,24 @@ class LibraryKind(KindConverter):
                 f"unsupported {self.noun}: none of its routes runs a transformer; embedgate serves models with one"
             )
         return converted, infos if loaded.routes[0].name else None
+
+    def export_route(
+        self, model, route: Route, version_dir: Path, files_dir: Path, sentences: list[str], expected_ids,
+        max_length: int,
+    ) -> Exported:
+        """A route's module stack exported as ``version_dir``'s graph (``EMBEDDING`` out), its
+        tokenizer saved in ``files_dir``, and the gateway's tokenization of ``sentences``
+        checked against ``expected_ids`` (the model's)."""
+        transformer = route.modules[0]
+        onnx_file = version_dir / ONNX_FILE
+        example = model.preprocess(sentences[:2], **task_of(route))
+        self.step(f"exporting ONNX (opset {module_stack.OPSET})")
+        zero_token_types = module_stack.takes_token_type_ids(transformer)
+        module_stack.export(route.modules, example, onnx_file, zero_token_types=zero_token_types, output_name=EMBEDDING)
+        tokenizer_file = self.save_tokenizer(transformer, files_dir, max_length)
+        self.step(f"parity check on {len(sentences)} sentences")
+        strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
+        return Exported(onnx_file, example, zero_token_types, strip_whitespace, token_ids)
 
     def is_static(self, route: Route) -> bool:
         """Whether the gateway computes this route itself (no Triton version)."""

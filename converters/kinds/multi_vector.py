@@ -126,7 +126,9 @@ class MultiVectorConverter(LibraryKind):
             half=False, zero_token_types=zero_token_types, output_key="token_embeddings",
         )
         return ModelMetadata(
-            **self.metadata_fields(model, loaded, Converted(max_length, strip, result, self.do_lower_case(transformer))),
+            **self.metadata_fields(
+                model, loaded, Converted(max_length, strip, result, self.do_lower_case(transformer))
+            ),
             model_name=spec.model_name,
             embedding_dim=int(references["query"][1][0].shape[1]),
             normalized=any(type(module).__name__ == "Normalize" for module in modules),
@@ -163,7 +165,9 @@ def _task(model, transformer, modules, task: str | None, max_length: int) -> Mul
         if token_id is None:
             token_id = tokenizer.eos_token_id
         if token_id is None:
-            raise UnsupportedModelError("unsupported multi-vector encoder: its query expansion has no token to expand with")
+            raise UnsupportedModelError(
+                "unsupported multi-vector encoder: its query expansion has no token to expand with"
+            )
         found = QueryExpansion(
             strategy=expansion["strategy"], attend=bool(expansion.get("attend")), token_id=int(token_id),
             length=int(expansion["length"]),

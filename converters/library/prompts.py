@@ -29,7 +29,8 @@ def read_prompts(model, modules=None) -> Prompts:
     (``modules``: every module a text may go through, each route's; the model's own by default)."""
     prompts = {str(name): str(text or "") for name, text in (getattr(model, "prompts", None) or {}).items()}
     default = getattr(model, "default_prompt_name", None)
-    excluding = [module for module in (model if modules is None else modules) if getattr(module, "include_prompt", True) is False]
+    modules = model if modules is None else modules
+    excluding = [module for module in modules if getattr(module, "include_prompt", True) is False]
     if not excluding:
         return Prompts(prompts, default, None)
     reason = (

@@ -6,15 +6,14 @@ encoder does not attend to its expansion tokens (the classic ColBERT), the other
 
 from __future__ import annotations
 
-import io
-import json
-import time
-
 import numpy as np
 import pytest
 
 from tests import tiny_models
 from tests.helpers import cosine_rows
+
+from .conftest import models_loaded, run_batch
+from .test_batches import line
 
 COLBERT = "org/tiny-colbert"
 ATTENDING = "org/tiny-colbert-attending"
@@ -34,14 +33,9 @@ def models(gateway, tmp_path_factory):
         COLBERT: tiny_models.multi_vector_model(root / "colbert"),
         ATTENDING: tiny_models.multi_vector_model(root / "attending", seed=1, attend=True),
     }
-    with gateway.client(timeout=600) as http:
-        for name, directory in directories.items():
-            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
-            assert response.status_code == 200, response.text
-            assert response.json()["kind"] == "multi_vector_encoder"
+    with models_loaded(gateway, directories) as answers:
+        assert {answer["kind"] for answer in answers.values()} == {"multi_vector_encoder"}
         yield directories
-        for name in directories:
-            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
 @pytest.fixture(scope="module")
@@ -115,20 +109,10 @@ def test_the_listing_says_how_it_scores(http, models):
 
 
 def test_a_bulk_job_of_rerank_lines_scores_by_maxsim_as_the_route(gateway, http, models):
-    import openai
-
     bodies = [{"model": COLBERT, "query": f"{QUERY} {i}", "documents": DOCUMENTS[i:], "top_n": 2} for i in range(3)]
-    lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/rerank", "body": body})
-             for i, body in enumerate(bodies)]
-    with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
-        uploaded = client.files.create(file=("colbert.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
-        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/rerank", completion_window="24h")
-        deadline = time.monotonic() + 120
-        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        assert batch.status == "completed" and batch.request_counts.failed == 0
-        output = {row["custom_id"]: row for row in map(json.loads, client.files.content(batch.output_file_id).text.splitlines())}
+    lines = [line(f"q{i}", body, "/v1/rerank") for i, body in enumerate(bodies)]
+    batch, output, _ = run_batch(gateway, lines, "/v1/rerank")
+    assert batch.status == "completed" and batch.request_counts.failed == 0
     for i, body in enumerate(bodies):
         online = http.post("/v1/rerank", json=body).json()
         answer = output[f"q{i}"]["response"]["body"]

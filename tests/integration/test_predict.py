@@ -10,6 +10,8 @@ import pytest
 
 from tests import tiny_models
 
+from .conftest import models_loaded
+
 NLI = "org/tiny-nli"
 RERANKER = "org/tiny-predict-reranker"
 TEXT = "a man is eating food at the bank"
@@ -21,13 +23,8 @@ LONG = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
 def models(gateway, tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
     directories = {NLI: tiny_models.classifier(root / "nli"), RERANKER: tiny_models.cross_encoder(root / "reranker")}
-    with gateway.client(timeout=600) as http:
-        for name, directory in directories.items():
-            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
-            assert response.status_code == 200, response.text
+    with models_loaded(gateway, directories):
         yield directories
-        for name in directories:
-            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
 @pytest.fixture(scope="module")

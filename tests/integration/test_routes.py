@@ -13,6 +13,8 @@ import pytest
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
+from .conftest import models_loaded
+
 DENSE = "org/tiny-routed"
 SPARSE = "org/tiny-routed-splade"
 FREE = "org/tiny-inference-free"
@@ -39,13 +41,8 @@ def models(gateway, tmp_path_factory):
         SPARSE: tiny_models.routed_sparse_model(root / "splade", default_route=None),
         FREE: tiny_models.inference_free_splade(root / "free", max_active_dims=30),
     }
-    with gateway.client(timeout=600) as http:
-        for name, directory in directories.items():
-            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
-            assert response.status_code == 200, response.text
+    with models_loaded(gateway, directories):
         yield directories
-        for name in directories:
-            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
 @pytest.fixture(scope="module")

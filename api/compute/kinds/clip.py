@@ -26,7 +26,9 @@ class ClipKind(ServedKind):
     text_output = Output.EMBED
     listing_fields = {
         "pretrained": (str | None, Field(None, description="CLIP models: their pretrained.")),
-        "image_size": (list[int] | None, Field(None, description="CLIP models: [height, width] of the image tower's input.")),
+        "image_size": (
+            list[int] | None, Field(None, description="CLIP models: [height, width] of the image tower's input.")
+        ),
         "precisions": PRECISIONS_FIELD,
     }
 

@@ -47,7 +47,8 @@ def dense_plan(model: Served, ask: Ask) -> Plan:
     run = text_run(model, ask.inputs, ask.prompt)
 
     def finish(results):
-        return joined(results, dense(model, results[0].vectors, normalize=options.normalize, precision=options.precision))
+        vectors = dense(model, results[0].vectors, normalize=options.normalize, precision=options.precision)
+        return joined(results, vectors)
 
     return Plan([run], finish)
 

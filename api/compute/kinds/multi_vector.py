@@ -17,7 +17,8 @@ from embedgate.converters.spec import TOKEN_EMBEDDINGS, MultiVectorTask
 
 from ...errors import WrongModelKind
 from ..asks import Ask, Output, Plan, Served, joined, text_run
-from ..late_interaction import maxsim, normalized, token_rows
+from ..late_interaction import maxsim, token_rows
+from ..late_interaction import normalized as _unit
 from ..preprocess.multi_vector import MultiVectorTokenizer
 from ..preprocess.text import TokenBatch
 from ..prompts import PromptChoice
@@ -51,10 +52,11 @@ class MultiVectorKind(ServedKind):
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         tokenizer_file = self.tokenizer_file(files, triton_name)
         strip = self.metadata.strip_whitespace
-        return [
-            Route("" if task == DEFAULT_TASK else task, (task,), MultiVectorTokenizer(tokenizer_file, info, strip), triton_name)
-            for task, info in self._tasks().items()
-        ]
+        routes = []
+        for task, info in self._tasks().items():
+            tokenizer = MultiVectorTokenizer(tokenizer_file, info, strip)
+            routes.append(Route("" if task == DEFAULT_TASK else task, (task,), tokenizer, triton_name))
+        return routes
 
     def rows(self, batch: TokenBatch, rows: np.ndarray | slice, outputs: np.ndarray) -> np.ndarray:
         assert batch.scored is not None
@@ -66,13 +68,17 @@ class MultiVectorKind(ServedKind):
     def plan(self, model: Served, ask: Ask) -> Plan:
         options = ask.options
         if options.precision != "float32":
-            raise WrongModelKind("precision is for dense embeddings; a multi-vector model's token vectors come as floats")
+            raise WrongModelKind("precision is for dense embeddings; token vectors come as floats")
         if options.top_k is not None:
             raise WrongModelKind("top_k is for sparse encoders")
         unit = options.normalize and not self.metadata.normalized
         if ask.output is Output.MULTI_VECTOR:
             run = text_run(model, ask.inputs, ask.prompt)
-            return Plan([run], lambda results: joined(results, normalized(results[0].vectors) if unit else results[0].vectors))
+
+            def vectors(results):
+                return joined(results, _unit(results[0].vectors) if unit else results[0].vectors)
+
+            return Plan([run], vectors)
         # Rerank: the query as encode_query sees it (its prompt, as asked), the documents as
         # encode_document does; then MaxSim, as the model's similarity says.
         query = text_run(model, [ask.query or ""], _as_query(ask.prompt))

@@ -21,7 +21,10 @@ from ..timing import documented_headers, inference_headers
 from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
-ANSWERS = {200: {"headers": documented_headers(text_always=True)}, **errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)}
+ANSWERS = {
+    200: {"headers": documented_headers(text_always=True)},
+    **errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504),
+}
 
 
 def predictions(labels: list[str], scores: np.ndarray) -> list[dict]:

@@ -22,10 +22,10 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import calibration
 from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, triton_versions
+from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, variant_model_name
+from embedgate.converters.spec import EMBEDDING, ModelMetadata, variant_model_name
 from embedgate.converters.triton_config import build_text_model_config
 
 from . import packed, variants
@@ -53,9 +53,8 @@ class DenseConverter(LibraryKind):
         first = converted[0]
         # One set of ranges for every route: the default route's vectors (a routed model's
         # queries and documents share one space).
-        default_task = {"task": loaded.routes[0].task} if loaded.routes[0].name else {}
         calibrated = calibration.calibrate(
-            model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="", **default_task)
+            model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="", **task_of(loaded.routes[0]))
         )
         dims = {result.extras["dim"] for result in converted}
         if len(dims) > 1:
@@ -80,34 +79,28 @@ class DenseConverter(LibraryKind):
         transformer = module_stack.text_transformer(modules)
         max_length = self.max_length(model, modules)
         sentences = parity.parity_sentences(max_length)
-        task = {"task": route.task} if route.name else {}
 
         step("computing reference embeddings with sentence-transformers")
-        expected_ids = self.reference_ids(model, sentences, **task)
+        expected_ids = self.reference_ids(model, sentences, **task_of(route))
         # The graph embeds the texts it is given; the gateway prepends any prompt, the default
         # one included. prompt="" keeps encode() from applying the default here.
-        reference = model.encode(sentences, convert_to_numpy=True, prompt="", **task)
+        reference = model.encode(sentences, convert_to_numpy=True, prompt="", **task_of(route))
         if spec.variant is not None:
             variants.prepare_export(model)
-
-        onnx_file = version_dir / ONNX_FILE
-        example = model.preprocess(sentences[:2], **task)
-        step(f"exporting ONNX (opset {module_stack.OPSET})")
-        needs_token_type_ids = module_stack.takes_token_type_ids(transformer)
-        module_stack.export(modules, example, onnx_file, zero_token_types=needs_token_type_ids, output_name=EMBEDDING)
-        tokenizer_file = self.save_tokenizer(transformer, files_dir, max_length)
-
-        step(f"parity check on {len(sentences)} sentences")
-        strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
+        exported = self.export_route(model, route, version_dir, files_dir, sentences, expected_ids, max_length)
+        token_ids = exported.token_ids
         variant = None
         if spec.variant is None:
-            result = parity.check_embeddings(onnx_file, token_ids, reference, spec.parity_threshold)
+            result = parity.check_embeddings(exported.onnx_file, token_ids, reference, spec.parity_threshold)
         else:
-            result, variant = variants.build(spec, model, version_dir.parent, onnx_file, token_ids, reference, step)
+            result, variant = variants.build(
+                spec, model, version_dir.parent, exported.onnx_file, token_ids, reference, step
+            )
         step(f"parity passed: min cosine {result.min_cosine:.6f}")
+        needs_token_type_ids = exported.zero_token_types
         gpu = self.gpu_graph(
             modules,
-            example,
+            exported.example,
             version_dir,
             lambda run, half: parity.check_run(
                 run, token_ids, reference, spec.half_parity_threshold if half else spec.parity_threshold
@@ -125,7 +118,7 @@ class DenseConverter(LibraryKind):
             step(outcome)
         return Converted(
             max_seq_length=max_length,
-            strip_whitespace=strip_whitespace,
+            strip_whitespace=exported.strip_whitespace,
             parity=result,
             do_lower_case=self.do_lower_case(transformer),
             extras={
@@ -140,6 +133,7 @@ class DenseConverter(LibraryKind):
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
         return [
             build_text_model_config(
-                self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton, versions=triton_versions(metadata)
+                self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton,
+                versions=triton_versions(metadata),
             )
         ]

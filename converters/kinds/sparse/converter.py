@@ -22,10 +22,10 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, triton_versions
+from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import EMBEDDING, ONNX_FILE, ModelMetadata, SparseInfo
+from embedgate.converters.spec import EMBEDDING, ModelMetadata, SparseInfo
 from embedgate.converters.triton_config import build_text_model_config
 
 from . import static
@@ -91,42 +91,34 @@ class SparseConverter(LibraryKind):
 
     def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
         model = loaded.model
-        task = {"task": route.task} if route.name else {}
         if version_dir is None:
             return static.convert(model, route, files_dir, self.spec.parity_threshold, self.step)
         spec, step = self.spec, self.step
-        modules = route.modules
-        transformer = module_stack.text_transformer(modules)
-        max_length = self.max_length(model, modules)
+        transformer = module_stack.text_transformer(route.modules)
+        max_length = self.max_length(model, route.modules)
         sentences = parity.parity_sentences(max_length)
 
         step("computing reference sparse vectors with sentence-transformers")
-        expected_ids = self.reference_ids(model, sentences, **task)
-        reference = model.encode(sentences, prompt="", convert_to_sparse_tensor=False, **task).float().numpy()
-
-        onnx_file = version_dir / ONNX_FILE
-        example = model.preprocess(sentences[:2], **task)
-        step(f"exporting ONNX (opset {module_stack.OPSET})")
-        zero_token_types = module_stack.takes_token_type_ids(transformer)
-        module_stack.export(modules, example, onnx_file, zero_token_types=zero_token_types, output_name=EMBEDDING)
-        tokenizer_file = self.save_tokenizer(transformer, files_dir, max_length)
-
-        step(f"parity check on {len(sentences)} sentences")
-        strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
-        result = parity.check_sparse(parity.onnx_runner(onnx_file), token_ids, reference, spec.parity_threshold)
+        expected_ids = self.reference_ids(model, sentences, **task_of(route))
+        reference = model.encode(sentences, prompt="", convert_to_sparse_tensor=False, **task_of(route))
+        reference = reference.float().numpy()
+        exported = self.export_route(model, route, version_dir, files_dir, sentences, expected_ids, max_length)
+        token_ids = exported.token_ids
+        run = parity.onnx_runner(exported.onnx_file)
+        result = parity.check_sparse(run, token_ids, reference, spec.parity_threshold)
         step(f"parity passed: the same non-zero weights, min cosine {result.min_cosine:.6f}")
         gpu = self.gpu_graph(
-            modules,
-            example,
+            route.modules,
+            exported.example,
             version_dir,
             # Which weights are zero is what a sparse vector is: float16 is not tried.
             lambda run, half: parity.check_sparse(run, token_ids, reference, spec.parity_threshold),
             half=False,
-            zero_token_types=zero_token_types,
+            zero_token_types=exported.zero_token_types,
         )
         return Converted(
             max_seq_length=max_length,
-            strip_whitespace=strip_whitespace,
+            strip_whitespace=exported.strip_whitespace,
             parity=result,
             do_lower_case=self.do_lower_case(transformer),
             extras={"dim": int(reference.shape[1]), "gpu": gpu},
