@@ -48,11 +48,14 @@ MAX_ERROR_CHARS = 500
 class Progress:
     def __init__(self) -> None:
         self.started = time.monotonic()
+        # The step in progress, for a failure that has no words of its own.
+        self.last = "starting"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def __call__(self, message: str) -> None:
+        self.last = message
         print(f"[{self.elapsed():5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
@@ -138,7 +141,8 @@ def main() -> int:
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             full = DiskFullError("no space left to write the model; nothing was published")
             return _fail(result, step, str(full), full.exit_code)
-        message = f"conversion failed: {type(error).__name__}: {_one_line(str(error))}"
+        # An error with no words for a user: at least the step it stopped in.
+        message = f"conversion failed while {step.last}: {type(error).__name__}: {_one_line(str(error))}"
         return _fail(result, step, message, 1)
     step("done")
     _emit(result, metadata.model_dump_json())

@@ -249,6 +249,17 @@ def run_batch(gateway: Gateway, lines: list[str], endpoint: str) -> tuple[object
         return batch, output, read(batch.error_file_id)
 
 
+def assert_reranked_as_online(http: httpx.Client, bodies: list[dict], output: dict[str, dict]) -> None:
+    """Each rerank line (custom_id ``q<i>``, ``bodies[i]``) answered as /v1/rerank answers it."""
+    for i, body in enumerate(bodies):
+        online = http.post("/v1/rerank", json=body).json()
+        answer = output[f"q{i}"]["response"]["body"]
+        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
+        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
+                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
+        assert answer["usage"] == online["usage"]
+
+
 @pytest.fixture(scope="session")
 def repository(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("model_repository")

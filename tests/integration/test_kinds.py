@@ -13,7 +13,7 @@ import pytest
 
 from tests import tiny_models
 
-from .conftest import models_loaded, run_batch
+from .conftest import assert_reranked_as_online, models_loaded, run_batch
 from .test_batches import line
 
 CROSS = "org/tiny-reranker"
@@ -161,10 +161,4 @@ def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models):
     batch, output, errors = run_batch(gateway, lines, "/v1/rerank")
     assert batch.status == "completed" and batch.request_counts.failed == 1
     assert errors[0]["response"]["body"]["error"]["code"] == "wrong_model_kind"
-    for i, body in enumerate(bodies):
-        online = http.post("/v1/rerank", json=body).json()
-        answer = output[f"q{i}"]["response"]["body"]
-        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
-        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
-                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
-        assert answer["usage"] == online["usage"]
+    assert_reranked_as_online(http, bodies, output)

@@ -12,7 +12,7 @@ import pytest
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
-from .conftest import models_loaded, run_batch
+from .conftest import assert_reranked_as_online, models_loaded, run_batch
 from .test_batches import line
 
 COLBERT = "org/tiny-colbert"
@@ -113,9 +113,4 @@ def test_a_bulk_job_of_rerank_lines_scores_by_maxsim_as_the_route(gateway, http,
     lines = [line(f"q{i}", body, "/v1/rerank") for i, body in enumerate(bodies)]
     batch, output, _ = run_batch(gateway, lines, "/v1/rerank")
     assert batch.status == "completed" and batch.request_counts.failed == 0
-    for i, body in enumerate(bodies):
-        online = http.post("/v1/rerank", json=body).json()
-        answer = output[f"q{i}"]["response"]["body"]
-        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
-        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
-                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
+    assert_reranked_as_online(http, bodies, output)
