@@ -57,6 +57,13 @@ class PromptError(InvalidInput):
         self.param = param
 
 
+class UnknownRoute(InvalidInput):
+    """A task the model has no route for (its Router routes other tasks only): the message
+    names the routes it has."""
+
+    code = "unknown_route"
+
+
 class WrongModelKind(InvalidInput):
     """The model is of a kind that does not answer this request (a cross-encoder asked for
     embeddings, a dense model asked to rerank); the message says where to go instead."""

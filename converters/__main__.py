@@ -48,11 +48,14 @@ MAX_ERROR_CHARS = 500
 class Progress:
     def __init__(self) -> None:
         self.started = time.monotonic()
+        # The step in progress, for a failure that has no words of its own.
+        self.last = "starting"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def __call__(self, message: str) -> None:
+        self.last = message
         print(f"[{self.elapsed():5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
@@ -100,12 +103,20 @@ def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, 
 def _write_model_files(directory: Path, config: str, spec: ConversionSpec) -> None:
     (directory / CONFIG_FILE).write_text(config, encoding="utf-8")
     if spec.triton.form == "python":
-        for name, source in PYTHON_BACKEND_FILES.items():
-            (directory / "1" / name).write_bytes(source.read_bytes())
-        # Weights beside the graph, mapped from the page cache: shared by every process
-        # that opens the graph (GPU instances, and the same model loaded twice).
-        for graph in sorted((directory / "1").glob("*.onnx")):
-            weights.externalize(graph)
+        # Every version (a model with a Router has one per route) runs its own model.py.
+        for version in _versions(directory):
+            for name, source in PYTHON_BACKEND_FILES.items():
+                (version / name).write_bytes(source.read_bytes())
+            # Weights beside the graph, mapped from the page cache: shared by every process
+            # that opens the graph (GPU instances, and the same model loaded twice).
+            for graph in sorted(version.glob("*.onnx")):
+                weights.externalize(graph)
+
+
+def _versions(directory: Path) -> list[Path]:
+    """A staged model's Triton version directories (1/, 2/...)."""
+    versions = [path for path in directory.iterdir() if path.is_dir() and path.name.isdigit()]
+    return sorted(versions, key=lambda path: int(path.name))
 
 
 def main() -> int:
@@ -130,7 +141,8 @@ def main() -> int:
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             full = DiskFullError("no space left to write the model; nothing was published")
             return _fail(result, step, str(full), full.exit_code)
-        message = f"conversion failed: {type(error).__name__}: {_one_line(str(error))}"
+        # An error with no words for a user: at least the step it stopped in.
+        message = f"conversion failed while {step.last}: {type(error).__name__}: {_one_line(str(error))}"
         return _fail(result, step, message, 1)
     step("done")
     _emit(result, metadata.model_dump_json())

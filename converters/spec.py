@@ -8,16 +8,40 @@ anything heavy: the serving path may import it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+# The parts of metadata.json, in a module of their own; named here too, as ever.
+from embedgate.converters.metadata_parts import (  # noqa: F401
+    AnyClipText,
+    Calibration,
+    ClipClean,
+    ClipMetadata,
+    ClipText,
+    ClipsLayout,
+    CrossEncoderInfo,
+    GpuInfo,
+    HFClipText,
+    ImageParityResult,
+    ImagePreprocessing,
+    MultiVectorInfo,
+    MultiVectorTask,
+    ParityResult,
+    QueryExpansion,
+    RouteInfo,
+    RouteTask,
+    SparseInfo,
+    Variant,
+    VariantInfo,
+)
 
 METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
 ONNX_FILE = "model.onnx"
 # Python form, sentence-transformers: the same model taking several short texts per row.
 PACKED_ONNX_FILE = "model.packed.onnx"
-# GPU instances (python form): the module stack traced with TorchScript on CUDA (converters/gpu.py).
+# GPU instances (python form): the module stack traced with TorchScript on CUDA (converters/library/gpu.py).
 TORCH_FILE = "model.pt"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
@@ -25,8 +49,26 @@ ATTENTION_MASK = "attention_mask"
 # A cross-encoder's pair: 0 for the first text's tokens, 1 for the second's (BERT-style models).
 TOKEN_TYPE_IDS = "token_type_ids"
 EMBEDDING = "embedding"
-# A cross-encoder's output: one score (or one per label) per pair.
+# A cross-encoder's output: one score (or one per label) per pair, its activation applied
+# inside the graph (models converted before LOGITS, or an activation the gateway does not apply).
 SCORES = "scores"
+# A cross-encoder's output before its activation, which the gateway applies (raw_scores asks for it as is).
+LOGITS = "logits"
+# The activations the gateway applies to LOGITS (api/compute/activations.py; a test keeps the
+# two in step); a model with another keeps it inside its graph.
+GATEWAY_ACTIVATIONS: tuple[str, ...] = (
+    "torch.nn.modules.activation.Sigmoid",
+    "torch.nn.modules.linear.Identity",
+    "torch.nn.modules.activation.Tanh",
+    "torch.nn.modules.activation.Softmax",
+)
+# A multi-vector model's output: a vector per token [batch, sequence, dim].
+TOKEN_EMBEDDINGS = "token_embeddings"
+# Where a route's files are, other than the first route's (beside the model's, as ever):
+# <model>/routes/<index>/ (its tokenizer; static weights, for a route computed in the gateway).
+ROUTES_DIR = "routes"
+# A route computed in the gateway: a weight per vocabulary token (numpy .npy, float32).
+STATIC_WEIGHTS_FILE = "weights.npy"
 # The image tower of a CLIP model takes uint8 pixels [batch, height, width, 3] (RGB).
 PIXELS = "pixels"
 # A CLIP model is two Triton models: "<name>_text_encoder" and "<name>_image_encoder".
@@ -37,14 +79,13 @@ TritonForm = Literal["python", "onnxruntime"]
 # The library a load names. A sentence-transformers directory declares which of its classes
 # it is, and that decides the kind; OpenCLIP models are one kind.
 ModelLibrary = Literal["sentence_transformers", "open_clip"]
-# What a published model computes (converters/kinds/, api/compute/kinds/): dense text
-# embeddings (SentenceTransformer), sparse ones over the vocabulary (SparseEncoder), a score
-# per text pair (CrossEncoder), or text and image embeddings in one space (OpenCLIP).
-ModelKind = Literal["sentence_transformer", "sparse_encoder", "cross_encoder", "clip"]
+# What a published model computes: its kind's name. The kinds are types, each side's in one
+# registry (converters/kinds/__init__.py, api/compute/kinds/__init__.py; a test keeps the two
+# in step); a name the gateway does not know is refused when the model is served.
+ModelKind = str
 # Load-time variants of a sentence-transformer model, each published as its own model:
 # "optimized" (onnxruntime's transformer graph fusion, float32) and "int8" (dynamic int8
 # quantization). Users name one "<model_name>@<variant>".
-Variant = Literal["optimized", "int8"]
 VARIANTS: tuple[Variant, ...] = ("optimized", "int8")
 VARIANT_MARK = "@"
 
@@ -143,7 +184,7 @@ class ConversionSpec(BaseModel):
     @model_validator(mode="after")
     def _gpu_graphs_are_plain_text_models(self) -> ConversionSpec:
         # GPU instances of the python form run a TorchScript graph of a sentence-transformers
-        # module stack (converters/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
+        # module stack (converters/library/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
         if self.triton.form == "python" and self.triton.instance_kind == "gpu":
             if self.library != "sentence_transformers" or self.variant is not None:
                 raise ValueError(
@@ -151,168 +192,6 @@ class ConversionSpec(BaseModel):
                     "OpenCLIP models and variants run on CPU instances"
                 )
         return self
-
-
-class ParityResult(BaseModel):
-    passed: bool
-    threshold: float
-    # Embeddings: the lowest cosine against the PyTorch model (scores: 1.0, the scores'
-    # own check is max_abs_error).
-    min_cosine: float
-    sentences: int
-    mean_cosine: float | None = None
-    # Cross-encoders: the largest |score - CrossEncoder.predict|; sparse encoders: the
-    # largest difference of one weight.
-    max_abs_error: float | None = None
-
-
-class GpuInfo(BaseModel):
-    """The graph GPU instances run (python form): the module stack traced with TorchScript
-    on CUDA, in half precision where it keeps parity (``parity``, against the float32
-    PyTorch model), else in float32."""
-
-    runtime: Literal["torch"] = "torch"
-    dtype: Literal["float16", "float32"]
-    # The GPU it was traced and checked on (torch.cuda.get_device_name).
-    device: str
-    torch_version: str
-    torch_bytes: int
-    parity: ParityResult
-
-
-class CrossEncoderInfo(BaseModel):
-    """A cross-encoder's graph: (query, document) pairs in, ``num_labels`` scores out, with
-    the activation ``CrossEncoder.predict`` applies already inside."""
-
-    num_labels: int = Field(ge=1)
-    # The activation's class (torch.nn.Sigmoid for one label, unless the model names another).
-    activation: str
-    # The graph takes token_type_ids (BERT-style pairs: 0 for the query, 1 for the document).
-    token_type_ids: bool
-
-
-class SparseInfo(BaseModel):
-    """A sparse encoder's graph: a weight for every token of the vocabulary (most zero)."""
-
-    # The model's own cap on non-zero weights per text (encode's default top-k); None: all.
-    max_active_dims: int | None = None
-    pooling: str
-    activation: str
-
-
-class Calibration(BaseModel):
-    """Per-dimension ranges for int8/uint8 outputs, as ``quantize_embeddings`` takes them
-    (``[[min per dimension], [max per dimension]]``), computed once at conversion from a
-    fixed set of texts, so the same text always gives the same bytes."""
-
-    texts: int
-    # Of the vectors as the model outputs them, and of the same vectors at unit length.
-    ranges: list[list[float]]
-    normalized_ranges: list[list[float]]
-
-
-class VariantInfo(BaseModel):
-    """How a variant's graph differs from the plain export (metadata.json, variants only)."""
-
-    name: Variant
-    onnx_bytes: int
-    # optimized: the fused operators and how many of each.
-    fused_operators: dict[str, int] = Field(default_factory=dict)
-    # int8: the weight MatMuls quantized, and those kept in float32 for accuracy.
-    int8_matmuls: int = 0
-    float32_matmuls: list[str] = Field(default_factory=list)
-
-
-class ImagePreprocessing(BaseModel):
-    """What the gateway does to a decoded image before the image tower: OpenCLIP's eval
-    transform up to ``ToTensor`` (resize, crop or pad, RGB). Scaling to [0, 1] and the
-    mean/std normalization are inside the image graph, so the gateway sends uint8 pixels."""
-
-    height: int = Field(ge=1)
-    width: int = Field(ge=1)
-    # OpenCLIP's resize modes: "shortest" (resize the short side, center crop),
-    # "longest" (resize the long side, pad with fill_color), "squash" (resize both sides).
-    resize_mode: Literal["shortest", "longest", "squash"] = "shortest"
-    interpolation: Literal["bicubic", "bilinear"] = "bicubic"
-    fill_color: int = 0
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-
-
-# OpenCLIP's text cleaning modes (open_clip.tokenizer.get_clean_fn).
-ClipClean = Literal["lower", "whitespace", "canonicalize"]
-
-
-class ClipText(BaseModel):
-    """How the gateway tokenizes for the text tower, as OpenCLIP's SimpleTokenizer does."""
-
-    # Metadata written before Hugging Face tokenizers were served has no such field.
-    tokenizer: Literal["simple"] = "simple"
-    context_length: int = Field(ge=2)
-    sot_token_id: int
-    eot_token_id: int
-    # SimpleTokenizer's cleaning and the pattern that splits cleaned text into words
-    # (matched case-insensitively).
-    clean: ClipClean = "lower"
-    word_pattern: str
-
-
-class ClipsLayout(BaseModel):
-    """HFTokenizer's tokenizer_mode "clips": the text's tokens (no special tokens, at most
-    context_length - 3) between the begin and end tokens, padded, and the class token in
-    the last place."""
-
-    bos_token_id: int
-    eos_token_id: int
-    cls_token_id: int
-
-
-class HFClipText(BaseModel):
-    """How the gateway tokenizes for the text tower, as OpenCLIP's HFTokenizer does (SigLIP,
-    SigLIP2 and others): clean the text, then run the Hugging Face tokenizer saved as
-    tokenizer.json with its special tokens, truncated and padded to the context length."""
-
-    tokenizer: Literal["hf"] = "hf"
-    context_length: int = Field(ge=2)
-    clean: ClipClean = "whitespace"
-    pad_token_id: int
-    # The Hugging Face tokenizer's own settings, which transformers applies around
-    # tokenizer.json: which end is cut and which end is padded, and whether special tokens
-    # written in a text are split like words.
-    truncation_side: Literal["right", "left"] = "right"
-    padding_side: Literal["right", "left"] = "right"
-    split_special_tokens: bool = False
-    # strip_sep_token: OpenCLIP sets every occurrence of this id (the separator) to 0.
-    strip_sep_token_id: int | None = None
-    # tokenizer_mode "clips" (None: the standard mode above).
-    clips: ClipsLayout | None = None
-
-
-def _clip_tokenizer_kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return value.get("tokenizer", "simple")
-    return getattr(value, "tokenizer", "simple")
-
-
-# The text tokenization of a CLIP model, by the kind of tokenizer OpenCLIP gives it.
-AnyClipText = Annotated[
-    Annotated[ClipText, Tag("simple")] | Annotated[HFClipText, Tag("hf")],
-    Discriminator(_clip_tokenizer_kind),
-]
-
-
-class ImageParityResult(BaseModel):
-    passed: bool
-    threshold: float
-    min_cosine: float
-    images: int
-
-
-class ClipMetadata(BaseModel):
-    pretrained: str
-    text: AnyClipText
-    image: ImagePreprocessing
-    image_parity: ImageParityResult
 
 
 class ModelMetadata(BaseModel):
@@ -365,6 +244,10 @@ class ModelMetadata(BaseModel):
     # Kind-specific: a cross-encoder's pairs and scores, a sparse encoder's vocabulary output.
     cross_encoder: CrossEncoderInfo | None = None
     sparse: SparseInfo | None = None
+    multi_vector: MultiVectorInfo | None = None
+    # A model whose modules differ by task (a Router): each route, the default one first.
+    # None: one route for every task (the model's module stack).
+    routes: list[RouteInfo] | None = None
     # GPU instances: the TorchScript graph they run (None: CPU instances only).
     gpu: GpuInfo | None = None
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).

@@ -4,7 +4,8 @@ Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.f
 
 - ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
   requests of a dynamic batch itself (onnxruntime on CPU instances; on GPU instances,
-  sentence-transformers models only, PyTorch runs the TorchScript graph ``converters/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
+  sentence-transformers models only, PyTorch runs the TorchScript graph
+  ``converters/library/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
   different sequence lengths together (without it, only equal lengths batch).
 - ``onnxruntime``: Triton's native ONNX Runtime backend. It cannot pad ragged inputs, so the
   gateway pads to sequence-length buckets and requests of one bucket batch together.
@@ -14,6 +15,8 @@ length; uint8 pixels of the image size), so both forms batch any requests togeth
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
@@ -65,15 +68,27 @@ def build_text_model_config(
     output_dim: int,
     options: TritonConfigOptions,
     input_names: tuple[str, ...] = TEXT_INPUTS,
+    *,
+    versions: Sequence[int] = (1,),
+    per_token: bool = False,
+    length_input: str | None = ATTENTION_MASK,
 ) -> pb.ModelConfig:
     """A sentence-transformers graph: token tensors of one length per request (ragged in the
-    python form) in, ``output_name`` [output_dim] per text (or pair) out."""
-    config = _model_config(name, output_name, output_dim, options)
+    python form) in, ``output_name`` [output_dim] per text (or pair) out, or [tokens,
+    output_dim] ``per_token``. ``versions``: one graph per route of a model with a Router,
+    every one loaded. ``length_input``: the input whose non-zero count is a row's length (for
+    length-sorted runs); None where a row reaches past its attention mask (a multi-vector
+    query's expansion tokens, which the encoder does not attend to but which are scored)."""
+    dims = [-1, output_dim] if per_token else [output_dim]
+    config = _model_config(name, output_name, dims, options)
+    if list(versions) != [1]:
+        config.version_policy.specific.versions.extend(versions)
     python_form = options.form == "python"
     for input_name in input_names:
         config.input.add(name=input_name, data_type=pb.TYPE_INT64, dims=[-1], allow_ragged_batch=python_form)
     if python_form:
-        config.parameters[LENGTH_INPUT_PARAMETER].string_value = ATTENTION_MASK
+        if length_input is not None:
+            config.parameters[LENGTH_INPUT_PARAMETER].string_value = length_input
         config.parameters[SUB_BATCH_PARAMETER].string_value = str(options.sub_batch_size)
         config.parameters[RUN_OVERHEAD_PARAMETER].string_value = f"{options.run_overhead_tokens:g}"
         gpu = options.instance_kind == "gpu"
@@ -101,7 +116,9 @@ def build_clip_image_config(
     return config
 
 
-def _model_config(name: str, output_name: str, output_dim: int, options: TritonConfigOptions) -> pb.ModelConfig:
+def _model_config(
+    name: str, output_name: str, output_dims: int | list[int], options: TritonConfigOptions
+) -> pb.ModelConfig:
     """Everything but the inputs: backend, the one output, batching, instances."""
     validate_options(options)
     config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)
@@ -111,7 +128,8 @@ def _model_config(name: str, output_name: str, output_dim: int, options: TritonC
     else:
         config.platform = "onnxruntime_onnx"
         config.default_model_filename = ONNX_FILE
-    config.output.add(name=output_name, data_type=pb.TYPE_FP32, dims=[output_dim])
+    dims = [output_dims] if isinstance(output_dims, int) else output_dims
+    config.output.add(name=output_name, data_type=pb.TYPE_FP32, dims=dims)
 
     if options.dynamic_batching:
         batching = config.dynamic_batching

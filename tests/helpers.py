@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 
@@ -30,3 +31,10 @@ async def eventually(condition, timeout: float = 30.0, what: str = "the conditio
     while not condition():
         assert time.monotonic() < deadline, f"waited {timeout:.0f}s for {what}"
         await asyncio.sleep(0.001)
+
+
+def python_path(*first) -> str:
+    """PYTHONPATH for a subprocess: ``first``, then whatever this process was started with
+    (an environment that points ``embedgate`` at a checkout keeps it in its children)."""
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return os.pathsep.join([*map(str, first), *inherited])

@@ -15,12 +15,13 @@ WORDS = (
 ).split()
 
 
-def bert_tokenizer(directory: Path):
+def bert_tokenizer(directory: Path, extra: list[str] = ()):
+    """A BERT WordPiece tokenizer over WORDS (and ``extra`` tokens)."""
     ensure_torchvision_importable()
     from transformers import BertTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *extra, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
     # transformers 5 takes the vocabulary as ``vocab`` (``vocab_file`` is silently ignored,
     # leaving only the special tokens: every word would be [UNK]).
     tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
@@ -321,6 +322,183 @@ def qwen3_model(directory: Path, seed: int = 0) -> Path:
     return _save_sentence_transformer(directory, base, "lasttoken", [_normalize()])
 
 
+def routed_model(directory: Path, seed: int = 0) -> Path:
+    """An asymmetric model: one Transformer and mean pooling, then a Router with a
+    different Dense head for queries and for documents (``Router.for_query_document``)."""
+    ensure_torchvision_importable()
+    transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    _torch_seed(seed + 1)
+    transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
+    width = transformer.get_embedding_dimension()
+    router = Router.for_query_document(query_modules=[Dense(width, 16)], document_modules=[Dense(width, 16)])
+    modules = [transformer, Pooling(width, pooling_mode="mean"), router, _normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
+    return directory
+
+
+def _mlm(directory: Path, seed: int):
+    """A tiny BERT masked-language model as a sentence-transformers Transformer (fill-mask)."""
+    from sentence_transformers.base.modules import Transformer
+
+    mlm_dir = save_bert(directory, head="masked_lm", seed=seed, initializer_range=INITIALIZER_RANGE)
+    return Transformer(str(mlm_dir), max_seq_length=MAX_SEQ_LENGTH, transformer_task="fill-mask")
+
+
+def routed_sparse_model(directory: Path, seed: int = 0, default_route: str | None = "document") -> Path:
+    """A SparseEncoder whose queries and documents go through SPLADE models of their own
+    (a Router with two MLM transformers, max and sum pooling); ``default_route`` None: a
+    text must name its task (encode without one is refused)."""
+    ensure_torchvision_importable()
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.models import SpladePooling
+
+    router = Router.for_query_document(
+        query_modules=[_mlm(directory.parent / f"{directory.name}-query-mlm", seed), SpladePooling("max")],
+        document_modules=[_mlm(directory.parent / f"{directory.name}-document-mlm", seed + 1), SpladePooling("sum")],
+        default_route=default_route, allow_empty_key=default_route is not None,
+    )
+    SparseEncoder(modules=[router], device="cpu").save(str(directory))
+    return directory
+
+
+def inference_free_splade(directory: Path, seed: int = 0, **options) -> Path:
+    """An inference-free sparse model, as OpenSearch's neural sparse models are built: a
+    Router whose queries get a stored weight per vocabulary token (``SparseStaticEmbedding``,
+    no transformer) and whose documents go through SPLADE; ``options`` go to ``SparseEncoder``."""
+    ensure_torchvision_importable()
+    import torch
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.models import SparseStaticEmbedding, SpladePooling
+
+    mlm = _mlm(directory.parent / f"{directory.name}-mlm", seed)
+    generator = torch.Generator().manual_seed(seed)
+    # Weights of about idf's size; some tokens weigh nothing (a query keeps none of those).
+    weight = torch.rand(len(mlm.tokenizer), generator=generator) * 6
+    weight[torch.rand(len(weight), generator=generator) < 0.2] = 0.0
+    static = SparseStaticEmbedding(tokenizer=mlm.tokenizer, weight=weight, frozen=True)
+    router = Router.for_query_document(query_modules=[static], document_modules=[mlm, SpladePooling("max")])
+    SparseEncoder(modules=[router], device="cpu", **options).save(str(directory))
+    return directory
+
+
+# Punctuation a ColBERT model drops from documents (its skiplist), and the markers it puts
+# before queries and documents.
+PUNCTUATION = list(".,?!;:")
+QUERY_MARKER, DOCUMENT_MARKER = "[Q]", "[D]"
+QUERY_EXPANSION = 24
+
+
+def multi_vector_model(directory: Path, seed: int = 0, *, attend: bool = False) -> Path:
+    """A ColBERT-style MultiVectorEncoder: BERT, a token-level Dense (32 -> 16), a
+    MultiVectorMask that drops punctuation from documents, Normalize; queries expanded with
+    [MASK] to 24 tokens (the encoder ``attend``s to them or not), documents cut at 48;
+    ``[Q] `` and ``[D] `` markers (special tokens) as the query and document prompts."""
+    ensure_torchvision_importable()
+    import torch
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-bert"
+    tokenizer = bert_tokenizer(base, extra=PUNCTUATION)
+    tokenizer.add_special_tokens({"additional_special_tokens": [QUERY_MARKER, DOCUMENT_MARKER]})
+    import transformers
+
+    config = bert_config(len(tokenizer), initializer_range=INITIALIZER_RANGE)
+    transformers.BertModel(config).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    transformer = Transformer(
+        str(base), max_seq_length=MAX_SEQ_LENGTH, document_length=48,
+        query_expansion={"strategy": "fixed", "attend": attend, "length": QUERY_EXPANSION},
+    )
+    _torch_seed(seed + 1)
+    dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
+    modules = [transformer, dense, MultiVectorMask(skiplist_words=PUNCTUATION), Normalize(module_input_name="token_embeddings")]
+    prompts = {"query": f"{QUERY_MARKER} ", "document": f"{DOCUMENT_MARKER} "}
+    MultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save(str(directory))
+    return directory
+
+
+# EmbeddingGemma's prompts (a few of them), as its config_sentence_transformers.json has them.
+GEMMA_PROMPTS = {
+    "query": "task: search result | query: ",
+    "document": "title: none | text: ",
+    "Classification": "task: classification | query: ",
+}
+
+
+def gemma3_embedding_model(directory: Path, seed: int = 0) -> Path:
+    """Built as EmbeddingGemma is: a Gemma 3 text model with bidirectional attention (sliding
+    window layers and a global one), ``<bos> text <eos>``, mean pooling, two Dense layers
+    (32 -> 96 -> 32, no bias), Normalize, and query and document prompts."""
+    ensure_torchvision_importable()
+    import torch
+    from tokenizers import processors
+    from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
+
+    from sentence_transformers.base.modules import Dense
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-gemma3"
+    backend = _byte_level_bpe(["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"])
+    backend.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", pair="<bos> $A <eos> $B <eos>",
+        special_tokens=[("<bos>", backend.token_to_id("<bos>")), ("<eos>", backend.token_to_id("<eos>"))],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
+        mask_token="<mask>",
+    )
+    config = Gemma3TextConfig(
+        initializer_range=INITIALIZER_RANGE,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, intermediate_size=48, max_position_embeddings=128, query_pre_attn_scalar=16,
+        # Bidirectional: each sliding layer sees the tokens within 8 either side of a token,
+        # less than a long text: the window must be kept in the graph.
+        use_bidirectional_attention=True, sliding_window=16,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    Gemma3TextModel(config).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    _torch_seed(seed + 1)
+    dense = [
+        Dense(32, 96, bias=False, activation_function=torch.nn.Identity()),
+        Dense(96, 32, bias=False, activation_function=torch.nn.Identity()),
+    ]
+    _save_sentence_transformer(directory, base, "mean", [*dense, _normalize()])
+    config_file = directory / "config_sentence_transformers.json"
+    import json
+
+    settings = json.loads(config_file.read_text())
+    settings["prompts"] = {**settings.get("prompts", {}), **GEMMA_PROMPTS}
+    config_file.write_text(json.dumps(settings, indent=2))
+    return directory
+
+
+NLI_LABELS = ("contradiction", "entailment", "neutral")
+
+
+def classifier(directory: Path, seed: int = 0, labels: tuple[str, ...] = NLI_LABELS) -> Path:
+    """A CrossEncoder with several labels (an NLI classifier: ``id2label`` names them)."""
+    ensure_torchvision_importable()
+    from sentence_transformers import CrossEncoder
+
+    bert_dir = save_bert(
+        directory.parent / f"{directory.name}-bert", head="classification", seed=seed, num_labels=len(labels),
+        id2label=dict(enumerate(labels)), label2id={label: index for index, label in enumerate(labels)},
+    )
+    CrossEncoder(str(bert_dir), device="cpu", max_length=MAX_SEQ_LENGTH).save(str(directory))
+    return directory
+
+
 # name -> (builder, pooling) for the architecture tests.
 ARCHITECTURES = {
     "bert-mean": (dense_model, "mean"),
@@ -330,21 +508,5 @@ ARCHITECTURES = {
     "modernbert": (modernbert_model, "mean"),
     "qwen3": (qwen3_model, "lasttoken"),
     "bert-dense": (bert_dense_model, "mean"),
+    "gemma3-bidirectional": (gemma3_embedding_model, "mean"),
 }
-
-
-def routed_model(directory: Path, seed: int = 0) -> Path:
-    """An asymmetric model: one Transformer and mean pooling, then a Router with a
-    different Dense head for queries and for documents (``Router.for_query_document``)."""
-    _torch_seed(seed)
-    transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Dense, Router, Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
-    transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
-    width = transformer.get_embedding_dimension()
-    router = Router.for_query_document(query_modules=[Dense(width, 16)], document_modules=[Dense(width, 16)])
-    modules = [transformer, Pooling(width, pooling_mode="mean"), router]
-    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
-    return directory

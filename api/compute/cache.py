@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .results import Embeddings
+from .results import Embeddings, stack_rows
 
 # What a stored row costs besides its vector and text: the key tuple, the entry, the
 # dictionary's slot (measured with tracemalloc on CPython 3.11: about 300 bytes).
@@ -135,4 +135,4 @@ def answer_from_cache(
             "inference_ms": computed.inference_ms,
             "queue_ms": computed.queue_ms,
         }
-    return Embeddings(np.stack(vectors), counts, sum(truncated), truncated_rows=truncated, cached=hits, **timing)
+    return Embeddings(stack_rows(vectors), counts, sum(truncated), truncated_rows=truncated, cached=hits, **timing)

@@ -1,15 +1,17 @@
-"""Texts, pairs or images in, embeddings or scores out: tokenize or decode off the loop,
-call Triton, then what the model's kind makes of its output.
+"""Texts, pairs or images in, embeddings or scores out: what a request asks of a model
+(``asks.py``), its kind's plan, tokenize or decode off the loop, call Triton, then the
+plan's post-processing.
 
-This is the narrow interface between the HTTP side and the compute side. Routes call
-:meth:`EmbeddingService.embed_texts` (dense embeddings: sentence-transformers, a CLIP
-model's text tower; in any precision), :meth:`~EmbeddingService.embed_sparse` (sparse
-encoders), :meth:`~EmbeddingService.score_pairs` (cross-encoders) and
-:meth:`~EmbeddingService.embed_images` (CLIP models), each with the prompt the request
-chose (``prompts.py``), and never see tensors or Triton. A model asked for what its kind
-does not give is refused with where to go instead (``kinds/``). Every text input, a pair
-included, takes the same path: merged with other requests' by the coalescer, or tokenized
-in the pool and sent in length-sorted chunks.
+This is the narrow interface between the HTTP side and the compute side. Routes and bulk
+lines call :meth:`EmbeddingService.answer` (and :meth:`~EmbeddingService.answer_bulk` for a
+batch job's lines, in the bulk lane): the model's kind checks it gives what is asked and
+plans it (the route each text takes by its task, with the prompt the request chose,
+``prompts.py``), every run goes the same way, and the plan makes the answer. Images go
+through :meth:`~EmbeddingService.embed_images` (CLIP models). Routes never see tensors or
+Triton. Every text input, a pair included, takes the same path: merged with other
+requests' by its route's coalescer, or tokenized in the pool and sent in length-sorted
+chunks; a route computed by the gateway (static weights) is tokenized and computed in the
+pool, with no Triton call.
 """
 
 from __future__ import annotations
@@ -26,25 +28,28 @@ import numpy as np
 
 from embedgate.converters.spec import EMBEDDING, PIXELS
 
-from ..errors import DeadlineExceeded
+from ..errors import DeadlineExceeded, EmbedgateError
 from ..settings import Settings
 from ..triton.client import TritonClient
 from . import resend, spreading
 from .admission import admit
+from .asks import Ask, Gathered, Options, Output, Plan, TextInput, prefixed
 from .backlog import Backlogs
 from .batching import BatchingPolicy
 from .cache import ResponseCache, answer_from_cache
 from .coalescing import Coalescer
 from .concurrency import run_all
 from .images import ImageLoader
-from .kinds import Task, sparsify
+from .kinds.dense import unit_rows
 from .pacing import MIN_READ_COST, Pace, items_cost
 from .preprocess.text import TokenBatch, bucket_length
-from .prompts import DEFAULT, PromptChoice, prompt_for
+from .prompts import DEFAULT, PromptChoice
 from .quantize import Precision, quantized
 from .rates import KeyRates, Standing
 from .results import Embedded, Embeddings, ImageEmbeddings
+from .routes import Route
 from .served import ServedModel
+from .static import static_vectors
 
 log = logging.getLogger("embedgate.embedding")
 # A bulk call's deadline: the job's lease, renewed while it runs, is what bounds bulk work.
@@ -52,8 +57,6 @@ BULK_TIMEOUT_S = 3600.0
 T = TypeVar("T")
 
 
-# A text input: a text, or a cross-encoder's (query, document) pair.
-TextInput = str | tuple[str, str]
 
 
 def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
@@ -61,12 +64,14 @@ def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
     return time.perf_counter(), work(*args)
 
 
-def _prefixed(prefix: str, texts: list[str]) -> list[str]:
-    return [prefix + text for text in texts] if prefix else texts
+def _tokenize(model: ServedModel, route: Route, inputs: list[TextInput], prefix: str) -> TokenBatch:
+    return route.tokenizer.encode(prefixed(prefix, inputs), model.metadata.form == "onnxruntime")
 
 
-def _tokenize(model: ServedModel, inputs: list[TextInput], prefix: str) -> TokenBatch:
-    return model.tokenizer.encode(_prefixed(prefix, inputs), model.metadata.form == "onnxruntime")
+def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBatch, np.ndarray]:
+    batch = route.tokenizer.encode(prefixed(prefix, inputs))
+    assert route.static is not None
+    return batch, static_vectors(route.static, batch.input_ids, batch.attention_mask)
 
 
 class EmbeddingService:
@@ -81,7 +86,9 @@ class EmbeddingService:
         self.reload_lost: resend.ReloadLost | None = None
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         self.images = ImageLoader(settings)
-        self._coalescers: dict[str, tuple[ServedModel, Coalescer[TextInput, Embedded, Embeddings]]] = {}
+        # Each route of each loaded model has its own: a route's texts never share a call
+        # with another's (they go through other modules, or are tokenized otherwise).
+        self._coalescers: dict[tuple, tuple[Route, Coalescer[TextInput, Embedded, Embeddings]]] = {}
         self.backlogs = Backlogs(settings.admission_deadline_share)
         self.rates = KeyRates(settings.key_requests_per_minute, settings.key_tokens_per_minute)
         megabytes = settings.response_cache_mb
@@ -102,6 +109,37 @@ class EmbeddingService:
         """One slot of ``model``'s in-flight limit for the request in progress (503 if none)."""
         return admit(model, self.settings.max_inflight_requests, self.settings.key_fair_share)
 
+    async def answer(self, model: ServedModel, ask: Ask, *, timeout_s: float) -> Embeddings:
+        """What ``ask`` asks of ``model``: refused unless its kind gives it (saying where to
+        go), its options and prompt checked, its plan's runs side by side within the
+        request's deadline, then the plan's answer."""
+        plan = self._plan(model, ask)
+        runs = [self._run(model, run.route, run.inputs, timeout_s, run.prefix) for run in plan.runs]
+        # One slot of the model's in-flight limit for the request, whatever its runs.
+        with self.admit(model):
+            results = await _within(timeout_s, run_all(runs))
+        return plan.finish(results)
+
+    async def answer_bulk(self, model: ServedModel, asks: Sequence[Ask]) -> list[Embeddings | EmbedgateError]:
+        """Each of a batch job's lines answered as :meth:`answer` answers it (or its error),
+        their inputs together through each route's bulk lane: behind every online request,
+        in calls of texts of about the same length, with no request deadline (the job's
+        lease bounds it)."""
+        plans: list[Plan | EmbedgateError] = []
+        for ask in asks:
+            try:
+                plans.append(self._plan(model, ask))
+            except EmbedgateError as error:
+                plans.append(error)
+        gathered = Gathered(plans)
+        done = await run_all([self.run_bulk(model, route, inputs) for route, inputs in gathered.routes.values()])
+        return gathered.finished(dict(zip(gathered.routes, done)))
+
+    @staticmethod
+    def _plan(model: ServedModel, ask: Ask) -> Plan:
+        model.kind.require(ask.output, model.name)
+        return model.kind.plan(model, ask)
+
     async def embed_texts(
         self,
         model: ServedModel,
@@ -115,50 +153,18 @@ class EmbeddingService:
         """``texts``' dense embeddings, each text with the prompt ``prompt`` chooses before it
         (the model's default prompt when it chooses none), as ``SentenceTransformer.encode``
         does; in ``precision`` as ``quantize_embeddings`` gives it, with the model's ranges."""
-        model.kind.require(Task.EMBED, model.name)
-        prefix = prompt_for(model.name, model.metadata, prompt)
-        result = await _within(timeout_s, self._run(model, texts, timeout_s, prefix))
-        return dataclasses.replace(result, vectors=dense(model, result.vectors, normalize=normalize, precision=precision))
+        options = Options(normalize=normalize, precision=precision)
+        return await self.answer(model, Ask(Output.EMBED, list(texts), prompt, options), timeout_s=timeout_s)
 
-    async def embed_sparse(
-        self,
-        model: ServedModel,
-        texts: list[str],
-        *,
-        timeout_s: float,
-        prompt: PromptChoice = DEFAULT,
-        top_k: int | None = None,
-    ) -> Embeddings:
-        """``texts``' sparse embeddings, as ``SparseEncoder.encode(max_active_dims=top_k)``:
-        the non-zero weights, the ``top_k`` largest where given (else the model's own cap)."""
-        model.kind.require(Task.SPARSE, model.name)
-        prefix = prompt_for(model.name, model.metadata, prompt)
-        result = await _within(timeout_s, self._run(model, texts, timeout_s, prefix))
-        limit = top_k if top_k is not None else model.kind.default_top_k()
-        return dataclasses.replace(result, sparse=sparsify(result.vectors, limit))
-
-    async def score_pairs(
-        self,
-        model: ServedModel,
-        query: str,
-        documents: list[str],
-        *,
-        timeout_s: float,
-        prompt: PromptChoice = DEFAULT,
-    ) -> Embeddings:
-        """Each (query, document) pair's score, as ``CrossEncoder.predict`` gives it (its
-        prompt before the query); ``vectors`` is [documents, labels]."""
-        model.kind.require(Task.RERANK, model.name)
-        query = prompt_for(model.name, model.metadata, prompt) + query
-        return await _within(timeout_s, self._run(model, [(query, document) for document in documents], timeout_s))
-
-    async def run_bulk(self, model: ServedModel, inputs: list[TextInput]) -> Embeddings:
-        """The text graph's outputs for a batch job's inputs (prompts already in them), in the
+    async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
+        """The route's outputs for a batch job's inputs (prompts already in them), in the
         coalescer's bulk lane: behind every online request, in calls of texts of about the
         same length. No admission slot and no request deadline: the job's lease bounds it."""
+        if route.static is not None:
+            return await self._computed_here(route, inputs, "")
         order = sorted(range(len(inputs)), key=lambda row: _length(inputs[row]))
         step = self.settings.bulk_busy_texts
-        coalescer = self._coalescer(model)
+        coalescer = self._coalescer(model, route)
         groups = [[inputs[row] for row in order[start : start + step]] for start in range(0, len(order), step)]
         arrived = time.perf_counter()
         parts = await coalescer.submit_bulk(groups, BULK_TIMEOUT_S)
@@ -174,38 +180,49 @@ class EmbeddingService:
         )
 
     async def _run(
-        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+        self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
-        """The text graph's outputs for ``inputs``: those the response cache has from it,
-        and the others (each distinct input once) computed and kept there."""
+        """The route's outputs for ``inputs``: those the response cache has from it, and the
+        others (each distinct input once) computed and kept there."""
+        if route.static is not None:
+            return await self._computed_here(route, inputs, prefix)
         cache = self.cache
         if cache is None:
-            return await self._compute(model, inputs, timeout_s, prefix)
+            return await self._compute(model, route, inputs, timeout_s, prefix)
         arrived = time.perf_counter()
-        found = cache.lookup(model.serial, prefix, inputs)
+        found = cache.lookup(route.serial, prefix, inputs)
         missing = list(dict.fromkeys(value for value, row in zip(inputs, found) if row is None))
         model.cache_misses += sum(row is None for row in found)
         model.cache_hits += len(inputs) - sum(row is None for row in found)
         if not missing:
             return answer_from_cache(inputs, found, [], None, arrived)
-        computed = await self._compute(model, missing, timeout_s, prefix)
+        computed = await self._compute(model, route, missing, timeout_s, prefix)
         truncated_rows = computed.truncated_rows or [False] * len(missing)
-        cache.store(model.serial, prefix, missing, computed.vectors, computed.token_counts, truncated_rows)
+        cache.store(route.serial, prefix, missing, computed.vectors, computed.token_counts, truncated_rows)
         if len(missing) == len(inputs):
             return computed
         return answer_from_cache(inputs, found, missing, computed, arrived)
 
+    async def _computed_here(self, route: Route, inputs: list[TextInput], prefix: str) -> Embeddings:
+        """A route the gateway computes itself (static weights): in the pool, no Triton call."""
+        arrived = time.perf_counter()
+        began, (batch, vectors) = await asyncio.get_running_loop().run_in_executor(
+            self._pool, _began_then, _static, route, inputs, prefix
+        )
+        done = time.perf_counter()
+        return Embedded(batch, vectors, began, done, done).share(slice(None), arrived)
+
     async def _compute(
-        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+        self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
-        """The text graph's outputs for ``inputs``: merged with other requests' where they
-        fit one call, else tokenized in the pool and sent in chunks."""
+        """The route's outputs for ``inputs``: merged with other requests' where they fit
+        one call, else tokenized in the pool and sent in chunks."""
         with self.admit(model), self.backlogs.admitted(model, 0, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
-                coalescer = self._coalescer(model)
-                texts = _prefixed(prefix, inputs)
+                coalescer = self._coalescer(model, route)
+                texts = prefixed(prefix, inputs)
                 parts = self.batching.spread(model.metadata, len(texts), coalescer.in_flight)
                 if parts == 1:
                     return await coalescer.submit(texts, timeout_s)
@@ -217,18 +234,20 @@ class EmbeddingService:
                 ])
                 return spreading.joined(shares, groups)
             arrived = time.perf_counter()
-            embedded = await self._tokenize_and_embed(model, inputs, timeout_s, prefix)
+            embedded = await self._tokenize_and_embed(model, route, inputs, timeout_s, prefix)
             return embedded.share(slice(None), arrived)
 
-    def _coalescer(self, model: ServedModel) -> Coalescer[TextInput, Embedded, Embeddings]:
-        """The model's coalescer; a model loaded again (new tokenizer) gets a new one, and
-        the old one finishes the calls it has."""
-        key = model.triton_names[0]
+    def _coalescer(self, model: ServedModel, route: Route | None = None) -> Coalescer[TextInput, Embedded, Embeddings]:
+        """The route's coalescer (the model's first route's by default); a model loaded
+        again (new routes, new tokenizers) gets new ones, and the old ones finish the calls
+        they have."""
+        route = route or model.routes[0]
+        key = (route.part, route.version, route.tasks)
         known = self._coalescers.get(key)
-        if known is None or known[0] is not model:
+        if known is None or known[0] is not route:
             settings = self.settings
             coalescer = Coalescer(
-                lambda texts, timeout_s: self._tokenize_and_embed(model, texts, timeout_s),
+                lambda texts, timeout_s: self._tokenize_and_embed(model, route, texts, timeout_s),
                 Embedded.share,
                 max_rows=model.metadata.max_batch_size,
                 max_in_flight=self.batching.calls_in_flight(model.metadata),
@@ -239,7 +258,7 @@ class EmbeddingService:
                 fair_share=settings.key_fair_share,
                 **self._pacing(model),
             )
-            known = self._coalescers[key] = (model, coalescer)
+            known = self._coalescers[key] = (route, coalescer)
         return known[1]
 
     def _pacing(self, model: ServedModel) -> dict[str, Any]:
@@ -252,24 +271,26 @@ class EmbeddingService:
         return {"pace": pace, "cost": items_cost, "deadline_share": share, "name": f"model '{model.name}'"}
 
     async def _tokenize_and_embed(
-        self, model: ServedModel, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+        self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embedded:
         loop = asyncio.get_running_loop()
         tokenize_began, batch = await loop.run_in_executor(
-            self._pool, _began_then, _tokenize, model, inputs, prefix
+            self._pool, _began_then, _tokenize, model, route, inputs, prefix
         )
         tokenized = time.perf_counter()
         limit = model.metadata.max_batch_size
         if self.settings.noop_inference:
             # Everything a request costs the gateway, minus the model.
-            vectors = np.zeros((len(inputs), model.metadata.embedding_dim), dtype=np.float32)
+            vectors = model.kind.rows(batch, slice(None), model.kind.noop_outputs(batch))
         elif len(inputs) <= limit:
-            vectors = await self._send(model, batch, slice(None), batch.input_ids.shape[1], timeout_s)
+            vectors = await self._send(model, route, batch, slice(None), batch.input_ids.shape[1], timeout_s)
         else:
-            vectors = await self._embed_chunked(model, batch, limit, timeout_s)
+            vectors = await self._embed_chunked(model, route, batch, limit, timeout_s)
         return Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
 
-    async def _embed_chunked(self, model: ServedModel, batch: TokenBatch, limit: int, timeout_s: float) -> np.ndarray:
+    async def _embed_chunked(
+        self, model: ServedModel, route: Route, batch: TokenBatch, limit: int, timeout_s: float
+    ) -> np.ndarray:
         # Sort by length so each chunk pads little, send chunks concurrently (Triton
         # batches them), then put rows back in request order.
         counts = np.asarray(batch.token_counts)
@@ -284,9 +305,9 @@ class EmbeddingService:
             if fixed is not None:
                 width = fixed
             elif model.metadata.form == "onnxruntime":
-                width = bucket_length(width, model.tokenizer.max_length)
+                width = bucket_length(width, route.tokenizer.max_length)
             async with gate:
-                return await self._send(model, batch, rows, width, timeout_s)
+                return await self._send(model, route, batch, rows, width, timeout_s)
 
         parts = await run_all([send(order[start : start + limit]) for start in range(0, len(order), limit)])
         sorted_vectors = np.concatenate(parts)
@@ -294,12 +315,15 @@ class EmbeddingService:
         vectors[order] = sorted_vectors
         return vectors
 
-    def _send(self, model: ServedModel, batch: TokenBatch, rows, width: int, timeout_s: float):
-        """``rows`` of ``batch`` through the model's text graph (its first Triton part)."""
-        tensors = model.kind.text_inputs(batch, rows, width)
-        return self._surviving_restarts(
-            model, lambda: self.client.infer(model.triton_names[0], tensors, model.kind.output, timeout_s=timeout_s)
+    async def _send(self, model: ServedModel, route: Route, batch: TokenBatch, rows, width: int, timeout_s: float):
+        """``rows`` of ``batch`` through the route's graph (its Triton model and version)."""
+        kind = model.kind
+        tensors = kind.text_inputs(batch, rows, width)
+        outputs = await self._surviving_restarts(
+            model,
+            lambda: self.client.infer(route.part, tensors, kind.output, timeout_s=timeout_s, version=route.version),
         )
+        return kind.rows(batch, rows, outputs)
 
     def _surviving_restarts(self, model: ServedModel, call: Callable[[], Awaitable[np.ndarray]]):
         return resend.surviving(call, model.name, self.triton, self.reload_lost)
@@ -315,7 +339,7 @@ class EmbeddingService:
     ) -> ImageEmbeddings:
         """Images as URLs, data URIs or bytes, through a CLIP model's image tower (binary
         precisions too; int8/uint8 have no calibrated ranges for images)."""
-        model.kind.require(Task.IMAGES, model.name)
+        model.kind.require(Output.IMAGES, model.name)
         result = await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
         vectors = quantized(result.vectors, precision, None, normalized=normalize, what="image embeddings")
         return dataclasses.replace(result, vectors=vectors)
@@ -350,7 +374,7 @@ class EmbeddingService:
                 vectors = np.concatenate(await run_all([send(chunk) for chunk in chunks]))
             finished = time.perf_counter()
         return ImageEmbeddings(
-            vectors=_unit_rows(vectors) if normalize else vectors,
+            vectors=unit_rows(vectors) if normalize else vectors,
             load_ms=(loaded - started) * 1000,
             inference_ms=(finished - loaded) * 1000,
         )
@@ -365,18 +389,5 @@ async def _within(timeout_s: float, work: Awaitable[T]) -> T:
         raise DeadlineExceeded(f"the request did not finish within its {timeout_s:g}s deadline") from None
 
 
-def dense(model: ServedModel, vectors: np.ndarray, *, normalize: bool, precision: Precision) -> np.ndarray:
-    """A model's dense output as a request asks for it: unit length where asked (a model
-    ending in Normalize already is), then in ``precision`` with the model's ranges."""
-    if normalize and not model.metadata.normalized:
-        vectors = _unit_rows(vectors)
-    unit = normalize or model.metadata.normalized
-    return quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
-
-
 def _length(text: TextInput) -> int:
     return len(text) if isinstance(text, str) else len(text[0]) + len(text[1])
-
-
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

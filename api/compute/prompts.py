@@ -9,7 +9,14 @@ tokenized, counted, truncated and merged with other requests' texts as one. The 
 - ``input_type`` (the word NVIDIA NIM and Cohere use): ``query`` is the model's ``query``
   prompt, ``document`` and ``passage`` whichever of ``document``, ``passage`` (and
   ``corpus``, as ``encode_document`` tries) the model defines, a non-empty one first;
+- ``task`` ("query" or "document", as ``encode_query`` and ``encode_document`` set it): the
+  model's prompt for it (``query``; ``document``, ``passage`` or ``corpus``), else its
+  default prompt, as those methods choose when given no prompt;
 - none of them: the model's ``default_prompt_name``, if it has one.
+
+The same request also says which route its texts take (``routes.py``): its ``task``, else
+the task its ``input_type`` or its ``prompt_name`` stands for (``query``; ``document``,
+``passage``, ``corpus``).
 
 A name the model has no prompt for is refused with the list of its prompts; so is an
 ``input_type`` where the model has prompts but none for it. A model with no prompts at all
@@ -37,13 +44,28 @@ _UNRECORDED = (
 )
 
 
+# Prompt names that stand for a task, as encode_query and encode_document look for them.
+_TASK_OF_PROMPT = {"query": "query", "document": "document", "passage": "document", "corpus": "document"}
+
+
 @dataclass(frozen=True)
 class PromptChoice:
-    """What a request asks for (at most one of the three; none: the model's default)."""
+    """What a request asks for (at most one of prompt_name, prompt and input_type; none: the
+    model's default, or its task's)."""
 
     prompt_name: str | None = None
     prompt: str | None = None
     input_type: InputType | None = None
+    task: Literal["query", "document"] | None = None
+
+    @property
+    def route_task(self) -> str | None:
+        """The task whose route the texts take (None: the model's default route)."""
+        if self.task is not None:
+            return self.task
+        if self.input_type is not None:
+            return _TASK_OF_PROMPT[self.input_type]
+        return _TASK_OF_PROMPT.get(self.prompt_name or "")
 
 
 DEFAULT = PromptChoice()
@@ -80,6 +102,9 @@ def _chosen(model_name: str, metadata: ModelMetadata, choice: PromptChoice) -> t
             return "", "input_type"
         return next((prompts[name] for name in present if prompts[name]), prompts[present[0]]), "input_type"
     default = metadata.default_prompt_name
+    if choice.task is not None:
+        # encode_query / encode_document: the task's prompt, the first present, else the default.
+        default = next((name for name in _PROMPTS_FOR[choice.task] if name in prompts), default)
     return (prompts.get(default, "") if default is not None else ""), "prompt_name"
 
 

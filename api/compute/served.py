@@ -1,4 +1,5 @@
-"""A loaded model as the compute path sees it: its Triton models, metadata, kind and tokenizer."""
+"""A loaded model as the compute path sees it: its Triton models, metadata, kind, routes and
+tokenizer."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from embedgate.converters.spec import ModelMetadata
 from .kinds import ServedKind, kind_of
 from .preprocess.clip_text import AnyClipTokenizer
 from .preprocess.text import TextTokenizer
+from .routes import EVERY_TASK, Route
 
 _serials = itertools.count(1)
 
@@ -20,7 +22,10 @@ class ServedModel:
     name: str
     triton_name: str
     metadata: ModelMetadata
+    # The default route's tokenizer.
     tokenizer: TextTokenizer | AnyClipTokenizer
+    # What its texts go through, by task (``routes.py``); None: one route, with ``tokenizer``.
+    routes: list[Route] | None = None
     # Requests holding an admission slot (compute/admission.py), and of those, each key's
     # (by its keyed hash; only keys with some in flight).
     inflight: int = field(default=0)
@@ -34,6 +39,8 @@ class ServedModel:
 
     def __post_init__(self) -> None:
         self.kind = kind_of(self.metadata)
+        if self.routes is None:
+            self.routes = [Route("", EVERY_TASK, self.tokenizer, self.triton_names[0])]
 
     @property
     def triton_names(self) -> tuple[str, ...]:

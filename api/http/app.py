@@ -18,10 +18,10 @@ from .batch_lines import EmbeddingsLines, RerankLines
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .routes import batches, health, inference, metrics, models, openai, prometheus, rerank
+from .routes import batches, health, inference, metrics, models, openai, predict, prometheus, rerank
 
 # Requests on these paths are cancelled when their client disconnects.
-INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank")
+INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict")
 # What a batch job's lines may call, each served by its route's own code.
 BATCH_ENDPOINTS = (EmbeddingsLines, RerankLines)
 # Uploads may be as large as a batch file; the multipart envelope adds a little.
@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     app.state.gateway = None
     # Health stays open (probes carry no keys); management needs an admin key when set.
     app.include_router(health.router)
-    for router in (inference.router, rerank.router, metrics.router, prometheus.router, models.listing):
+    for router in (inference.router, rerank.router, predict.router, metrics.router, prometheus.router, models.listing):
         app.include_router(router, **key_guard(settings))
     for router in (openai.router, rerank.v1_router, batches.router):
         app.include_router(router, **key_guard(settings, openai=True))

@@ -50,7 +50,7 @@ class RerankRequest(BaseModel):
     model: str = Field(
         min_length=1,
         max_length=200,
-        description="A loaded cross-encoder.",
+        description="A loaded cross-encoder (one label), or a multi-vector model (scored by MaxSim).",
         examples=["cross-encoder/ms-marco-MiniLM-L6-v2"],
         json_schema_extra={"pattern": patterns.MODEL_NAME},
     )
@@ -75,7 +75,9 @@ class RerankedDocument(BaseModel):
 
 class RerankResult(BaseModel):
     index: int = Field(description="The document's position in the request.")
-    relevance_score: float = Field(description="The model's score for the pair, as CrossEncoder.predict gives it.")
+    relevance_score: float = Field(
+        description="The model's score for the pair, as CrossEncoder.predict gives it (a multi-vector model's MaxSim)."
+    )
     document: RerankedDocument | None = Field(None, description="With return_documents.")
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from embedgate.converters.spec import variant_model_name
 
+from ..compute.kinds import KINDS
 from ..compute.quantize import Precision
 from ..models.names import split_variant
 from . import patterns
@@ -178,12 +179,11 @@ class LoadClipRequest(_Body):
         return data
 
 
-ModelKindName = Literal["sentence_transformer", "sparse_encoder", "cross_encoder", "clip"]
-KIND_DESCRIPTION = (
-    "What the model computes, as its directory declares it: 'sentence_transformer' (dense text embeddings), "
-    "'sparse_encoder' (a weight per vocabulary token), 'cross_encoder' (a score per query and document), "
-    "'clip' (text and image embeddings)."
-)
+# The kinds the gateway serves, read from its one registry of them (compute/kinds/).
+ModelKindName = Literal[tuple(KINDS)]  # type: ignore[valid-type]
+KIND_DESCRIPTION = "What the model computes, as its directory declares it: " + ", ".join(
+    f"'{name}' ({kind.title.partition(' (')[2].rstrip(')') or kind.title})" for name, kind in KINDS.items()
+) + "."
 
 
 class LoadResponse(BaseModel):
@@ -251,6 +251,13 @@ class InferRequest(_Body):
         description="Sparse encoders: keep each text's top_k largest weights (encode(max_active_dims=top_k)); "
         "without it, the model's own max_active_dims, or all non-zero weights.",
     )
+    task: Literal["query", "document"] | None = Field(
+        None,
+        description="What the texts are, as sentence-transformers' encode_query and encode_document set it: the "
+        "route a model whose modules differ by task takes them through (without it, the task prompt_name "
+        "stands for, if it is 'query', 'document', 'passage' or 'corpus'; else the model's default route), and "
+        "the task's prompt where no prompt is given.",
+    )
 
 
 class SparseEmbedding(BaseModel):
@@ -265,61 +272,17 @@ class InferResponse(BaseModel):
     sparse_embeddings: list[SparseEmbedding] | None = Field(
         None, description="When the request had text and the model is a sparse encoder: each text's non-zero weights."
     )
+    multi_vector_embeddings: list[list[list[float]]] | None = Field(
+        None,
+        description="When the request had text and the model is a multi-vector model: each text's vectors, one "
+        "per token it keeps (its task's markers and query expansion included, its skiplist's tokens left out).",
+    )
     image_embeddings: list[list[float]] | list[list[int]] | None = Field(None, description="When the request had images.")
     processingTimeMs: float
 
 
 class MessageResponse(BaseModel):
     message: str
-
-
-class ModelInfo(BaseModel):
-    model_name: str
-    pretrained: str | None = Field(None, description="CLIP models: their pretrained.")
-    triton_name: str
-    triton_parts: list[str] = Field(description="The Triton models it is made of (CLIP: text and image towers).")
-    kind: ModelKindName = Field(description=KIND_DESCRIPTION)
-    embedding_dim: int
-    max_seq_length: int
-    normalized: bool
-    form: str
-    source: str
-    loaded: bool
-    variant: str | None = Field(None, description="'optimized' or 'int8' for a variant (named '<model>@<variant>').")
-    parity_min_cosine: float | None = Field(
-        None, description="Lowest cosine against the PyTorch model on the parity sentences, measured before publishing."
-    )
-    parity_mean_cosine: float | None = Field(
-        None, description="Mean of the same cosines (none for models converted before it was recorded)."
-    )
-    gpu_dtype: Literal["float16", "float32"] | None = Field(
-        None, description="The precision of the graph GPU instances run (none: CPU instances)."
-    )
-    gpu_parity_min_cosine: float | None = Field(
-        None, description="Lowest cosine of the GPU graph against the float32 PyTorch model, measured on the GPU."
-    )
-    prompts: dict[str, str] | None = Field(
-        None,
-        description="The model's prompts (name -> text put before every text), as sentence-transformers holds "
-        "them; none for models converted before they were recorded.",
-    )
-    default_prompt_name: str | None = Field(None, description="The prompt a request gets when it names none.")
-    prompts_refused: str | None = Field(None, description="Why requests may not use a prompt with this model, if so.")
-    precisions: list[str] | None = Field(
-        None,
-        description="Dense embeddings: the precisions they come in (int8 and uint8 need ranges calibrated at "
-        "conversion; models converted before they were recorded lack them).",
-    )
-    image_size: list[int] | None = Field(None, description="CLIP models: [height, width] of the image tower's input.")
-    max_active_dims: int | None = Field(
-        None, description="Sparse encoders: the most non-zero weights per text by default (none: all)."
-    )
-    num_labels: int | None = Field(None, description="Cross-encoders: scores per pair.")
-    activation: str | None = Field(None, description="Cross-encoders: the activation applied to the logits.")
-
-
-class ModelList(BaseModel):
-    models: list[ModelInfo]
 
 
 class ErrorDetail(BaseModel):

@@ -18,8 +18,8 @@ from embedgate.converters.repository import RepositoryError
 from embedgate.converters.spec import ConversionSpec, ModelMetadata
 
 from ..compute.batching import BatchingPolicy
+from ..compute.kinds import KINDS, kind_of
 from ..compute.resend import Restartable
-from ..compute.kinds import kind_of
 from ..compute.served import ServedModel
 from ..errors import (
     ConversionTargetExists,
@@ -128,6 +128,9 @@ class ModelRegistry:
         for name in self.repository.names():
             if is_triton_name(name):
                 metadata = self.read_metadata(name)
+                if metadata is not None and metadata.kind not in KINDS:
+                    log.warning("%s holds a model of a kind this gateway does not serve (%s)", name, metadata.kind)
+                    continue
                 # A model of several parts is listed once, from its first (published last).
                 if metadata is not None and kind_of(metadata).parts(metadata.triton_name)[0] == name:
                     found.append(metadata)
@@ -225,10 +228,12 @@ class ModelRegistry:
         return metadata
 
     async def _model(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
-        # A remote repository's tokenizer comes from the gateway's cache, fetched when the
-        # bucket holds a conversion the cache has no copy of.
-        tokenizer = await off_loop(kind_of(metadata).tokenizer, self.repository.fetch, triton_name)
-        return ServedModel(name, triton_name, metadata, tokenizer)
+        # Everything a model is served with comes from the repository (its tokenizers, a
+        # route's static weights), so a gateway worker that adopts it serves it the same. A
+        # remote repository's files come from the gateway's cache, fetched when the bucket
+        # holds a conversion the cache has no copy of.
+        routes = await off_loop(kind_of(metadata).routes, self.repository.fetch, triton_name)
+        return ServedModel(name, triton_name, metadata, routes[0].tokenizer, routes=routes)
 
     async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
         model = await self._model(name, triton_name, metadata)

@@ -118,3 +118,25 @@ def split_requests(rows, count, part_rows=0):
         part.append(index)
         done += n
     return parts + [part]
+
+
+def per_token(output):
+    """Whether a config output has a value per token (``dims: [-1, ...]``: a multi-vector
+    model's vectors), which each run fills to its own width and each request gets cut back
+    to its own."""
+    return [int(d) for d in output.get("dims", [])][:1] == [-1]
+
+
+def batch_outputs(outputs, rows, width, per_token_outputs):
+    """Arrays for a batch's ``rows`` outputs, shaped as the first run's ``outputs``; a
+    per-token one ``width`` wide (zeros past a run's own width)."""
+    return [
+        np.zeros((rows, width) + out.shape[2:], out.dtype) if wide else np.empty((rows,) + out.shape[1:], out.dtype)
+        for out, wide in zip(outputs, per_token_outputs)
+    ]
+
+
+def request_part(values, start, rows, width, wide):
+    """One request's part of a batch's output: its rows, and its own width (``width``: the
+    rest of its first input's shape) if per token."""
+    return np.ascontiguousarray(values[start : start + rows, : width[0]] if wide else values[start : start + rows])

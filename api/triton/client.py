@@ -85,18 +85,19 @@ class TritonClient:
         await asyncio.gather(self._infer.close(), self._control.close(), return_exceptions=True)
 
     async def infer(
-        self, triton_name: str, tensors: dict[str, np.ndarray], output: str, *, timeout_s: float
+        self, triton_name: str, tensors: dict[str, np.ndarray], output: str, *, timeout_s: float, version: str = ""
     ) -> np.ndarray:
         """Run one batch (``tensors`` by input name: token ids and masks, or uint8 pixels)
-        and return its ``output`` [n, ...]. The call ends at ``timeout_s``; Triton drops
-        the request if it is still queued then."""
+        through the model (its ``version``: a route's graph) and return its ``output``
+        [n, ...]. The call ends at ``timeout_s``; Triton drops the request if it is still
+        queued then."""
         # One retry on a broken stream: after a Triton restart the stream the gateway
         # held fails although the server is back.
         deadline = asyncio.get_running_loop().time() + timeout_s
         for attempt in (0, 1):
             try:
                 async with asyncio.timeout_at(deadline):
-                    response = await self._infer.infer(infer_request(triton_name, tensors, output, timeout_s))
+                    response = await self._infer.infer(infer_request(triton_name, tensors, output, timeout_s, version))
                 return output_array(response, output)
             except TritonConnectionLost as exc:
                 if attempt:

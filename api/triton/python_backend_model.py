@@ -18,8 +18,8 @@ in ``pack_width`` tokens has them laid end to end in about equally full rows of 
 that width (``pack_rows``), each text attending to itself only, and runs with little
 padding in as few runs as ``PACKED_RUN_TOKENS`` allows; other batches run as above, one
 text per row.
-Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i``. A
-malformed request gets its own error response and does not fail the others.
+Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i`` (a per-token
+one also cut to each request's width); a malformed request gets its own error response.
 Where the config makes the model decoupled (CPU models), one instance runs
 ``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
 session (single-threaded runs, one copy of the weights and of the kernels' repacked
@@ -27,12 +27,11 @@ weights, whatever the count). ``execute`` hands its batch to the workers (a merg
 cut into parts, ``split_requests``) and returns once another worker is free, so
 Triton keeps the next requests in its queue (and merges them) while every worker is busy;
 each answer goes back through its request's response sender.
-Where the config names a ``torch_file`` (GPU instances: the TorchScript graph of
-``converters/gpu.py``), that graph runs with PyTorch on the ``torch_device`` GPU instead
-of onnxruntime, fed the same padded, length-sorted sub-batches.
+Where the config names a ``torch_file`` (GPU instances: ``converters/library/gpu.py``'s
+TorchScript graph), it runs with PyTorch on the ``torch_device`` GPU instead of onnxruntime.
 
-Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_utils and
-``batch_layout.py`` (copied beside it), and torch on GPU instances, only.
+Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_utils,
+``batch_layout.py`` (copied beside it), torch on GPU instances, only.
 """
 
 import json
@@ -45,7 +44,7 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
-from batch_layout import PART_ROWS, pack_rows, plan_sub_batches, split_requests
+from batch_layout import PART_ROWS, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part, split_requests
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -112,6 +111,7 @@ class TritonPythonModel:
             part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
             self.workers = _Workers(count, self.answer, self._rows, part_rows)
         self.outputs = [entry["name"] for entry in config["output"]]
+        self.per_token = [per_token(entry) for entry in config["output"]]
         path = os.path.join(
             args["model_repository"],
             str(args["model_version"]),
@@ -179,10 +179,10 @@ class TritonPythonModel:
             else:
                 start = 0
                 for index, arrays in batch:
-                    rows = next(iter(arrays.values())).shape[0]
+                    rows, *width = next(iter(arrays.values())).shape
                     tensors = [
-                        pb_utils.Tensor(name, np.ascontiguousarray(values[start : start + rows]))
-                        for name, values in zip(self.outputs, results)
+                        pb_utils.Tensor(name, request_part(values, start, rows, width, wide))
+                        for name, values, wide in zip(self.outputs, results, self.per_token)
                     ]
                     start += rows
                     responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
@@ -303,9 +303,9 @@ class TritonPythonModel:
             part = {name: array[rows, :width] for name, array in feeds.items()}
             outputs = self._run_rows(part)
             if results is None:
-                results = [np.empty((len(order),) + out.shape[1:], dtype=out.dtype) for out in outputs]
+                results = batch_outputs(outputs, len(order), next(iter(feeds.values())).shape[1], self.per_token)
             for result, out in zip(results, outputs):
-                result[rows] = out
+                result[rows, : out.shape[1]] = out  # (a per-token output: this run's width)
         return results
 
     def finalize(self):

@@ -38,10 +38,13 @@ _CHANNEL_OPTIONS = [
 ]
 
 
-def infer_request(model: str, tensors: dict[str, np.ndarray], output: str, timeout_s: float | None):
+def infer_request(
+    model: str, tensors: dict[str, np.ndarray], output: str, timeout_s: float | None, version: str = ""
+):
     """A ``ModelInferRequest``: ``tensors`` as raw little-endian bytes, ``output`` asked for,
-    and Triton's own deadline for the time it queues the request."""
-    request = service_pb2.ModelInferRequest(model_name=model)
+    and Triton's own deadline for the time it queues the request; ``version``: one of the
+    model's versions (a route's graph), "" for the model's only one."""
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for name, array in tensors.items():
         array = np.ascontiguousarray(array)
         request.inputs.add(name=name, datatype=np_to_triton_dtype(array.dtype), shape=array.shape)

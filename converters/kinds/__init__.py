@@ -1,37 +1,43 @@
 """One converter per model kind, behind one interface (:class:`base.KindConverter`).
 
 - ``dense``: ``SentenceTransformer``, dense text embeddings;
-- ``sparse``: ``SparseEncoder`` (SPLADE), a weight per vocabulary token;
-- ``cross_encoder``: ``CrossEncoder``, a relevance score per (query, document) pair;
+- ``sparse``: ``SparseEncoder`` (SPLADE, and inference-free models), a weight per vocabulary token;
+- ``cross_encoder``: ``CrossEncoder``, a score per text or pair (a reranker's relevance, a classifier's labels);
+- ``multi_vector``: ``MultiVectorEncoder`` (ColBERT-style late interaction), a vector per token;
 - ``clip``: OpenCLIP, text and image towers in one embedding space.
 
 A load names a library; for sentence-transformers the directory itself says which class it
-is (``converters/declared.py``), and that class's converter runs, or the load is refused
-with the reason. A new kind is a new module here and a line in :data:`LIBRARY_KINDS`.
+is (``converters/library/declared.py``), and that class's converter runs, or the load is refused
+with the reason. A new kind is a new module here and a line in :data:`LIBRARY_KINDS` (the
+gateway's side is ``api/compute/kinds/``; a test keeps the two registries' kinds in step).
 """
 
 from __future__ import annotations
 
-from embedgate.converters import declared
 from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.module_stack import resolve_source
+from embedgate.converters.library import declared
+from embedgate.converters.library.module_stack import resolve_source
 from embedgate.converters.spec import ConversionSpec
 
 from .base import KindConverter, Step
-from .clip import ClipConverter
+from .clip.converter import ClipConverter
 from .cross_encoder import CrossEncoderConverter
-from .dense import DenseConverter
+from .dense.converter import DenseConverter
 from .library import LibraryKind
-from .sparse import SparseConverter
+from .multi_vector import MultiVectorConverter
+from .sparse.converter import SparseConverter
 
 # sentence-transformers' model_type -> the converter of that kind.
 LIBRARY_KINDS: dict[str, type[LibraryKind]] = {
     "SentenceTransformer": DenseConverter,
     "SparseEncoder": SparseConverter,
     "CrossEncoder": CrossEncoderConverter,
+    "MultiVectorEncoder": MultiVectorConverter,
 }
+# Every kind a conversion may publish (metadata.json's kind).
+KINDS: tuple[str, ...] = (*(converter.kind for converter in LIBRARY_KINDS.values()), ClipConverter.kind)
 
-__all__ = ["KindConverter", "converter_for"]
+__all__ = ["KINDS", "KindConverter", "converter_for"]
 
 
 def converter_for(spec: ConversionSpec, step: Step) -> KindConverter:

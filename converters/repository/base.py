@@ -64,7 +64,8 @@ class ModelRepository(abc.ABC):
 
     @abc.abstractmethod
     def fetch(self, name: str, *, into: Path | None = None) -> Path:
-        """A local directory holding the model's metadata.json and tokenizer/: a local
+        """A local directory holding the model's metadata.json, tokenizer/ and routes/ (its
+        other routes' tokenizers and static weights): a local
         repository is its own copy; a remote one keeps a copy in its cache. With ``into``,
         a remote model's every file, the weights too, is downloaded there."""
 

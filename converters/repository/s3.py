@@ -33,7 +33,7 @@ from embedgate.converters.repository.base import CONFIG_FILE, MANIFEST_FILE, Mod
 from embedgate.converters.repository.location import S3Location
 from embedgate.converters.repository.s3_client import make_client
 from embedgate.converters.repository.s3_staging import S3Staging, exists_message, upload_order
-from embedgate.converters.spec import METADATA_FILE, TOKENIZER_DIR, ModelMetadata
+from embedgate.converters.spec import METADATA_FILE, ROUTES_DIR, TOKENIZER_DIR, ModelMetadata
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects' limit
@@ -141,7 +141,8 @@ class S3Repository(ModelRepository):
             home.mkdir(parents=True, exist_ok=True)
             fresh = home / f".fetch-{secrets.token_hex(6)}"
             try:
-                self._download(self._keys(name, TOKENIZER_DIR), name, fresh)
+                # What the gateway serves the model with: its tokenizer, its other routes' files.
+                self._download(self._keys(name, TOKENIZER_DIR) + self._keys(name, ROUTES_DIR), name, fresh)
                 (fresh / METADATA_FILE).write_bytes(body)
                 try:
                     os.rename(fresh, copy)

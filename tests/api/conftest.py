@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.compute.prompts import DEFAULT, prompt_for
-from embedgate.api.compute.quantize import quantize
+from embedgate.api.compute.asks import Output
 from embedgate.api.compute.rates import KeyRates
 from embedgate.api.compute.results import Embeddings
+from embedgate.api.compute.routes import EVERY_TASK, Route
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.gateway import Gateway
 from embedgate.api.http.app import create_app
@@ -21,12 +21,13 @@ from embedgate.converters.spec import ModelMetadata, ParityResult
 
 
 def fake_metadata(name: str, **changes) -> ModelMetadata:
-    return ModelMetadata(
+    fields = dict(
         model_name=name, triton_name=name.replace("/", "--"), source="fake", library="fake",
         library_version="0", embedding_dim=3, max_seq_length=16, normalized=False, form="python",
         max_batch_size=8, parity=ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=1),
-        created_at="2026-01-01T00:00:00+00:00", conversion_seconds=0.0, **changes,
+        created_at="2026-01-01T00:00:00+00:00", conversion_seconds=0.0,
     )
+    return ModelMetadata(**{**fields, **changes})
 
 
 @dataclass
@@ -40,13 +41,21 @@ class FakeModel:
 
     @property
     def metadata(self) -> ModelMetadata:
-        return fake_metadata(self.name, **self.changes)
+        # Its vectors already unit length (it ends in Normalize): the fake's come back as they are.
+        return fake_metadata(self.name, **{"normalized": True, **self.changes})
 
     @property
     def kind(self):
         from embedgate.api.compute.kinds import kind_of
 
         return kind_of(self.metadata)
+
+    @property
+    def routes(self):
+        infos = self.metadata.routes
+        if not infos:
+            return [Route("", EVERY_TASK, None, self.triton_name)]
+        return [Route(info.name, tuple(info.tasks), None, self.triton_name, str(info.version)) for info in infos]
 
 
 @dataclass
@@ -88,22 +97,29 @@ class FakeEmbeddings:
     def admit(self, model):
         return contextlib.nullcontext()
 
-    async def embed_texts(self, model, texts, *, normalize, timeout_s, prompt=DEFAULT, precision="float32"):
-        # The prompt is chosen and prepended as the real service does: calls show it.
-        prefix = prompt_for(model.name, model.metadata, prompt)
-        texts = [prefix + text for text in texts]
-        self.calls.append((model.name, list(texts), normalize))
-        vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
-        # Stage times of their own (tokenize, inference, queue): the headers must carry each.
-        return Embeddings(quantize(vectors, precision) if precision != "float32" else vectors,
-                          [len(t) for t in texts], 0, 0.1, 0.2, queue_ms=0.3)
-
-
-    async def score_pairs(self, model, query, documents, *, timeout_s, prompt=DEFAULT):
-        # A score per document: its length, so the best is the longest.
-        self.calls.append((model.name, [query, *documents], None))
-        scores = np.array([[len(document)] for document in documents], dtype=np.float32)
-        return Embeddings(scores, [len(query) + len(d) for d in documents], 0, 0.1, 0.2)
+    async def answer(self, model, ask, *, timeout_s):
+        """The model's real kind plans the request (its checks, its prompt, its post-processing)
+        over fake runs; calls show each run's texts, prompts prepended, and normalize."""
+        model.kind.require(ask.output, model.name)
+        plan = model.kind.plan(model, ask)
+        results = []
+        for run in plan.runs:
+            texts = [run.prefix + text if isinstance(text, str) else text for text in run.inputs]
+            if ask.output is Output.RERANK and isinstance(texts[0], tuple):
+                # A score per document: its length, so the best is the longest.
+                self.calls.append((model.name, [texts[0][0], *(document for _, document in texts)], None))
+                vectors = np.array([[len(document)] for _, document in texts], dtype=np.float32)
+                counts = [len(query) + len(document) for query, document in texts]
+            else:
+                self.calls.append((model.name, list(texts), ask.options.normalize))
+                vectors = np.arange(len(texts) * 3, dtype=np.float32).reshape(len(texts), 3)
+                if ask.output is Output.MULTI_VECTOR:
+                    # A vector per token: two tokens per text.
+                    vectors = np.array([np.stack([row, row + 0.5]) for row in vectors] + [None], dtype=object)[:-1]
+                counts = [len(t) if isinstance(t, str) else len(t[0]) + len(t[1]) for t in texts]
+            # Stage times of their own (tokenize, inference, queue): the headers must carry each.
+            results.append(Embeddings(vectors, counts, 0, 0.1, 0.2, queue_ms=0.3))
+        return plan.finish(results)
 
 
 class FakeClient:

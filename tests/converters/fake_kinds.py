@@ -34,8 +34,8 @@ def tiny_onnx(path: Path) -> Path:
 def install(**modules: str) -> None:
     """``install(sentence_transformers="fake_converter", open_clip="fake_clip_converter")``."""
     from embedgate.converters import kinds
-    from embedgate.converters.kinds.clip import ClipConverter
-    from embedgate.converters.kinds.dense import DenseConverter
+    from embedgate.converters.kinds.clip.converter import ClipConverter
+    from embedgate.converters.kinds.dense.converter import DenseConverter
 
     real = kinds.converter_for
 

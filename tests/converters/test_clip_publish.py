@@ -13,6 +13,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from tests.helpers import python_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CLIP_CONVERTER = textwrap.dedent(
     """
@@ -65,7 +67,7 @@ def convert(tmp_path: Path, repository: Path, **overrides) -> tuple[int, dict]:
         "library": "open_clip", "model_name": "ViT-X", "pretrained": "tag", "triton_name": "ViT-X_tag",
         "repository": str(repository), **overrides,
     }
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=python_path(REPO_ROOT, tmp_path))
     done = subprocess.run(
         [sys.executable, str(tmp_path / "runner.py")], input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=60
     )

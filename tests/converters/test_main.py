@@ -14,6 +14,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from tests.helpers import python_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_CONVERTER = textwrap.dedent(
@@ -31,6 +33,9 @@ FAKE_CONVERTER = textwrap.dedent(
         if spec.model_name == "slow":
             step("sleeping")
             time.sleep(60)
+        if spec.model_name == "broken":
+            step("exporting the graph")
+            raise RuntimeError("unordered_map::at")
         return ModelMetadata(
             model_name=spec.model_name, triton_name=spec.triton_name, source="fake", library="fake",
             library_version="0", embedding_dim=8, max_seq_length=16, normalized=True,
@@ -55,7 +60,7 @@ RUNNER = textwrap.dedent(
 def fake_env(tmp_path):
     (tmp_path / "fake_converter.py").write_text(FAKE_CONVERTER)
     (tmp_path / "runner.py").write_text(RUNNER)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=python_path(REPO_ROOT, tmp_path))
     return tmp_path, env
 
 
@@ -97,6 +102,13 @@ def test_success_prints_only_the_metadata_and_publishes(fake_env, tmp_path):
     config = text_format.Parse((repository / "fake" / "config.pbtxt").read_text(), pb.ModelConfig())
     assert (config.name, config.backend, list(config.output[0].dims)) == ("fake", "python", [8])
     assert sorted(p.name for p in repository.iterdir()) == ["fake"]
+
+
+def test_an_error_without_words_of_its_own_says_the_step_it_stopped_in(fake_env, tmp_path):
+    code, stdout, _ = finish(start(fake_env, spec_for(tmp_path / "repo", model_name="broken")))
+    assert code == 1
+    error = json.loads(stdout[-1])["error"]
+    assert error == "conversion failed while exporting the graph: RuntimeError: unordered_map::at"
 
 
 def test_onnxruntime_form_has_no_model_py(fake_env, tmp_path):

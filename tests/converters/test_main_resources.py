@@ -15,6 +15,8 @@ import pytest
 from embedgate.converters.__main__ import _out_of_memory
 from embedgate.converters.spec import ConversionSpec
 
+from tests.helpers import python_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FAILING_CONVERTER = textwrap.dedent(
@@ -50,7 +52,7 @@ def test_resource_failures_have_their_own_exit_codes(tmp_path, model_name, exit_
     repository = tmp_path / "repo"
     repository.mkdir()
     spec = ConversionSpec(model_name=model_name, triton_name=model_name, repository=str(repository))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=python_path(REPO_ROOT, tmp_path))
     done = subprocess.run(
         [sys.executable, str(tmp_path / "runner.py")],
         input=spec.model_dump_json(), capture_output=True, text=True, env=env, timeout=60,

@@ -18,6 +18,8 @@ import pytest
 from tests.converters.test_clip_publish import FAKE_CLIP_CONVERTER
 from tests.s3 import SECRET_ACCESS_KEY
 
+from tests.helpers import python_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CONVERTER = textwrap.dedent(
     """
@@ -98,7 +100,7 @@ def converter(tmp_path, s3_bucket):
     (tmp_path / "fake_clip_converter.py").write_text(FAKE_CLIP_CONVERTER)
     (tmp_path / "racing_clip_converter.py").write_text(RACING_CLIP_CONVERTER)
     (tmp_path / "runner.py").write_text(RUNNER)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=python_path(REPO_ROOT, tmp_path))
 
     def start(*args: str, **overrides) -> subprocess.Popen:
         spec = {

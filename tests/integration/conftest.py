@@ -224,6 +224,55 @@ def wait_ready(gateway: Gateway, timeout: float = 120.0) -> None:
     raise AssertionError(f"gateway not ready in {timeout}s:\n{gateway.log()[-3000:]}")
 
 
+@contextlib.contextmanager
+def models_loaded(gateway: Gateway, directories: dict[str, Path]):
+    """Each model (name -> its directory) loaded through the API, and deleted afterwards:
+    other tests count the loaded models. Yields the load answers."""
+    with gateway.client(timeout=600) as http:
+        answers = {}
+        for name, directory in directories.items():
+            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            assert response.status_code == 200, response.text
+            answers[name] = response.json()
+        yield answers
+        for name in directories:
+            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
+
+
+def run_batch(gateway: Gateway, lines: list[str], endpoint: str) -> tuple[object, dict[str, dict], list[dict]]:
+    """A bulk job of ``lines`` (JSONL requests) run to its end through OpenAI's client: the
+    batch, its output lines by custom_id, its error lines."""
+    import io
+    import json
+
+    import openai
+
+    with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
+        uploaded = client.files.create(file=("lines.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint=endpoint, completion_window="24h")
+        deadline = time.monotonic() + 120
+        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+            assert time.monotonic() < deadline, f"batch {batch.id} still {batch.status}"
+            time.sleep(0.2)
+
+        def read(file_id: str | None) -> list[dict]:
+            return [json.loads(row) for row in client.files.content(file_id).text.splitlines()] if file_id else []
+
+        output = {row["custom_id"]: row for row in read(batch.output_file_id)}
+        return batch, output, read(batch.error_file_id)
+
+
+def assert_reranked_as_online(http: httpx.Client, bodies: list[dict], output: dict[str, dict]) -> None:
+    """Each rerank line (custom_id ``q<i>``, ``bodies[i]``) answered as /v1/rerank answers it."""
+    for i, body in enumerate(bodies):
+        online = http.post("/v1/rerank", json=body).json()
+        answer = output[f"q{i}"]["response"]["body"]
+        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
+        np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
+                                   [r["relevance_score"] for r in online["results"]], atol=1e-5)
+        assert answer["usage"] == online["usage"]
+
+
 @pytest.fixture(scope="session")
 def repository(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("model_repository")

@@ -36,6 +36,7 @@ STATE_DEPENDENT = {
     "/infer": [("unknown_prompt", None), WRONG_KIND],
     "/rerank": [("unknown_prompt", None), WRONG_KIND],
     "/v1/rerank": [("unknown_prompt", None), WRONG_KIND],
+    "/predict": [("unknown_prompt", None), WRONG_KIND],
     # A batch file's lines are JSON requests: what a schema of a binary file cannot say.
     "/v1/files": [("invalid_batch_file", None)],
 }
@@ -50,7 +51,7 @@ def filter_failure(context, failure, case, response):
     ``prompt_name`` the model has no prompt of (400 unknown_prompt; which prompts a model
     has, /loaded_models says); and a request the model's kind does not answer (400
     wrong_model_kind: reranking with the embedding model loaded here, ``top_k`` for a dense
-    model; each model's kind, /loaded_models says); and an uploaded batch file whose lines
+    model, predicting with it; each model's kind, /loaded_models says); and an uploaded batch file whose lines
     are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
     describes the upload as a binary file). A run drops them and says how many it dropped."""
     forgiven = STATE_DEPENDENT.get(case.operation.path)

@@ -1,6 +1,7 @@
 """The architectures people serve, end to end: each tiny model (tests/tiny_models.py) is
 converted and loaded by the real gateway and tritonserver, and what it serves is compared
-with ``SentenceTransformer.encode``.
+with ``SentenceTransformer.encode`` (and ``encode_query`` / ``encode_document``: an
+EmbeddingGemma-style Gemma 3 with bidirectional attention has prompts for each).
 
 Each batch mixes lengths: a single word, one text longer than max_seq_length (cut as
 encode cuts it) and one longer than half the pack width. A batch whose texts all fit in
@@ -143,7 +144,7 @@ def assert_matches(served: np.ndarray, expected: np.ndarray, what: str) -> None:
 
 
 def test_a_packed_graph_is_published_for_mean_pooling_only(architecture):
-    # GPU instances run the TorchScript graph (converters/gpu.py): no packed onnxruntime graph.
+    # GPU instances run the TorchScript graph (converters/library/gpu.py): no packed onnxruntime graph.
     on_gpu = (architecture.published / "1" / TORCH_FILE).is_file()
     assert (architecture.published / "1" / PACKED_ONNX_FILE).is_file() == (architecture.pooling in PACKED and not on_gpu)
 
@@ -171,3 +172,13 @@ def test_the_openai_endpoint_serves_the_same_vectors(http, architecture):
     assert_matches(embeddings(response), architecture.reference.encode(texts), f"{architecture.name}, /v1/embeddings")
     tokens = sum(min(architecture.tokens(text), architecture.reference.max_seq_length) for text in texts)
     assert response.json()["usage"]["prompt_tokens"] == tokens
+
+
+def test_a_tasks_texts_are_encode_querys_and_encode_documents(http, architecture):
+    """The task's prompt (EmbeddingGemma's "task: search result | query: ", or an empty one)
+    goes before each text, as encode_query and encode_document put it."""
+    texts = architecture.texts()["one text per row"]
+    reference = architecture.reference
+    for task, encode in (("query", reference.encode_query), ("document", reference.encode_document)):
+        body = {"model_name": architecture.model_name, "text": texts, "task": task}
+        assert_matches(embeddings(http.post("/infer", json=body)), encode(texts), f"{architecture.name}, {task}")

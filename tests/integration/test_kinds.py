@@ -16,6 +16,9 @@ import pytest
 
 from tests import tiny_models
 
+from .conftest import assert_reranked_as_online, models_loaded, run_batch
+from .test_batches import line
+
 CROSS = "org/tiny-reranker"
 LEGACY = "org/tiny-legacy-reranker"
 SPARSE = "org/tiny-splade"
@@ -59,15 +62,8 @@ def models(gateway, tmp_path_factory):
         LEGACY: tiny_models.legacy_cross_encoder(root / "legacy", seed=3),
         SPARSE: tiny_models.sparse_encoder(root / "splade", max_active_dims=20),
     }
-    answers = {}
-    with gateway.client(timeout=600) as http:
-        for name, directory in directories.items():
-            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
-            assert response.status_code == 200, response.text
-            answers[name] = response.json()
+    with models_loaded(gateway, directories) as answers:
         yield directories, answers
-        for name in directories:
-            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
 @pytest.fixture(scope="module")
@@ -187,29 +183,14 @@ def test_the_metadata_records_the_kind(gateway, models):
 
 
 def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models, reranker):
-    import io
-    import time
-
-    import openai
-
     bodies = [
         {"model": CROSS, "query": f"{QUERY} in bulk {i}", "documents": DOCUMENTS[i:] or DOCUMENTS, "top_n": 3}
         for i in range(4)
     ]
-    lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/rerank", "body": body})
-             for i, body in enumerate(bodies)]
-    lines.append(json.dumps({"custom_id": "wrong-kind", "method": "POST", "url": "/v1/rerank",
-                             "body": {"model": SPARSE, "query": "a", "documents": ["b"]}}))
-    with openai.OpenAI(api_key="x", base_url=f"{gateway.url}/v1", max_retries=0, timeout=60) as client:
-        uploaded = client.files.create(file=("rerank.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
-        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/rerank", completion_window="24h")
-        deadline = time.monotonic() + 120
-        while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        assert batch.status == "completed" and batch.request_counts.failed == 1
-        output = {row["custom_id"]: row for row in map(json.loads, client.files.content(batch.output_file_id).text.splitlines())}
-        errors = [json.loads(row) for row in client.files.content(batch.error_file_id).text.splitlines()]
+    lines = [line(f"q{i}", body, "/v1/rerank") for i, body in enumerate(bodies)]
+    lines.append(line("wrong-kind", {"model": SPARSE, "query": "a", "documents": ["b"]}, "/v1/rerank"))
+    batch, output, errors = run_batch(gateway, lines, "/v1/rerank")
+    assert batch.status == "completed" and batch.request_counts.failed == 1
     assert errors[0]["response"]["body"]["error"]["code"] == "wrong_model_kind"
     for i, body in enumerate(bodies):
         answer = output[f"q{i}"]["response"]["body"]
@@ -218,7 +199,5 @@ def test_a_bulk_job_of_rerank_lines_answers_as_the_route(gateway, http, models, 
         best = list(np.argsort(-expected, kind="stable")[:3])
         assert [r["index"] for r in answer["results"]] == best
         np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]], expected[best], atol=1e-4)
-        # The route answers the same body alike (its rows now from the cache the job filled).
-        online = http.post("/v1/rerank", json=body).json()
-        assert [r["index"] for r in answer["results"]] == [r["index"] for r in online["results"]]
-        assert answer["usage"] == online["usage"]
+    # The route answers the same bodies alike (from the rows the job left in the cache).
+    assert_reranked_as_online(http, bodies, output)

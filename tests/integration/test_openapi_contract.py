@@ -1,5 +1,5 @@
 """The OpenAPI document is a truthful contract: schemathesis, every check, against the real
-gateway with MiniLM and a reranker loaded (settings and the narrow exceptions:
+gateway with MiniLM, a reranker and a classifier loaded (settings and the narrow exceptions:
 schemathesis.toml).
 
 Excluded: the routes that load, unload or delete models (they change the session's state
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from embedgate.api.http.predict_schemas import PredictRequest
 from embedgate.api.http.rerank_schemas import RerankRequest
 from tests import tiny_models
 
@@ -21,19 +22,26 @@ CHANGES_STATE = ["/load_sentence_transformer_model", "/load_clip_model", "/unloa
 # The reranker the document's /rerank example names, so that the example phase reaches a
 # real answer (a tiny random model under that name: the contract is the shape, not the scores).
 RERANKER = RerankRequest.model_fields["model"].examples[0]
+# Likewise the classifier /predict's example names.
+CLASSIFIER = PredictRequest.model_fields["model"].examples[0]
 
 
 @pytest.fixture
-def reranker_loaded(gateway, tmp_path):
-    directory = tiny_models.cross_encoder(tmp_path / "reranker")
+def examples_loaded(gateway, tmp_path):
+    directories = {
+        RERANKER: tiny_models.cross_encoder(tmp_path / "reranker"),
+        CLASSIFIER: tiny_models.classifier(tmp_path / "classifier"),
+    }
     with gateway.client(timeout=600) as http:
-        response = http.post("/load_sentence_transformer_model", json={"model_name": RERANKER, "model_path": str(directory)})
-        assert response.status_code == 200, response.text
+        for name, directory in directories.items():
+            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            assert response.status_code == 200, response.text
         yield
-        assert http.post("/delete_model", json={"model_name": RERANKER}).status_code == 200
+        for name in directories:
+            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
-def test_every_answer_keeps_the_openapi_contract(gateway, minilm_loaded, reranker_loaded):
+def test_every_answer_keeps_the_openapi_contract(gateway, minilm_loaded, examples_loaded):
     command = [
         sys.executable, "-m", "schemathesis.cli",
         "--config-file", str(HERE / "schemathesis.toml"),

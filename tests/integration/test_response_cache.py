@@ -12,7 +12,7 @@ import pytest
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM
+from .conftest import MINILM, models_loaded
 
 TEXTS = ["a response cache sentence", "another response cache sentence", "a response cache sentence"]
 TWINS = ("org/tiny-twin-a", "org/tiny-twin-b")
@@ -78,14 +78,8 @@ def twins(gateway, tmp_path_factory):
     the other's in every check but the values."""
     root = tmp_path_factory.mktemp("twins")
     directories = {name: tiny_models.dense_model(root / name.split("/")[1], seed=n + 1) for n, name in enumerate(TWINS)}
-    with gateway.client(timeout=600) as http:
-        for name, directory in directories.items():
-            response = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
-            assert response.status_code == 200, response.text
+    with models_loaded(gateway, directories):
         yield directories
-        # Other tests count the loaded models.
-        for name in directories:
-            assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
 def test_two_models_of_one_shape_never_get_each_others_rows(gateway, http, twins):

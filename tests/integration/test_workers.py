@@ -141,6 +141,44 @@ def test_a_load_through_one_worker_is_served_by_every_worker_then_unload_and_del
         client.close()
 
 
+def test_every_worker_serves_routes_and_token_vectors_from_the_repository(served, tmp_path):
+    """What a worker serves a model with comes from the repository, never from the process
+    that loaded it: an inference-free model's static query weights, a multi-vector model's
+    tokenization per task."""
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import MultiVectorEncoder, SparseEncoder
+
+    directories = {
+        "workers/free": tiny_models.inference_free_splade(tmp_path / "free", seed=3),
+        "workers/colbert": tiny_models.multi_vector_model(tmp_path / "colbert", seed=3),
+    }
+    clients = each_worker(served)
+    for name, directory in directories.items():
+        answer = clients[0].post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+        assert answer.status_code == 200, answer.text
+    free = SparseEncoder(str(directories["workers/free"]), device="cpu")
+    colbert = MultiVectorEncoder(str(directories["workers/colbert"]), device="cpu")
+    texts = ["a fox at the bank", "the quick brown dog"]
+    queries = free.encode_query(texts, convert_to_sparse_tensor=False).float().numpy()
+    tokens = colbert.encode_query(texts, convert_to_numpy=True)
+    for index, client in clients.items():
+        response = client.post("/infer", json={"model_name": "workers/free", "text": texts, "task": "query"})
+        assert response.status_code == 200, (index, response.text)
+        for row, want in zip(response.json()["sparse_embeddings"], queries):
+            assert row["indices"] == np.flatnonzero(want).tolist(), index
+            np.testing.assert_allclose(row["values"], want[row["indices"]], rtol=1e-5)
+        response = client.post("/infer", json={"model_name": "workers/colbert", "text": texts, "task": "query"})
+        assert response.status_code == 200, (index, response.text)
+        for rows, want in zip(response.json()["multi_vector_embeddings"], tokens):
+            assert cosine_rows(rows, want).min() >= 0.9999, index
+    for name in directories:
+        assert clients[0].post("/delete_model", json={"model_name": name}).status_code == 200
+    for client in clients.values():
+        client.close()
+
+
 def test_two_workers_asked_for_one_model_at_once_convert_it_once(served, tmp_path):
     model = tiny_models.dense_model(tmp_path / "tiny", seed=8)
     name = "workers/tiny-once"

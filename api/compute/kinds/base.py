@@ -1,54 +1,55 @@
 """The one interface every model kind is served behind (``api/compute/kinds/<kind>.py``).
 
-A kind says what its Triton models are, how a request's inputs become their tensors, what
-requests it answers (and, for the others, where to go instead), and what the listings show
-of it. The embedding service and the registry ask the kind; no other code branches on it.
+A kind says what its Triton models are, its routes (what a request's texts go through, by
+task) and how their inputs become tensors, what it outputs (and, for the rest, where to go
+instead), the plan it makes of a request (``asks.py``: which texts each route runs, with
+which prompt, and how the outputs become the answer), and what the listings show of it
+(fields the listing schema reads from the kinds). The embedding service, the registry and
+the routes ask the kind; no other code branches on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TOKENIZER_DIR, ModelKind, ModelMetadata
+from embedgate.converters.spec import (
+    ATTENTION_MASK,
+    EMBEDDING,
+    INPUT_IDS,
+    ROUTES_DIR,
+    TOKENIZER_DIR,
+    ModelMetadata,
+    RouteInfo,
+)
 
 from ...errors import WrongModelKind
+from ..asks import Ask, ENDPOINTS, Output, Plan, Served
 from ..preprocess.text import TextTokenizer, TokenBatch
+from ..routes import EVERY_TASK, Route
+
 
 # part's Triton name -> its local directory (the repository's, or the gateway's cache of a remote one)
 Files = Callable[[str], Path]
 TOKENIZER_FILE = "tokenizer.json"
 
 
-class Task(Enum):
-    """What a request asks a model for."""
-
-    EMBED = "dense embeddings of texts"
-    SPARSE = "sparse embeddings of texts"
-    RERANK = "relevance scores of (query, document) pairs"
-    IMAGES = "embeddings of images"
-
-
 class ServedKind:
     """How the gateway serves one model of this kind."""
 
-    name: ClassVar[ModelKind]
+    name: ClassVar[str]
     # For messages: "a sentence-transformer (dense text embeddings)".
     title: ClassVar[str]
-    tasks: ClassVar[frozenset[Task]]
+    outputs: ClassVar[frozenset[Output]]
+    # What ``POST /infer`` gives for texts (None: it gives none).
+    text_output: ClassVar[Output | None] = None
     # The text graph's output.
     output: ClassVar[str] = EMBEDDING
-    # Where each task is asked for, to point a request at the right endpoint.
-    ENDPOINTS: ClassVar[dict[Task, str]] = {
-        Task.EMBED: "POST /infer or /v1/embeddings",
-        Task.SPARSE: "POST /infer (sparse_embeddings)",
-        Task.RERANK: "POST /rerank or /v1/rerank",
-        Task.IMAGES: "POST /infer or /infer_image with a CLIP model",
-    }
+    # The listing's fields of this kind: name -> (type, pydantic FieldInfo), read by the schema.
+    listing_fields: ClassVar[dict[str, tuple[Any, Any]]] = {}
 
     def __init__(self, metadata: ModelMetadata):
         self.metadata = metadata
@@ -61,6 +62,28 @@ class ServedKind:
         """Where a model has several parts: each part's Triton name -> what the metrics call
         it (besides the model's name)."""
         return {}
+
+    def routes(self, files: Files, triton_name: str) -> list[Route]:
+        """The model's routes, from its files: one per route of its Router (metadata.json's
+        ``routes``), or one for every task. Blocking (it reads files)."""
+        infos = self.metadata.routes
+        if not infos:
+            return [Route("", EVERY_TASK, self.tokenizer(files, triton_name), self.parts(triton_name)[0])]
+        return [self._route(files, triton_name, index, info) for index, info in enumerate(infos)]
+
+    def _route(self, files: Files, triton_name: str, index: int, info: RouteInfo) -> Route:
+        directory = files(triton_name) if index == 0 else files(triton_name) / ROUTES_DIR / str(index)
+        tokenizer = TextTokenizer(
+            directory / TOKENIZER_DIR / TOKENIZER_FILE, info.max_seq_length, info.strip_whitespace,
+            add_special_tokens=info.add_special_tokens,
+        )
+        static = self.static_weights(directory, info)
+        version = "" if info.version is None else str(info.version)
+        return Route(info.name, tuple(info.tasks), tokenizer, triton_name, version=version, static=static)
+
+    def static_weights(self, directory: Path, info: RouteInfo) -> np.ndarray | None:
+        """A route the gateway computes itself: its weights (None for a Triton route)."""
+        return None
 
     def tokenizer(self, files: Files, triton_name: str):
         """The text tokenizer saved beside the model (a text per row)."""
@@ -76,22 +99,44 @@ class ServedKind:
             ATTENTION_MASK: np.ascontiguousarray(batch.attention_mask[rows, :width]),
         }
 
+    def rows(self, batch: TokenBatch, rows: np.ndarray | slice, outputs: np.ndarray) -> np.ndarray:
+        """The graph's ``outputs`` for ``rows`` of ``batch`` as the model's rows (a row per input)."""
+        return outputs
+
+    def noop_outputs(self, batch: TokenBatch) -> np.ndarray:
+        """What the graph would give for ``batch``, as zeros (no-op inference)."""
+        return np.zeros((len(batch.token_counts), self.metadata.embedding_dim), dtype=np.float32)
+
     def fixed_width(self) -> int | None:
         """The one sequence length the text graph takes, where it takes only one."""
         return None
 
-    def require(self, task: Task, model_name: str) -> None:
-        """Raises :class:`WrongModelKind` unless the model answers ``task``, saying where to
+    def gives(self) -> frozenset[Output]:
+        """What this model gives (``outputs``, where it does not depend on the model)."""
+        return self.outputs
+
+    def require(self, output: Output, model_name: str) -> None:
+        """Raises :class:`WrongModelKind` unless the model gives ``output``, saying where to
         go instead."""
-        if task in self.tasks:
+        gives = self.gives()
+        if output in gives:
             return
-        offers = "; ".join(f"{t.value}: {self.ENDPOINTS[t]}" for t in Task if t in self.tasks)
+        offers = "; ".join(f"{o.value}: {ENDPOINTS[o]}" for o in Output if o in gives)
         raise WrongModelKind(
-            f"model '{model_name}' is {self.title} and gives no {task.value} (what it gives: {offers})"
+            f"model '{model_name}' is {self.title} and gives no {output.value} (what it gives: {offers})"
         )
 
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        """Which texts each route runs and how the outputs become the answer (``ask.output``
+        is one this kind gives; its options are checked here, before anything runs)."""
+        raise NotImplementedError(f"{self.name} plans no {ask.output.value}")
+
+    def labels(self) -> list[str]:
+        """Each output value's name, where it scores labels (a classifier's)."""
+        return [f"LABEL_{index}" for index in range(self.metadata.embedding_dim)]
+
     def listing(self) -> dict[str, Any]:
-        """Fields of this kind in the model listings."""
+        """Fields of this kind in the model listings (declared in ``listing_fields``)."""
         return {}
 
     @staticmethod

@@ -6,19 +6,34 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from embedgate.converters.spec import INPUT_IDS, clip_part_names
 
+from ..asks import Ask, Output, Plan, Served
 from ..preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
 from ..preprocess.text import TokenBatch
 from ..quantize import available
-from .base import Files, ServedKind, Task
+from .base import Files, ServedKind
+from .dense import PRECISIONS_FIELD, dense_plan
+
 
 
 class ClipKind(ServedKind):
     name = "clip"
     title = "an OpenCLIP model (text and image embeddings)"
-    tasks = frozenset({Task.EMBED, Task.IMAGES})
+    outputs = frozenset({Output.EMBED, Output.IMAGES})
+    text_output = Output.EMBED
+    listing_fields = {
+        "pretrained": (str | None, Field(None, description="CLIP models: their pretrained.")),
+        "image_size": (
+            list[int] | None, Field(None, description="CLIP models: [height, width] of the image tower's input.")
+        ),
+        "precisions": PRECISIONS_FIELD,
+    }
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        return dense_plan(model, ask)
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         return clip_part_names(triton_name)

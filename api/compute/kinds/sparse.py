@@ -1,22 +1,25 @@
-"""A sparse encoder (SPLADE): a weight per vocabulary token, most of them zero
-(``SparseEncoder.encode``). Triton returns the whole vector; the gateway keeps the
-non-zero weights, at most ``top_k`` of them (the model's own ``max_active_dims`` unless the
-request says otherwise), as ``encode`` does."""
+"""A sparse encoder: a weight per vocabulary token, most of them zero
+(``SparseEncoder.encode``). Triton returns the whole vector; the gateway keeps the non-zero
+weights, at most ``top_k`` of them (the model's own ``max_active_dims`` unless the request
+says otherwise), as ``encode`` does. An inference-free model's query route is computed by
+the gateway from its stored weights (``compute/static.py``), with no Triton call."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from .base import ServedKind, Task
+from embedgate.converters.spec import STATIC_WEIGHTS_FILE, RouteInfo
 
+from ...errors import WrongModelKind
+from ..asks import Ask, Output, Plan, Served, text_run
+from ..results import SparseVector
+from .base import ServedKind
 
-@dataclass(frozen=True)
-class SparseVector:
-    indices: np.ndarray  # int64, ascending: the vocabulary ids with a weight
-    values: np.ndarray  # float32, their weights
 
 
 def sparsify(vectors: np.ndarray, top_k: int | None) -> list[SparseVector]:
@@ -35,11 +38,33 @@ def sparsify(vectors: np.ndarray, top_k: int | None) -> list[SparseVector]:
 class SparseKind(ServedKind):
     name = "sparse_encoder"
     title = "a sparse encoder (a weight per vocabulary token)"
-    tasks = frozenset({Task.SPARSE})
+    outputs = frozenset({Output.SPARSE})
+    text_output = Output.SPARSE
+    listing_fields = {
+        "max_active_dims": (
+            int | None,
+            Field(None, description="Sparse encoders: the most non-zero weights per text by default (none: all)."),
+        )
+    }
+
+    def static_weights(self, directory: Path, info: RouteInfo) -> np.ndarray | None:
+        if info.version is not None:
+            return None
+        return np.load(directory / STATIC_WEIGHTS_FILE).astype(np.float32, copy=False)
 
     def default_top_k(self) -> int | None:
         sparse = self.metadata.sparse
         return sparse.max_active_dims if sparse is not None else None
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        options = ask.options
+        if options.precision != "float32":
+            raise WrongModelKind("precision is for dense embeddings; a sparse encoder's weights come as floats")
+        if options.normalize_given and options.normalize:
+            raise WrongModelKind("normalize is for dense embeddings; sparse embeddings come as the model computes them")
+        limit = options.top_k if options.top_k is not None else self.default_top_k()
+        run = text_run(model, ask.inputs, ask.prompt)
+        return Plan([run], lambda results: dataclasses.replace(results[0], sparse=sparsify(results[0].vectors, limit)))
 
     def listing(self) -> dict[str, Any]:
         return {"max_active_dims": self.default_top_k()}

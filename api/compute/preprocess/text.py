@@ -24,6 +24,8 @@ class TokenBatch:
     truncated_rows: list[bool]  # each text: was it cut to max_length?
     # Pairs: 0 for the first text's tokens, 1 for the second's (int64 [n, longest]).
     token_type_ids: np.ndarray | None = None
+    # Multi-vector models: the positions whose vectors a text keeps (bool [n, longest]).
+    scored: np.ndarray | None = None
 
     @property
     def truncated(self) -> int:
@@ -69,29 +71,36 @@ class TextTokenizer:
         tokenizer_file: Path,
         max_length: int,
         strip_whitespace: bool = False,
+        add_special_tokens: bool = True,
     ):
         self.max_length = max_length
         self.strip_whitespace = strip_whitespace
+        # False for a route that tokenizes without the model's special tokens (static weights).
+        self.add_special_tokens = add_special_tokens
         self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_length)
 
-    def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
+    def encodings(self, texts: list[str]) -> list:
         prepared = [t.strip() for t in texts] if self.strip_whitespace else texts
-        return _batch(self._tokenizer.encode_batch(prepared), pad_to_bucket, self.max_length)
+        return self._tokenizer.encode_batch(prepared, add_special_tokens=self.add_special_tokens)
+
+    def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
+        return _batch(self.encodings(texts), pad_to_bucket, self.max_length)
 
 
 class PairTokenizer(TextTokenizer):
     """(query, document) pairs tokenized together, as a CrossEncoder does: one sequence
     (``[CLS] query [SEP] document [SEP]`` for BERT), cut longest-first to ``max_length``
-    (the truncation strategy the library uses), with token type ids where the model takes them."""
+    (the truncation strategy the library uses), with token type ids where the model takes them.
+    A single text (a classifier's input) is tokenized alone, as ``CrossEncoder.predict(text)``."""
 
     def __init__(self, tokenizer_file: Path, max_length: int, strip_whitespace: bool = False, type_ids: bool = False):
         super().__init__(tokenizer_file, max_length, strip_whitespace)
         self.type_ids = type_ids
 
-    def encode(self, pairs: list[tuple[str, str]], pad_to_bucket: bool = False) -> TokenBatch:
+    def encode(self, pairs: list[tuple[str, str] | str], pad_to_bucket: bool = False) -> TokenBatch:
         if self.strip_whitespace:
-            pairs = [(query.strip(), document.strip()) for query, document in pairs]
+            pairs = [pair.strip() if isinstance(pair, str) else (pair[0].strip(), pair[1].strip()) for pair in pairs]
         encodings = self._tokenizer.encode_batch(pairs)
         return _batch(encodings, pad_to_bucket, self.max_length, self.type_ids)

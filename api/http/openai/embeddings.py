@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ...compute.kinds import Task
+from ...compute.asks import Ask, Options, Output
+from ...compute.prompts import PromptChoice
 from ...compute.quantize import CALIBRATED, PRECISIONS, Precision, quantize
 from ...compute.served import ServedModel
 from ...errors import InvalidInput, TooManyInputs
@@ -49,7 +50,7 @@ def check(request: EmbeddingsRequest, model: ServedModel, max_inputs: int) -> Pl
         raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
     if len(request.input) > max_inputs:
         raise TooManyInputs(f"{len(request.input)} inputs in one request; the limit is {max_inputs}")
-    model.kind.require(Task.EMBED, model.name)
+    model.kind.require(Output.EMBED, model.name)
     full = model.metadata.embedding_dim
     if request.dimensions is not None and request.dimensions > full:
         raise InvalidParameter(f"dimensions must be at most {full} for model '{model.name}'", "dimensions")
@@ -60,6 +61,13 @@ def check(request: EmbeddingsRequest, model: ServedModel, max_inputs: int) -> Pl
             f"dimensions with {precision}: its ranges are calibrated on the model's full vectors", "dimensions"
         )
     return Plan(request, model, precision, shortened)
+
+
+def ask(plan: Plan) -> Ask:
+    """What a checked request asks of its model: unit-length embeddings (as OpenAI's), each
+    input with its input_type's prompt, through its input_type's route."""
+    options = Options(normalize=True, precision=plan.service_precision)
+    return Ask(Output.EMBED, plan.request.input, PromptChoice(input_type=plan.request.input_type), options)
 
 
 def answer(plan: Plan, vectors: np.ndarray, token_counts: list[int]) -> dict[str, Any]:

@@ -1,16 +1,18 @@
 """POST /infer (text, and images for CLIP models) and POST /infer_image (uploaded images),
-in the seed's shape."""
+in the seed's shape. Texts get what the model's kind gives for them (its ``text_output``):
+dense, sparse or multi-vector embeddings, each under its own key."""
 
 import time
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
+from ...compute.asks import Ask, Options, Output
 from ...compute.concurrency import run_all
-from ...compute.kinds import Task
 from ...compute.prompts import PromptChoice
 from ...compute.results import Embeddings, ImageEmbeddings
-from ...errors import InvalidInput, TooManyInputs, WrongModelKind
+from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
 from .. import patterns
 from ..openai.rate_limits import rate_limit_headers
@@ -47,40 +49,42 @@ async def infer(
     _check_count(body.image, settings.max_images_per_request, "images")
     model = serving(gateway, body.model_name, body.pretrained)
     service = gateway.embeddings
-    sparse = Task.SPARSE in model.kind.tasks
-    _check_options(body, sparse)
+    output = model.kind.text_output
+    if body.text and output is None:
+        model.kind.require(Output.EMBED, model.name)  # refused, saying where to go instead
     standing = service.charge(body.text or (), len(body.image or ()))
     # One slot of the model's in-flight limit for the whole request, both parts included.
     with service.admit(model):
         # A CLIP model's text and image parts run at the same time.
         calls = {}
         if body.text:
-            prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt)
-            calls["text"] = (
-                service.embed_sparse(model, body.text, timeout_s=timeout_s, prompt=prompt, top_k=body.top_k)
-                if sparse
-                else service.embed_texts(
-                    model, body.text, normalize=body.normalize, timeout_s=timeout_s, prompt=prompt,
-                    precision=body.precision,
-                )
+            prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt, task=body.task)
+            options = Options(
+                normalize=body.normalize,
+                normalize_given="normalize" in body.model_fields_set,
+                precision=body.precision,
+                top_k=body.top_k,
             )
+            calls["text"] = service.answer(model, Ask(output, body.text, prompt, options), timeout_s=timeout_s)
         if body.image:
             calls["image"] = service.embed_images(
                 model, body.image, normalize=body.normalize, timeout_s=timeout_s, precision=body.precision
             )
         results = dict(zip(calls, await run_all(list(calls.values()))))
-    return _answer(model.name, started, results.get("text"), results.get("image"), rate_limit_headers(standing))
+    return _answer(
+        model.name, started, output, results.get("text"), results.get("image"), rate_limit_headers(standing)
+    )
 
 
-def _check_options(body: InferRequest, sparse: bool) -> None:
-    """Options that do not apply to the model's kind are refused, never ignored."""
-    if sparse:
-        if body.precision != "float32":
-            raise WrongModelKind("precision is for dense embeddings; a sparse encoder's weights come as floats")
-        if "normalize" in body.model_fields_set and body.normalize:
-            raise WrongModelKind("normalize is for dense embeddings; sparse embeddings come as the model computes them")
-    elif body.top_k is not None:
-        raise WrongModelKind("top_k is for sparse encoders")
+# Each text output's key in the answer, and its rows as JSON values.
+ANSWER_KEYS: dict[Output, tuple[str, Callable[[Embeddings], Any]]] = {
+    Output.EMBED: ("text_embeddings", lambda text: text.vectors),
+    Output.SPARSE: (
+        "sparse_embeddings",
+        lambda text: [{"indices": row.indices, "values": row.values} for row in text.sparse or ()],
+    ),
+    Output.MULTI_VECTOR: ("multi_vector_embeddings", lambda text: list(text.vectors)),
+}
 
 
 @router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
@@ -125,7 +129,7 @@ async def infer_image(
     result = await gateway.embeddings.embed_images(
         model, files, normalize=normalize, timeout_s=timeout_s, precision=precision
     )
-    return _answer(model.name, started, None, result, rate_limit_headers(standing))
+    return _answer(model.name, started, None, None, result, rate_limit_headers(standing))
 
 
 def _check_count(items: list | None, limit: int, what: str) -> None:
@@ -134,16 +138,20 @@ def _check_count(items: list | None, limit: int, what: str) -> None:
 
 
 def _answer(
-    model: str, started: float, text: Embeddings | None, image: ImageEmbeddings | None, limits: dict[str, str]
+    model: str,
+    started: float,
+    output: Output | None,
+    text: Embeddings | None,
+    image: ImageEmbeddings | None,
+    limits: dict[str, str],
 ) -> JSONResponse:
     total_ms = (time.perf_counter() - started) * 1000
     body: dict = {}
     headers = inference_headers(model, text, total_ms) if text else {TOTAL_HEADER: f"{total_ms:.2f}"}
     headers.update(limits)
-    if text and text.sparse is not None:
-        body["sparse_embeddings"] = [{"indices": row.indices, "values": row.values} for row in text.sparse]
-    elif text:
-        body["text_embeddings"] = text.vectors
+    if text and output is not None:
+        key, rows = ANSWER_KEYS[output]
+        body[key] = rows(text)
     if image:
         body["image_embeddings"] = image.vectors
         headers[IMAGE_LOAD_HEADER] = f"{image.load_ms:.2f}"

@@ -12,14 +12,13 @@ from ...models.names import clip_key, clip_triton_name, validate_model_name
 from ...models.progress import Progress
 from ..openapi import errors
 from ..routing import BodyRoute
+from ..listing_schemas import ModelInfo, ModelList, RouteListing
 from ..schemas import (
     LoadClipRequest,
     LoadClipResponse,
     LoadResponse,
     LoadSentenceTransformerRequest,
     MessageResponse,
-    ModelInfo,
-    ModelList,
     ModelRequest,
 )
 from . import get_gateway
@@ -57,8 +56,18 @@ def _info(metadata: ModelMetadata, loaded: bool) -> ModelInfo:
         prompts=metadata.prompts,
         default_prompt_name=metadata.default_prompt_name,
         prompts_refused=metadata.prompts_refused,
+        routes=_routes(metadata),
         **kind.listing(),
     )
+
+
+def _routes(metadata: ModelMetadata) -> list[RouteListing] | None:
+    if not metadata.routes:
+        return None
+    return [
+        RouteListing(name=route.name, tasks=route.tasks, runs_on="gateway" if route.version is None else "triton")
+        for route in metadata.routes
+    ]
 
 
 def _outcome(already_loaded: bool, described: str) -> tuple[str, str]:

@@ -15,7 +15,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from ...compute.prompts import PromptChoice
 from ...compute.served import ServedModel
 from ...gateway import Gateway
 from ...models.names import split_clip_key
@@ -53,14 +52,7 @@ async def create_embeddings(
         raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
     plan = embeddings.check(body, served_openai(gateway, body.model), gateway.settings.max_texts_per_request)
     standing = gateway.embeddings.charge(body.input)
-    result = await gateway.embeddings.embed_texts(
-        plan.model,
-        body.input,
-        normalize=True,
-        timeout_s=timeout_s,
-        prompt=PromptChoice(input_type=body.input_type),
-        precision=plan.service_precision,
-    )
+    result = await gateway.embeddings.answer(plan.model, embeddings.ask(plan), timeout_s=timeout_s)
     payload = embeddings.answer(plan, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
     headers = inference_headers(plan.model.name, result, total_ms)

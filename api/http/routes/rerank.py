@@ -1,6 +1,7 @@
-"""``POST /rerank`` and ``POST /v1/rerank``: a cross-encoder's relevance score for a query and
-each document, best first, as ``CrossEncoder.rank`` orders them. The pairs go through the
-same batching as every text (merged with other requests' pairs, or sent in length-sorted
+"""``POST /rerank`` and ``POST /v1/rerank``: a relevance score for a query and each document,
+best first: a cross-encoder's, as ``CrossEncoder.rank`` orders them, or a multi-vector
+model's MaxSim of the query's token vectors against each document's. The texts go through
+the same batching as every text (merged with other requests', or sent in length-sorted
 chunks); ``/v1/rerank`` answers errors in OpenAI's shape like the other ``/v1`` routes."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 import numpy as np
 from fastapi import APIRouter, Depends
 
+from ...compute.asks import Ask, Output
 from ...compute.prompts import PromptChoice
 from ...errors import InvalidInput, TooManyInputs
 from ...gateway import Gateway
@@ -43,6 +45,12 @@ def answer(body: RerankRequest, model: str, scores: np.ndarray, token_counts: li
     return {"model": model, "results": results, "usage": {"total_tokens": sum(token_counts)}}
 
 
+def ask(body: RerankRequest) -> Ask:
+    """What a rerank request asks of its model; also a batch job's rerank lines'."""
+    prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt)
+    return Ask(Output.RERANK, body.documents, prompt, query=body.query)
+
+
 def check(body: RerankRequest, max_documents: int) -> None:
     if not body.documents:
         raise InvalidInput("documents must be a non-empty list")
@@ -61,13 +69,7 @@ async def rerank(
     check(body, gateway.settings.max_texts_per_request)
     model = serving(gateway, body.model)
     standing = gateway.embeddings.charge([(body.query, document) for document in body.documents])
-    result = await gateway.embeddings.score_pairs(
-        model,
-        body.query,
-        body.documents,
-        timeout_s=timeout_s,
-        prompt=PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt),
-    )
+    result = await gateway.embeddings.answer(model, ask(body), timeout_s=timeout_s)
     payload = answer(body, model.name, result.vectors, result.token_counts)
     total_ms = (time.perf_counter() - started) * 1000
     headers = inference_headers(model.name, result, total_ms)

@@ -79,6 +79,12 @@ def test_embed_prints_one_json_array_per_text(run, gateway):
         assert timing in err
 
 
+RERANKER = {
+    "kind": "cross_encoder", "embedding_dim": 1,
+    "cross_encoder": {"num_labels": 1, "activation": "torch.nn.modules.linear.Identity", "token_type_ids": False},
+}
+
+
 def test_embed_with_a_prompt_in_a_precision(run, gateway):
     gateway.registry.changes = {"org/loaded": {"prompts": {"query": "query: "}}}
     code, out, err = run("embed", "org/loaded", "a text", "--prompt-name", "query", "--precision", "ubinary")
@@ -89,6 +95,7 @@ def test_embed_with_a_prompt_in_a_precision(run, gateway):
 
 
 def test_rerank_prints_the_best_first(run, gateway):
+    gateway.registry.changes = {"org/loaded": RERANKER}
     code, out, err = run("rerank", "org/loaded", "q", "short", "the longest one", "middle", "--top-n", "2")
     assert code == 0, err
     assert [line.split("\t") for line in out.splitlines()] == [

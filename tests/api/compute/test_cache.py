@@ -73,7 +73,7 @@ class CountingClient(EchoClient):
         super().__init__()
         self.rows = 0
 
-    async def infer(self, triton_name, tensors, output, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s, version=""):
         self.rows += tensors["input_ids"].shape[0]
         return await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
 

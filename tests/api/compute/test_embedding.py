@@ -24,7 +24,7 @@ class EchoClient:
     def __init__(self):
         self.shapes = []
 
-    async def infer(self, triton_name, tensors, output, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s, version=""):
         input_ids, attention_mask = tensors["input_ids"], tensors["attention_mask"]
         self.shapes.append(input_ids.shape)
         return np.stack([attention_mask.sum(1), input_ids[:, 1]], axis=1).astype(np.float32)
@@ -136,7 +136,7 @@ class DiesOnceClient(EchoClient):
         self.calls = 0
         self.deaths = deaths
 
-    async def infer(self, triton_name, tensors, output, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s, version=""):
         self.calls += 1
         if self.calls <= self.deaths:
             raise TritonConnectionLost("the inference server is unavailable; retry shortly")
@@ -191,7 +191,7 @@ class HeldClient(EchoClient):
         super().__init__()
         self.release = asyncio.Event()
 
-    async def infer(self, triton_name, tensors, output, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s, version=""):
         result = await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
         await self.release.wait()
         return result
@@ -329,7 +329,7 @@ class SlowClient(EchoClient):
         super().__init__()
         self.seconds = seconds
 
-    async def infer(self, triton_name, tensors, output, *, timeout_s):
+    async def infer(self, triton_name, tensors, output, *, timeout_s, version=""):
         await asyncio.sleep(self.seconds)
         return await super().infer(triton_name, tensors, output, timeout_s=timeout_s)
 

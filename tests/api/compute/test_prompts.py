@@ -83,3 +83,30 @@ def test_a_model_converted_before_prompts_were_recorded_takes_none_but_works_wit
         error = refused(choice)
         assert (error.code, error.param) == ("prompts_unsupported", param)
         assert "converted before embedgate recorded prompts" in error.message
+
+
+def test_a_task_gets_its_prompt_as_encode_query_and_encode_document_choose():
+    # encode_document tries document, passage, corpus in that order (E5's document is empty).
+    assert chosen(PromptChoice(task="query"), prompts=E5) == "query: "
+    assert chosen(PromptChoice(task="document"), prompts=E5) == ""
+    assert chosen(PromptChoice(task="document"), prompts={"passage": "p: "}) == "p: "
+    # Without a prompt of its own the task falls back to the default, as those methods do.
+    assert chosen(PromptChoice(task="query"), prompts={"all": "a: "}, default_prompt_name="all") == "a: "
+    # A prompt named or given wins over the task's.
+    assert chosen(PromptChoice(task="query", prompt_name="passage"), prompts=E5) == "passage: "
+
+
+@pytest.mark.parametrize(
+    "choice, task",
+    [
+        (PromptChoice(), None),
+        (PromptChoice(task="document"), "document"),
+        (PromptChoice(prompt_name="query"), "query"),
+        (PromptChoice(prompt_name="passage"), "document"),
+        (PromptChoice(prompt_name="classification"), None),
+        (PromptChoice(input_type="passage"), "document"),
+        (PromptChoice(task="query", prompt_name="passage"), "query"),
+    ],
+)
+def test_the_route_a_request_takes_is_its_task_or_the_one_its_prompt_stands_for(choice, task):
+    assert choice.route_task == task

@@ -58,8 +58,8 @@ def component(doc, ref: str) -> dict:
 
 
 def test_every_operation_is_listed(doc):
-    # Answers that are not JSON objects: Prometheus text, a file's bytes.
-    others = {("get", "/metrics/prometheus"), ("get", "/v1/files/{file_id}/content")}
+    # Answers that are not JSON objects: Prometheus text, a file's bytes, TEI's list of predictions.
+    others = {("get", "/metrics/prometheus"), ("get", "/v1/files/{file_id}/content"), ("post", "/predict")}
     assert {(method, path) for method, path, _ in operations(doc)} == set(ANSWERS) | others
 
 
@@ -96,9 +96,20 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
 
 def test_415_is_documented_wherever_a_body_is_read(doc):
     with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
-    assert len(with_bodies) == 11
+    assert len(with_bodies) == 12
     for path, operation in with_bodies:
         assert "415" in operation["responses"], path
+
+
+def test_predict_answers_in_teis_shape(doc):
+    operation = doc["paths"]["/predict"]["post"]
+    answer = operation["responses"]["200"]["content"][JSON]["schema"]
+    # One input: its predictions; a batch: a list of those.
+    shapes = [option.get("items", {}) for option in answer["anyOf"]]
+    assert {"$ref": "#/components/schemas/Prediction"} in shapes
+    assert {"type": "array", "items": {"$ref": "#/components/schemas/Prediction"}} in shapes
+    inputs = component(doc, operation["requestBody"]["content"][JSON]["schema"]["$ref"])["properties"]["inputs"]
+    assert [option["type"] for option in inputs["anyOf"]] == ["string", "array", "array"]
 
 
 def test_503_says_when_to_retry(doc):

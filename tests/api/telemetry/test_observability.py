@@ -135,10 +135,10 @@ def test_hostile_paths_share_one_label(scrape, client):
 
 
 def test_rejections_are_counted_with_their_reason(scrape, client, gateway):
-    async def overloaded(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+    async def overloaded(model, ask, *, timeout_s):
         raise Overloaded("model 'org/loaded' has 256 requests in flight")
 
-    gateway.embeddings.embed_texts = overloaded
+    gateway.embeddings.answer = overloaded
     labels = {"endpoint": "/infer", "model": "org/loaded", "reason": "overloaded"}
     before = value(scrape(), "embedgate_rejections", "embedgate_rejections_total", **labels)
     assert client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]}).status_code == 503

@@ -8,8 +8,8 @@ import pytest
 
 from embedgate.api.compute.preprocess.clip_hf_text import HFClipTokenizer
 from embedgate.api.compute.preprocess.clip_text import clip_tokenizer
-from embedgate.converters.clip_parity import clip_sentences
-from embedgate.converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
+from embedgate.converters.kinds.clip.parity import clip_sentences
+from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 from embedgate.converters.errors import ConversionError
 from embedgate.converters.spec import HFClipText
 from tests.clip_model import TOKENIZER_BUILDERS

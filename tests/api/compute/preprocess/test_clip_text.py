@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from embedgate.api.compute.preprocess.clip_text import ClipTokenizer
-from embedgate.converters.clip_parity import clip_sentences
-from embedgate.converters.clip_tokenizer import clip_text_spec, save_clip_tokenizer
+from embedgate.converters.kinds.clip.parity import clip_sentences
+from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 
 
 def simple_tokenizer(**options):

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from embedgate.api.compute.preprocess.images import ImageRejected, prepare_image
-from embedgate.converters.clip_parity import parity_images
+from embedgate.converters.kinds.clip.parity import parity_images
 from embedgate.converters.spec import ImagePreprocessing
 
 MEAN = (0.48145466, 0.4578275, 0.40821073)

@@ -67,15 +67,15 @@ def test_text_and_image_parts_run_at_the_same_time(client, gateway):
         # Each part waits for the other to have started: run one after the other, this hangs.
         await asyncio.wait_for(both_started.wait(), timeout=5)
 
-    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+    async def answer(model, ask, *, timeout_s):
         await arrive()
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt, precision=precision)
+        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, timeout_s=timeout_s)
 
     async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
         await arrive()
         return ImageEmbeddings(np.zeros((len(images), 3), dtype=np.float32), 0.0, 0.0)
 
-    gateway.embeddings.embed_texts = embed_texts
+    gateway.embeddings.answer = answer
     gateway.embeddings.embed_images = embed_images
     response = client.post("/infer", json={**MODEL, "text": ["a"], "image": ["https://example.com/x.png"]})
     assert response.status_code == 200, response.text
@@ -87,7 +87,7 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
     cancelled = []
     text_started = asyncio.Event()
 
-    async def embed_texts(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+    async def answer(model, ask, *, timeout_s):
         text_started.set()
         try:
             await asyncio.sleep(10)
@@ -99,7 +99,7 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
         await text_started.wait()  # the text part is at work when the image part fails
         raise InvalidImage("invalid_image", "image 0: not an image")
 
-    gateway.embeddings.embed_texts = embed_texts
+    gateway.embeddings.answer = answer
     gateway.embeddings.embed_images = embed_images
     response = client.post("/infer", json={**MODEL, "text": ["a"], "image": ["https://example.com/x.png"]})
     assert assert_error(response, 400, "invalid_image") == "image 0: not an image"

@@ -90,7 +90,7 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
     async def boom(*args, **kwargs):
         raise RuntimeError("secret internal detail")
 
-    gateway.embeddings.embed_texts = boom
+    gateway.embeddings.answer = boom
     response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]})
     message = assert_error(response, 500, "internal_error")
     assert "secret" not in response.text and "request id" in message
@@ -99,11 +99,11 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
 def test_client_deadline_is_used_within_its_bound(client, gateway, settings):
     seen = []
 
-    async def record(model, texts, *, normalize, timeout_s, prompt=None, precision="float32"):
+    async def record(model, ask, *, timeout_s):
         seen.append(timeout_s)
-        return await type(gateway.embeddings).embed_texts(gateway.embeddings, model, texts, normalize=normalize, timeout_s=timeout_s, prompt=prompt, precision=precision)
+        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, timeout_s=timeout_s)
 
-    gateway.embeddings.embed_texts = record
+    gateway.embeddings.answer = record
     body = {"model_name": "org/loaded", "text": ["a"]}
     assert client.post("/infer", json=body).status_code == 200
     assert client.post("/infer", json=body, headers={"x-request-timeout": "2.5"}).status_code == 200
@@ -116,3 +116,41 @@ def test_bad_client_deadlines_are_400(client, value):
         "/infer", json={"model_name": "org/loaded", "text": ["a"]}, headers={"x-request-timeout": value}
     )
     assert_error(response, 400, "bad_request")
+
+
+ROUTED = {
+    "routes": [
+        {"name": "query", "tasks": ["query"], "version": 1, "max_seq_length": 16,
+         "parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "sentences": 1}},
+    ],
+    "prompts": {"query": "query: ", "document": ""},
+}
+
+
+def test_the_task_chooses_the_route_and_its_prompt(client, gateway):
+    gateway.registry.changes["org/loaded"] = ROUTED
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "task": "query"})
+    assert response.status_code == 200, response.text
+    assert gateway.embeddings.calls == [("org/loaded", ["query: a"], True)]
+    message = assert_error(
+        client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "task": "document"}), 400, "unknown_route"
+    )
+    assert "no route for task 'document'; its routes: 'query' (task 'query')" in message
+    # prompt_name stands for its task's route where no task is given.
+    assert client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "prompt_name": "query"}).status_code == 200
+    assert_error(client.post("/infer", json={"model_name": "org/loaded", "text": ["a"]}), 400, "unknown_route")
+    assert_error(client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "task": "passage"}), 422, "invalid_request")
+
+
+def test_a_multi_vector_model_answers_a_vector_per_token(client, gateway):
+    gateway.registry.changes["org/loaded"] = {
+        "kind": "multi_vector_encoder", "normalized": True,
+        "multi_vector": {"similarity": "maxsim", "query": {"max_length": 8}, "document": {"max_length": 16},
+                         "default": {"max_length": 16}},
+    }
+    response = client.post("/infer", json={"model_name": "org/loaded", "text": ["a", "b"]})
+    assert response.status_code == 200, response.text
+    assert response.json()["multi_vector_embeddings"] == [[[0, 1, 2], [0.5, 1.5, 2.5]], [[3, 4, 5], [3.5, 4.5, 5.5]]]
+    assert set(response.json()) == {"multi_vector_embeddings", "processingTimeMs"}
+    refused = client.post("/infer", json={"model_name": "org/loaded", "text": ["a"], "top_k": 3})
+    assert_error(refused, 400, "wrong_model_kind")

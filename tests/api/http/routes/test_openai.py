@@ -125,7 +125,7 @@ def test_malformed_json_unknown_routes_and_internal_errors(client, gateway):
     async def boom(*args, **kwargs):
         raise RuntimeError("secret internal detail")
 
-    gateway.embeddings.embed_texts = boom
+    gateway.embeddings.answer = boom
     response = client.post("/v1/embeddings", json={"model": "org/loaded", "input": "a"})
     assert "request id" in assert_openai_error(response, 500, "internal_error")
     assert "secret" not in response.text

@@ -1,0 +1,1 @@
+"""An OpenCLIP model's converter: its two towers, its tokenizer and its image preprocessing."""

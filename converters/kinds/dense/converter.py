@@ -1,0 +1,139 @@
+"""A ``SentenceTransformer``: dense text embeddings.
+
+The exported graph takes ``input_ids`` and ``attention_mask`` and runs the whole module
+stack (Transformer, Pooling, Dense, Normalize...), so pooling and normalization happen
+inside Triton and the gateway only tokenizes. Checked against ``SentenceTransformer.encode``
+(cosine, each sentence in one padded batch and alone); a model with mean pooling also gets
+the packed graph for short texts (``packed.py``), and load-time variants (``@optimized``,
+``@int8``) are built from the same export (``variants.py``). Ranges for int8/uint8 outputs
+are calibrated here, once (``converters/calibration.py``).
+
+A model with a Router (``Router.for_query_document``: different modules for queries and
+documents) has each route converted on its own, as a Triton version of its own, and checked
+against ``encode`` with that route's task (``encode_query``'s, ``encode_document``'s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as pb
+
+from embedgate.converters import calibration
+from embedgate.converters.errors import UnsupportedModelError
+from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
+from embedgate.converters.library import module_stack, parity
+from embedgate.converters.library.routes import Route
+from embedgate.converters.spec import EMBEDDING, ModelMetadata, variant_model_name
+from embedgate.converters.triton_config import build_text_model_config
+
+from . import packed, variants
+
+
+class DenseConverter(LibraryKind):
+    kind = "sentence_transformer"
+    model_class = "SentenceTransformer"
+    noun = "sentence-transformer"
+    serves_routes = True
+
+    def convert(self, directories: Sequence[Path]) -> ModelMetadata:
+        (out_dir,) = directories
+        spec = self.spec
+        loaded = self.load()
+        if spec.variant is not None and loaded.routes[0].name:
+            raise UnsupportedModelError(
+                f"unsupported variant '@{spec.variant}': the model has a Router (a graph per route); "
+                "load the model itself"
+            )
+        model = loaded.model
+        converted, routes = self.convert_routes(
+            loaded, out_dir, lambda route, version_dir, files_dir: self._route(loaded, route, version_dir, files_dir)
+        )
+        first = converted[0]
+        # One set of ranges for every route: the default route's vectors (a routed model's
+        # queries and documents share one space).
+        calibrated = calibration.calibrate(
+            model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="", **task_of(loaded.routes[0]))
+        )
+        dims = {result.extras["dim"] for result in converted}
+        if len(dims) > 1:
+            raise UnsupportedModelError(
+                f"unsupported sentence-transformer: its routes give embeddings of different sizes ({sorted(dims)})"
+            )
+        return ModelMetadata(
+            **self.metadata_fields(model, loaded, first),
+            model_name=variant_model_name(spec.model_name, spec.variant),
+            embedding_dim=first.extras["dim"],
+            normalized=all(result.extras["normalized"] for result in converted),
+            variant=first.extras["variant"],
+            packed_parity=first.extras["packed_parity"],
+            calibration=calibrated,
+            gpu=first.extras["gpu"],
+            routes=routes,
+        )
+
+    def _route(self, loaded: Loaded, route: Route, version_dir: Path, files_dir: Path) -> Converted:
+        spec, step, model = self.spec, self.step, loaded.model
+        modules = route.modules
+        transformer = module_stack.text_transformer(modules)
+        max_length = self.max_length(model, modules)
+        sentences = parity.parity_sentences(max_length)
+
+        step("computing reference embeddings with sentence-transformers")
+        expected_ids = self.reference_ids(model, sentences, **task_of(route))
+        # The graph embeds the texts it is given; the gateway prepends any prompt, the default
+        # one included. prompt="" keeps encode() from applying the default here.
+        reference = model.encode(sentences, convert_to_numpy=True, prompt="", **task_of(route))
+        if spec.variant is not None:
+            variants.prepare_export(model)
+        exported = self.export_route(model, route, version_dir, files_dir, sentences, expected_ids, max_length)
+        token_ids = exported.token_ids
+        variant = None
+        if spec.variant is None:
+            result = parity.check_embeddings(exported.onnx_file, token_ids, reference, spec.parity_threshold)
+        else:
+            result, variant = variants.build(
+                spec, model, version_dir.parent, exported.onnx_file, token_ids, reference, step
+            )
+        step(f"parity passed: min cosine {result.min_cosine:.6f}")
+        needs_token_type_ids = exported.zero_token_types
+        gpu = self.gpu_graph(
+            modules,
+            exported.example,
+            version_dir,
+            lambda run, half: parity.check_run(
+                run, token_ids, reference, spec.half_parity_threshold if half else spec.parity_threshold
+            ),
+            half=spec.gpu_float16,
+            zero_token_types=needs_token_type_ids,
+        )
+        packed_parity = None
+        if spec.variant is None and gpu is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
+            step("exporting the packed graph for short texts")
+            packed_parity, outcome = packed.build(
+                modules, needs_token_type_ids, version_dir, token_ids, reference, spec.parity_threshold,
+                spec.triton.pack_width,
+            )
+            step(outcome)
+        return Converted(
+            max_seq_length=max_length,
+            strip_whitespace=exported.strip_whitespace,
+            parity=result,
+            do_lower_case=self.do_lower_case(transformer),
+            extras={
+                "dim": int(reference.shape[1]),
+                "normalized": any(type(module).__name__ == "Normalize" for module in modules),
+                "variant": variant,
+                "packed_parity": packed_parity,
+                "gpu": gpu,
+            },
+        )
+
+    def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
+        return [
+            build_text_model_config(
+                self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton,
+                versions=triton_versions(metadata),
+            )
+        ]

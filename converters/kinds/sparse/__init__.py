@@ -1,0 +1,1 @@
+"""A ``SparseEncoder``'s converter."""

@@ -1,0 +1,129 @@
+"""The graph GPU instances run: a sentence-transformers model's module stack traced with
+TorchScript on CUDA.
+
+The Python-backend model on a GPU instance runs this file with PyTorch (the GPU runtime
+a pip install has: onnxruntime's CUDA provider comes only with ``onnxruntime-gpu`` and
+CUDA libraries of its own). The trace is the very module stack the ONNX export traces
+(``module_stack.stack_graph``), with the same inputs and output, so one config.pbtxt
+and one gateway serve both. It is traced on the GPU, in float16 where that keeps
+``half_parity_threshold`` against the float32 PyTorch model (what the kind's own check
+measures, on the saved file, each input in one padded batch and alone), else in float32
+at the model's own threshold. Runs in the conversion subprocess.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from embedgate.converters.library import module_stack
+from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
+from embedgate.converters.library.parity import Run
+from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, TORCH_FILE, GpuInfo, ParityResult
+
+Step = Callable[[str], None]
+# A kind's parity check of a runner; ``half``: the float16 graph, judged at the half threshold.
+Check = Callable[[Run, bool], ParityResult]
+DEVICE = "cuda:0"
+
+
+def runner(torch_file: Path, input_names: Sequence[str], device: str = DEVICE) -> Run:
+    """``torch_file`` as model.py runs it: inputs moved to ``device``, the output back as
+    float32 numpy; TorchScript's profiling optimizations off (shapes change every batch)."""
+    import torch
+
+    module = torch.jit.load(str(torch_file), map_location=device).eval()
+
+    def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.inference_mode(), torch.jit.optimized_execution(False):
+            output = module(*[torch.from_numpy(feeds[name]).to(device) for name in input_names])
+        return output.float().cpu().numpy()
+
+    return run
+
+
+def trace(
+    model,
+    example: dict,
+    torch_file: Path,
+    dtype,
+    *,
+    input_names: Sequence[str] = (INPUT_IDS, ATTENTION_MASK),
+    zero_token_types: bool = False,
+    output_key: str = "sentence_embedding",
+    after: Callable | None = None,
+    device: str = DEVICE,
+) -> None:
+    """Trace a module stack (``model``: a model, or one route's modules) on ``device`` in
+    ``dtype`` and save it to ``torch_file`` (the modules themselves are left as they were)."""
+    import torch
+
+    moved = copy.deepcopy(torch.nn.ModuleList(list(model))).to(device=device, dtype=dtype)
+    graph = module_stack.stack_graph(moved, input_names, zero_token_types, output_key, after)
+    inputs = tuple(example[name].to(device) for name in input_names)
+    with torch.no_grad(), warnings.catch_warnings(), module_stack.index_based_masks():
+        warnings.simplefilter("ignore")  # the tracer's shape-dependent branches; parity decides
+        traced = torch.jit.trace(graph, inputs, check_trace=False)
+    torch_file.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(traced, str(torch_file))
+    del traced, graph, moved
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def build(
+    model,
+    example: dict,
+    version_dir: Path,
+    check: Check,
+    step: Step,
+    *,
+    half: bool = True,
+    input_names: Sequence[str] = (INPUT_IDS, ATTENTION_MASK),
+    device: str = DEVICE,
+    **trace_options,
+) -> GpuInfo:
+    """Publish ``version_dir/model.pt`` for GPU instances: float16 if ``half`` and it passes
+    ``check``, else float32 (which must pass it). Raises ConversionError without a GPU, and
+    UnsupportedModelError for a module stack whose trace does not run on other inputs."""
+    import torch
+
+    on_gpu = device.startswith("cuda")
+    if on_gpu and not torch.cuda.is_available():
+        raise ConversionError(
+            "GPU instances need PyTorch with CUDA in the converter's environment: torch.cuda.is_available() is False"
+        )
+    torch_file = version_dir / TORCH_FILE
+    device_name = torch.cuda.get_device_name(torch.device(device)) if on_gpu else device
+    for dtype in ((torch.float16,) if half else ()) + (torch.float32,):
+        name = "float16" if dtype == torch.float16 else "float32"
+        step(f"tracing the module stack on {device_name} in {name} (TorchScript)")
+        try:
+            trace(model, example, torch_file, dtype, input_names=input_names, device=device, **trace_options)
+            result = check(runner(torch_file, input_names, device), dtype == torch.float16)
+        except RuntimeError as error:
+            # A trace keeps one path through the model's Python; some stacks take another
+            # for other shapes (seen: a tiny MPNet on an H200). Refused, never served wrong.
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise UnsupportedModelError(
+                f"unsupported on GPU instances: the model's TorchScript trace does not run on other inputs "
+                f"({first_line[:300]}); serve it on CPU instances (EMBEDGATE_INSTANCE_KIND=cpu)"
+            ) from None
+        except ParityError as error:
+            if dtype == torch.float32:
+                raise
+            step(f"float16 graph refused ({error}); tracing in float32")
+            continue
+        step(f"GPU graph parity passed ({name}): min cosine {result.min_cosine:.6f}")
+        return GpuInfo(
+            dtype=name,
+            device=device_name,
+            torch_version=torch.__version__,
+            torch_bytes=torch_file.stat().st_size,
+            parity=result,
+        )
+    raise AssertionError("unreachable: the float32 graph either passes or raises")

@@ -1,0 +1,117 @@
+"""The GPU graph (converters/library/gpu.py): the module stack traced with TorchScript computes
+what sentence-transformers computes, for shapes other than the one it was traced on. The
+trace runs here on the CPU (the same code the converter runs on CUDA); the GPU itself is
+exercised by tests/integration/test_gpu.py on a GPU host."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedgate.converters.library import gpu, parity
+from embedgate.converters.errors import ConversionError
+from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS
+from tests import tiny_models
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_models.dense_model(tmp_path_factory.mktemp("gpu") / "bert")), device="cpu")
+    return model.float().eval()
+
+
+def test_the_traced_stack_matches_sentence_transformers_on_other_shapes(tiny, tmp_path):
+    import torch
+
+    sentences = ["a", "embedding servers batch requests", "the quick brown fox jumps over the lazy dog " * 3]
+    reference = tiny.encode(sentences, convert_to_numpy=True)
+    torch_file = tmp_path / "model.pt"
+    # Traced on two texts; run below on three, each alone and padded together.
+    gpu.trace(tiny, tiny.preprocess(sentences[:2]), torch_file, torch.float32, device="cpu")
+    features = tiny.preprocess(sentences)
+    token_ids = parity.reference_token_ids(features[INPUT_IDS].numpy(), features[ATTENTION_MASK].numpy())
+
+    result = parity.check_run(gpu.runner(torch_file, (INPUT_IDS, ATTENTION_MASK), "cpu"), token_ids, reference, 0.9999)
+
+    assert result.passed and result.min_cosine >= 0.9999
+    # The model the converter goes on with is untouched (still float32, on the CPU).
+    assert next(tiny.parameters()).dtype == torch.float32 and next(tiny.parameters()).device.type == "cpu"
+
+
+def test_without_cuda_the_gpu_graph_is_refused_with_the_reason(tiny, tmp_path, monkeypatch):
+    import torch
+
+    # Also on a host with CUDA: the converter's environment is made one without it.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConversionError, match="torch.cuda.is_available"):
+        gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, lambda run, half: None, lambda line: None)
+
+
+def test_the_published_graph_falls_back_to_float32_where_float16_loses_parity(tiny, tmp_path):
+    from embedgate.converters.errors import ParityError
+
+    asked = []
+
+    def check(run, half):
+        asked.append(half)
+        if half:
+            raise ParityError("min cosine 0.99 < threshold 0.999")
+        return parity.ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=2)
+
+    steps = []
+    info = gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, check, steps.append, device="cpu")
+
+    assert asked == [True, False]
+    assert info.dtype == "float32" and info.torch_bytes == (tmp_path / "model.pt").stat().st_size
+    assert any("float16 graph refused" in line for line in steps)
+
+
+def test_a_trace_that_does_not_run_is_refused_as_unsupported_with_the_way_out(tiny, tmp_path):
+    from embedgate.converters.errors import UnsupportedModelError
+
+    def check(run, half):
+        raise RuntimeError("The following operation failed in the TorchScript interpreter.")
+
+    with pytest.raises(UnsupportedModelError, match="EMBEDGATE_INSTANCE_KIND=cpu"):
+        gpu.build(tiny, tiny.preprocess(["a", "b c"]), tmp_path, check, lambda line: None, device="cpu")
+
+
+def test_a_routes_and_a_multi_vector_stack_trace_as_their_graphs(tmp_path):
+    """A route's modules (a Router's query head) and a multi-vector model's token graph are
+    traced as they are exported: the GPU graph of each route, of each token."""
+    import numpy as np
+    import torch
+
+    from embedgate.converters.library.routes import routes
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
+
+    routed = SentenceTransformer(str(tiny_models.routed_model(tmp_path / "routed")), device="cpu").eval()
+    query = next(route for route in routes(routed) if route.name == "query")
+    texts = ["a fox", "the quick brown fox jumps"]
+    gpu.trace(query.modules, routed.preprocess(texts, task="query"), tmp_path / "query.pt", torch.float32,
+              device="cpu", zero_token_types=True)
+    features = routed.preprocess(texts, task="query")
+    ours = gpu.runner(tmp_path / "query.pt", (INPUT_IDS, ATTENTION_MASK), "cpu")(
+        {name: features[name].numpy() for name in (INPUT_IDS, ATTENTION_MASK)}
+    )
+    np.testing.assert_allclose(ours, routed.encode_query(texts, prompt=""), atol=1e-5)
+
+    colbert = MultiVectorEncoder(str(tiny_models.multi_vector_model(tmp_path / "colbert")), device="cpu").eval()
+    graph = [module for module in colbert if type(module).__name__ != "MultiVectorMask"]
+    features = colbert.preprocess(texts)
+    gpu.trace(graph, features, tmp_path / "tokens.pt", torch.float32, device="cpu", zero_token_types=True,
+              output_key="token_embeddings")
+    tokens = gpu.runner(tmp_path / "tokens.pt", (INPUT_IDS, ATTENTION_MASK), "cpu")(
+        {name: features[name].numpy() for name in (INPUT_IDS, ATTENTION_MASK)}
+    )
+    expected = colbert.encode(texts, prompt="", convert_to_numpy=True)
+    assert tokens.shape[:2] == tuple(features[INPUT_IDS].shape)
+    for row, mask, want in zip(tokens, features[ATTENTION_MASK].numpy().astype(bool), expected):
+        np.testing.assert_allclose(row[mask], want, atol=1e-5)
