@@ -274,6 +274,8 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated directories that model_path must lie in (empty: any path).",
     )
+    converter_warm_s: float = Field(300.0, ge=0, description="Seconds a warm converter (its libraries imported "
+                                    "once, each conversion forked from it) waits for the next; 0: none.")
     conversion_memory_limit_mb: int = Field(
         0, ge=0, description="Address-space limit of a conversion subprocess in MiB (0: none)."
     )

@@ -29,7 +29,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from embedgate.converters import kinds, weights
+from embedgate.converters import hub_access, kinds, weights
 from embedgate.converters.errors import ConversionError, DiskFullError, OutOfMemoryError
 from embedgate.converters.repository import ModelRepository, open_repository
 from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
@@ -68,7 +68,7 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
         validate_options(spec.triton)
     except ValueError as error:
         raise ConversionError(f"invalid Triton options: {error}") from error
-    _configure_hub_access(spec.allow_network)
+    hub_access.configure(spec.allow_network)
     repository = open_repository(spec.repository, spec.repository_cache_dir)
     converter = kinds.converter_for(spec, step)
     names = converter.parts()
@@ -169,17 +169,6 @@ def _read_spec(text: str) -> ConversionSpec:
             f"{'.'.join(str(part) for part in item['loc']) or 'spec'}: {item['msg']}" for item in error.errors()
         )
         raise ConversionError(f"invalid conversion spec: {problems}") from error
-
-
-def _configure_hub_access(allow_network: bool) -> None:
-    # huggingface_hub and transformers read these once, at import: set them first.
-    if not allow_network:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    # Progress bars would interleave with our progress lines on stderr.
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _claim_stdout() -> TextIO:

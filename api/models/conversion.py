@@ -1,5 +1,6 @@
-"""Runs a conversion in a subprocess (``python -m embedgate.converters``) so torch never enters the
-gateway and a crash, a hang or an out-of-memory kill costs only that subprocess."""
+"""Runs a conversion in a process of its own (``python -m embedgate.converters``, or forked by
+the warm converter: ``warm_converter.py``) so torch never enters the gateway and a crash, a
+hang or an out-of-memory kill costs only that process."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ..errors import (
 )
 from ..telemetry.metrics import observe_conversion
 from ..triton.children import tied_to_parent
+from .warm_converter import ConverterProcess, WarmConverter
 
 log = logging.getLogger("embedgate.conversion")
 
@@ -44,6 +46,54 @@ FAILURES: dict[int, type[EmbedgateError]] = {
 }
 
 
+# This process's warm converter, by whether it may reach the hub (a setting of the server).
+_warm: dict[bool, WarmConverter] = {}
+
+
+class _Cold:
+    """A conversion started as its own Python (``python -m embedgate.converters``)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process):
+        self.proc = proc
+        self.pid = proc.pid
+        self.stdout, self.stderr = proc.stdout, proc.stderr
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    async def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+        self.proc.stdin.close()
+
+    async def wait(self) -> int:
+        return await self.proc.wait()
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+async def _start(spec: ConversionSpec, memory_limit_mb: int, warm_s: float) -> _Cold | ConverterProcess:
+    if warm_s > 0:
+        warm = _warm.setdefault(spec.allow_network, WarmConverter(warm_s, spec.allow_network))
+        try:
+            return await warm.spawn(memory_limit_mb)
+        except (OSError, asyncio.TimeoutError) as error:
+            log.warning("the warm converter failed (%s); converting in a process of its own", error)
+    proc = await asyncio.create_subprocess_exec(
+        *tied_to_parent([sys.executable, "-m", "embedgate.converters"], memory_limit_mb=memory_limit_mb),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    return _Cold(proc)
+
+
 @observe_conversion
 async def run_conversion(
     spec: ConversionSpec,
@@ -51,15 +101,13 @@ async def run_conversion(
     timeout_s: float,
     memory_limit_mb: int = 0,
     on_line: Callable[[str], None] | None = None,
+    warm_s: float = 0.0,
 ) -> ModelMetadata:
+    """``spec`` converted and published; ``warm_s``: seconds the warm converter waits for
+    the next conversion (0: a process of its own, importing everything itself)."""
     started = time.monotonic()
     log.info("converting %s -> %s", spec.model_name, spec.triton_name)
-    proc = await asyncio.create_subprocess_exec(
-        *tied_to_parent([sys.executable, "-m", "embedgate.converters"], memory_limit_mb=memory_limit_mb),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await _start(spec, memory_limit_mb, warm_s)
 
     async def progress() -> None:
         assert proc.stderr is not None
@@ -72,10 +120,8 @@ async def run_conversion(
 
     async def exchange() -> bytes:
         # Not communicate(): stderr is already being read by progress().
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(spec.model_dump_json().encode())
-        await proc.stdin.drain()
-        proc.stdin.close()
+        assert proc.stdout is not None
+        await proc.send(spec.model_dump_json().encode())
         output = await proc.stdout.read()
         await proc.wait()
         return output

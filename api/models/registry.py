@@ -216,6 +216,7 @@ class ModelRegistry:
                 timeout_s=self.settings.conversion_timeout_s,
                 memory_limit_mb=self.settings.conversion_memory_limit_mb,
                 on_line=progress.converter_line,
+                warm_s=self.settings.converter_warm_s,
             )
         except ConversionTargetExists:
             raise  # another conversion's model, or its upload in progress: not ours to remove

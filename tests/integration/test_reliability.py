@@ -282,16 +282,20 @@ def test_keys_decide_who_may_do_what(strict):
 
 
 def converter_processes(gateway) -> list[int]:
-    pids = []
-    for pid, _, ppid in processes():
-        if ppid != gateway.process.pid:
-            continue
+    """The conversions running for ``gateway``: its converter children, or the processes
+    its warm converter forked (not the warm converter itself)."""
+    table = processes()
+    converters = set()
+    for pid, _, _ in table:
         try:
             if b"converters" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                pids.append(pid)
+                converters.add(pid)
         except OSError:
             pass
-    return pids
+    parent = {pid: ppid for pid, _, ppid in table}
+    gateway_pid = gateway.process.pid
+    ours = {pid for pid in converters if gateway_pid in (parent[pid], parent.get(parent[pid]))}
+    return sorted(pid for pid in ours if pid not in {parent[other] for other in ours})
 
 
 def assert_nothing_half_written(repository: Path, triton_name: str) -> None:

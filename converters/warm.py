@@ -1,0 +1,121 @@
+"""``python -m embedgate.converters.warm FD IDLE_S ALLOW_NETWORK``: a converter that has imported its
+libraries once (torch, sentence-transformers, transformers, onnx, onnxruntime, open_clip:
+seconds of every conversion on a small machine) and forks each conversion from there.
+
+Each conversion still runs in a process of its own, exactly as ``python -m
+embedgate.converters`` runs it: the same ``main()``, its spec on stdin, its progress on
+stderr, its result line on stdout, its exit code, its memory cap, dying with its parent.
+The gateway talks to this process over the Unix socket FD (SOCK_SEQPACKET, one message at
+a time):
+
+- ``go <memory_limit_mb>`` with three file descriptors (the conversion's stdin, stdout and
+  stderr) forks a conversion; the answer is ``pid <pid>``;
+- ``exit <pid> <code>`` reports a conversion that ended (a negative code: its signal).
+
+Forking after the imports is safe because nothing has run: no thread pool exists yet, and
+each conversion builds its own. The process ends when the gateway closes the socket (or
+dies: its parent-death signal), or after ``IDLE_S`` seconds with no conversion.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+
+from embedgate.converters import hub_access
+
+PR_SET_PDEATHSIG = 1
+POLL_S = 0.2
+
+
+def _preload() -> None:
+    from embedgate.converters.torch_compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    import onnx  # noqa: F401
+    import onnxruntime  # noqa: F401
+    import sentence_transformers  # noqa: F401
+    import torch  # noqa: F401
+
+    import embedgate.converters.__main__  # noqa: F401
+
+    try:
+        import open_clip  # noqa: F401
+    except ImportError:
+        pass
+
+
+def _convert(fds: list[int], memory_limit_mb: int) -> None:
+    """In the forked child: become one conversion, as ``python -m embedgate.converters``."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if memory_limit_mb:
+        limit = memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    from embedgate.converters.__main__ import main
+
+    code = 1
+    try:
+        code = main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(control: socket.socket, idle_s: float) -> None:
+    running: set[int] = set()
+    idle_since = time.monotonic()
+    while True:
+        ready, _, _ = select.select([control], [], [], POLL_S)
+        if ready:
+            message, fds, _, _ = socket.recv_fds(control, 256, 3)
+            if not message:
+                return  # the gateway is gone
+            memory_limit_mb = int(message.split()[1])
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                _convert(fds, memory_limit_mb)
+            for fd in fds:
+                os.close(fd)
+            running.add(pid)
+            control.send(f"pid {pid}".encode())
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            running.discard(pid)
+            control.send(f"exit {pid} {os.waitstatus_to_exitcode(status)}".encode())
+        if running:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > idle_s:
+            return
+
+
+def main(argv: list[str]) -> int:
+    control = socket.socket(fileno=int(argv[0]))
+    # Before the imports, which read it once: every conversion forked here shares it.
+    hub_access.configure(argv[2] == "1")
+    _preload()
+    control.send(b"ready")
+    try:
+        serve(control, float(argv[1]))
+    except (BrokenPipeError, ConnectionError):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
