@@ -33,33 +33,16 @@ _INPUTS_SCHEMA = {
 PredictInputs = Annotated[str | list[str] | list[list[str]], WithJsonSchema(_INPUTS_SCHEMA)]
 
 
-class PredictRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=ONE_PROMPT)
+class PredictBody(BaseModel):
+    """What /predict and TEI's /predict share: the inputs, in TEI's shapes, and raw_scores."""
 
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        description="A loaded cross-encoder (or transformers sequence-classification model).",
-        examples=["cross-encoder/nli-deberta-v3-small"],
-        json_schema_extra={"pattern": patterns.MODEL_NAME},
-    )
+    model_config = ConfigDict(extra="forbid", strict=True)
+
     inputs: PredictInputs
     raw_scores: bool = Field(False, description="The logits as the model gives them, before its activation.")
-    truncate: Literal[True] = Field(
-        True,
-        description="Inputs are cut to the model's max_length (longest first for pairs), as the library cuts "
-        "them (TEI's option; only true).",
-    )
-    prompt_name: PromptName | None = Field(
-        None,
-        description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...).",
-    )
-    prompt: PromptText | None = Field(
-        None, description="This text goes before each input's first text; not with prompt_name."
-    )
 
     @model_validator(mode="after")
-    def _shape(self) -> PredictRequest:
+    def _shape(self) -> PredictBody:
         inputs = self.inputs
         if isinstance(inputs, list) and not inputs:
             raise ValueError("inputs: a batch holds at least one [text] or [text, text]")
@@ -81,6 +64,30 @@ class PredictRequest(BaseModel):
         if inputs and isinstance(inputs[0], str):
             return [(inputs[0], inputs[1])], False
         return [item[0] if len(item) == 1 else (item[0], item[1]) for item in inputs], True  # type: ignore[index]
+
+
+class PredictRequest(PredictBody):
+    model_config = ConfigDict(json_schema_extra=ONE_PROMPT)
+
+    model: str = Field(
+        min_length=1,
+        max_length=200,
+        description="A loaded cross-encoder (or transformers sequence-classification model).",
+        examples=["cross-encoder/nli-deberta-v3-small"],
+        json_schema_extra={"pattern": patterns.MODEL_NAME},
+    )
+    truncate: Literal[True] = Field(
+        True,
+        description="Inputs are cut to the model's max_length (longest first for pairs), as the library cuts "
+        "them (TEI's option; only true).",
+    )
+    prompt_name: PromptName | None = Field(
+        None,
+        description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...).",
+    )
+    prompt: PromptText | None = Field(
+        None, description="This text goes before each input's first text; not with prompt_name."
+    )
 
 
 def _texts(inputs: Any) -> list[str]:

@@ -8,6 +8,7 @@ from fastapi import Request
 from ...compute.served import ServedModel
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
+from ...models.names import split_clip_key
 from ...telemetry import tag_model
 from ..schemas import FROM_SETTINGS
 
@@ -28,6 +29,13 @@ def serving(gateway: Gateway, name: str, pretrained: str | None = None) -> Serve
     model = gateway.registry.served(name, pretrained)
     tag_model(model.name)
     return model
+
+
+def serving_key(gateway: Gateway, key: str) -> ServedModel:
+    """:func:`serving` for APIs that name a model with one string (OpenAI's, TEI's): a CLIP
+    model is ``<model_name>:<pretrained>``, as ``/v1/models`` lists it."""
+    clip = split_clip_key(key)
+    return serving(gateway, *clip) if clip else serving(gateway, key)
 
 
 TIMEOUT_HEADER = "x-request-timeout"
