@@ -12,25 +12,29 @@ from . import patterns
 from .rerank_schemas import MAX_DOCUMENT_CHARS
 from .schemas import FROM_SETTINGS, ONE_PROMPT, PromptName, PromptText
 
-_TEXT = {"type": "string", "maxLength": MAX_DOCUMENT_CHARS}
-_PAIR = {"type": "array", "items": _TEXT, "minItems": 2, "maxItems": 2, "description": "A pair of texts."}
-_ONE = {"type": "array", "items": _TEXT, "minItems": 1, "maxItems": 1, "description": "A single text."}
-_INPUTS_SCHEMA = {
-    "anyOf": [
-        {**_TEXT, "description": "A single text."},
-        _PAIR,
-        {
-            "type": "array",
-            "items": {"anyOf": [_ONE, _PAIR]},
-            "minItems": 1,
-            FROM_SETTINGS: {"maxItems": "max_texts_per_request"},
-            "description": "A batch of texts ([text]) and pairs ([text, text]).",
-        },
-    ],
-    "description": "A text, a pair of texts, or a batch of texts and pairs (TEI's PredictInput).",
-    "examples": ["I love this movie!"],
-}
-PredictInputs = Annotated[str | list[str] | list[list[str]], WithJsonSchema(_INPUTS_SCHEMA)]
+def inputs_schema(min_length: int = 0) -> dict[str, Any]:
+    """TEI's PredictInput, its texts of at least ``min_length`` characters."""
+    text = {"type": "string", "maxLength": MAX_DOCUMENT_CHARS, **({"minLength": min_length} if min_length else {})}
+    pair = {"type": "array", "items": text, "minItems": 2, "maxItems": 2, "description": "A pair of texts."}
+    one = {"type": "array", "items": text, "minItems": 1, "maxItems": 1, "description": "A single text."}
+    return {
+        "anyOf": [
+            {**text, "description": "A single text."},
+            pair,
+            {
+                "type": "array",
+                "items": {"anyOf": [one, pair]},
+                "minItems": 1,
+                FROM_SETTINGS: {"maxItems": "max_texts_per_request"},
+                "description": "A batch of texts ([text]) and pairs ([text, text]).",
+            },
+        ],
+        "description": "A text, a pair of texts, or a batch of texts and pairs (TEI's PredictInput).",
+        "examples": ["I love this movie!"],
+    }
+
+
+PredictInputs = Annotated[str | list[str] | list[list[str]], WithJsonSchema(inputs_schema())]
 
 
 class PredictBody(BaseModel):

@@ -26,13 +26,13 @@ from . import patterns
 FROM_SETTINGS = "x-from-settings"
 
 
-def _integral(value: Any) -> Any:
-    # JSON Schema's integer includes 7.0; strict mode alone would refuse it.
+def integral(value: Any) -> Any:
+    """JSON Schema's integer includes 7.0; strict mode alone would refuse it."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # A count the schema calls an integer (>= 1): 7 or 7.0, never "7" or 7.5.
-Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
+Count = Annotated[int, Field(ge=1), BeforeValidator(integral)]
 
 
 def _one_or_many(value: Any) -> Any:

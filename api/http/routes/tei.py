@@ -23,16 +23,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Request
+from fastapi import APIRouter, Body, Depends, Path
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.responses import Response
 
 from ...compute.asks import Ask, Options, Output
 from ...compute.prompts import PromptChoice
 from ...compute.results import Embeddings
 from ...compute.served import ServedModel
-from ...errors import InvalidInput, TooManyInputs
+from ...errors import TooManyInputs
 from ...gateway import Gateway
 from ...telemetry import tag_model
 from .. import patterns
@@ -73,8 +74,8 @@ TEI_ENDPOINTS = {
     Output.PREDICT: "/predict",
     Output.IMAGES: "POST /infer_image (TEI's API has no images)",
 }
-# TEI's routes that take GET: a POST to one under /tei reaches the base URL route (POST /tei/<model>).
-GET_ROUTES = frozenset({"info", "health"})
+# TEI's routes that take GET: no model's base URL ends in their names.
+GET_ROUTES = ("info", "health")
 INFERENCE = {
     200: {"headers": {**documented_headers(text_always=True), **answers.documented_tei_headers()}},
     **tei_errors(400, 404, 409, 413, 415, 422, 424, 429, 500, 503, 504),
@@ -246,16 +247,20 @@ ROOT_ANSWER = {"anyOf": [_schema(answer) for answer in (
     list[list[float]], list[list[SparseValue]], list[list[list[float]]], list[float], list[Rank], PredictResponse)]}
 
 
-async def _not_a_get_route(request: Request) -> None:
-    """``POST /tei/<...>/info``: TEI's GET route, not a model's base URL."""
-    last = request.path_params.get("model", "").rpartition("/")[2]
-    if last in GET_ROUTES:
-        raise InvalidInput(f"'{last}' names TEI's GET /{last}, not a model: a model's base URL takes POST")
+class BaseUrlConvertor(PathConvertor):
+    """A model's name in its base URL (``POST /tei/<model>``): any path but one that ends in
+    the name of a route that takes GET, so that ``POST /tei/<model>/info`` is a 405, not a
+    model called ``<model>/info``."""
+
+    regex = rf"(?!(?:.*/)?(?:{'|'.join(GET_ROUTES)})$).+"
 
 
-def tei_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) -> APIRouter:
-    """TEI's routes under ``prefix``, each for the model ``model_of`` gives."""
-    router = APIRouter(prefix=prefix, tags=["tei"], route_class=BodyRoute)
+register_url_convertor("tei_base_url", BaseUrlConvertor())
+
+
+def tei_router(prefix: str, base_url: str, model_of: Callable[..., Awaitable[ServedModel]]) -> APIRouter:
+    """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of`` gives."""
+    router = APIRouter(tags=["tei"], route_class=BodyRoute)
     Model = Annotated[ServedModel, Depends(model_of)]
     Served = Annotated[Gateway, Depends(get_gateway)]
     Deadline = Annotated[float, Depends(request_timeout)]
@@ -269,16 +274,17 @@ def tei_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) -> 
         router.post(path, response_model=answer, responses=INFERENCE, openapi_extra=TAKES_A_DEADLINE,
                     summary=summary, name=f"tei_{handler.__name__}")(endpoint)
 
-    inference("/embed", TeiEmbedRequest, list[list[float]], embed, "Dense embeddings (TEI)")
-    inference("/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], embed_sparse,
+    inference(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], embed, "Dense embeddings (TEI)")
+    inference(f"{prefix}/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], embed_sparse,
               "A sparse encoder's non-zero weights (TEI)")
-    inference("/embed_all", TeiEmbedAllRequest, list[list[list[float]]], embed_all,
+    inference(f"{prefix}/embed_all", TeiEmbedAllRequest, list[list[list[float]]], embed_all,
               "A multi-vector model's token vectors (TEI)")
-    inference("/similarity", TeiSimilarityRequest, list[float], similarity, "Cosine similarities (TEI)")
-    inference("/rerank", TeiRerankRequest, list[Rank], rerank, "Texts ranked against a query (TEI)")
-    inference("/predict", TeiPredictRequest, PredictResponse, predict, "Label scores (TEI)")
+    inference(f"{prefix}/similarity", TeiSimilarityRequest, list[float], similarity, "Cosine similarities (TEI)")
+    inference(f"{prefix}/rerank", TeiRerankRequest, list[Rank], rerank, "Texts ranked against a query (TEI)")
+    inference(f"{prefix}/predict", TeiPredictRequest, PredictResponse, predict, "Label scores (TEI)")
 
-    @router.post("/tokenize", response_model=list[list[SimpleToken]], responses=TOKENS, summary="Tokens (TEI)")
+    @router.post(f"{prefix}/tokenize", response_model=list[list[SimpleToken]], responses=TOKENS,
+                 summary="Tokens (TEI)")
     async def tokenize(body: TeiTokenizeRequest, model: Model, gateway: Served) -> JSONResponse:
         texts = non_empty(body.inputs)
         _limit(gateway, len(texts))
@@ -287,7 +293,7 @@ def tei_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) -> 
         )
         return JSONResponse([[asdict(token) for token in row] for row in tokens])
 
-    @router.post("/decode", response_model=list[str], responses=TOKENS, summary="Texts of token ids (TEI)")
+    @router.post(f"{prefix}/decode", response_model=list[str], responses=TOKENS, summary="Texts of token ids (TEI)")
     async def decode(body: TeiDecodeRequest, model: Model, gateway: Served) -> JSONResponse:
         ids, _ = body.batch()
         if not ids or not all(ids):
@@ -296,21 +302,22 @@ def tei_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) -> 
         texts = await gateway.embeddings.tokens.decode(model, ids, skip_special_tokens=body.skip_special_tokens)
         return JSONResponse(texts)
 
-    @router.get("/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503),
+    @router.get(f"{prefix}/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503),
                 summary="The model (TEI)")
     async def model_info(model: Model, gateway: Served) -> JSONResponse:
         return JSONResponse(info(model, gateway.settings))
 
-    # Last: a POST to any other path under the prefix is one to a base URL.
+    # Last: a POST to another path under the prefix is one to a base URL.
     @router.post(
-        "",
+        base_url,
         responses={**INFERENCE, 200: {**INFERENCE[200], "content": {"application/json": {"schema": ROOT_ANSWER}}}},
         openapi_extra={**TAKES_A_DEADLINE, "requestBody": {"required": True, "content": {"application/json": {
             "schema": {"anyOf": [{"$ref": f"{REFS}{body.__name__}"} for body in ROOT_BODIES]}}}}},
-        dependencies=[Depends(_not_a_get_route)],
         summary="What TEI answers at its base URL: the route of the model's kind, or /similarity (TEI)",
     )
-    async def base_url(body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline) -> Response:
+    async def at_base_url(
+        body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
+    ) -> Response:
         request, handler = root_route(model, body)
         try:
             parsed = request.model_validate(body)
@@ -339,7 +346,7 @@ def health_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) 
 
 
 NAMED = f"{PREFIX}/{{model:path}}"
-router = tei_router(PREFIX, default_model)
-named_router = tei_router(NAMED, named_model)
+router = tei_router(PREFIX, PREFIX, default_model)
+named_router = tei_router(NAMED, f"{PREFIX}/{{model:tei_base_url}}", named_model)
 health = health_router(PREFIX, default_model)
 named_health = health_router(NAMED, named_model)

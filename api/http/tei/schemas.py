@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from ..predict_schemas import PredictBody
+from ..predict_schemas import PredictBody, inputs_schema
 from ..rerank_schemas import MAX_DOCUMENT_CHARS
-from ..schemas import FROM_SETTINGS, Count, PromptName, texts_not_token_ids
+from ..schemas import FROM_SETTINGS, Count, PromptName, integral, texts_not_token_ids
 from .errors import Empty
 
 # A text TEI takes: not empty (TEI answers "" with 400 Empty, as the route does).
@@ -127,6 +127,8 @@ class NoParameters(_Body):
 
 
 class TeiPredictRequest(PredictBody, Truncation):
+    # TEI answers an empty text with 400 Empty, as the route does.
+    inputs: Annotated[str | list[str] | list[list[str]], WithJsonSchema(inputs_schema(min_length=1))]
     parameters: NoParameters | None = None
 
 
@@ -136,11 +138,18 @@ class TeiTokenizeRequest(_Body):
     prompt_name: PromptName | None = Field(None, description="As /embed's: the prompt is tokenized with the text.")
 
 
-TokenIds = list[Annotated[int, Field(ge=0)]]
+# A token id, as the tokenizer takes it (an unsigned 32-bit integer; an id not in its vocabulary decodes to nothing).
+MAX_ID = 2**32 - 1
+TokenIds = list[Annotated[int, Field(ge=0, le=MAX_ID), BeforeValidator(integral)]]
+_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": MAX_ID}, "minItems": 1}
+_IDS_SCHEMA = {"anyOf": [_IDS, {"type": "array", "items": _IDS, "minItems": 1,
+                                FROM_SETTINGS: {"maxItems": "max_texts_per_request"}}],
+               "description": "Token ids, or a list of those.", "examples": [[101, 7592, 102]]}
 
 
 class TeiDecodeRequest(_Body):
-    ids: TokenIds | list[TokenIds] = Field(examples=[[101, 7592, 102]])
+    # Empty ids are TEI's 400 Empty, as the route answers them.
+    ids: Annotated[TokenIds | list[TokenIds], WithJsonSchema(_IDS_SCHEMA)]
     skip_special_tokens: bool = True
 
     def batch(self) -> tuple[list[list[int]], bool]:

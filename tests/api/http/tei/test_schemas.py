@@ -38,6 +38,8 @@ def test_both_spellings_of_a_direction(direction):
         (TeiEmbedRequest, {"inputs": "a", "encoding_format": "base64"}),
         (TeiPredictRequest, {"inputs": "a", "parameters": {"function_to_apply": "none"}}),
         (TeiDecodeRequest, {"ids": [[1], 2]}),
+        (TeiDecodeRequest, {"ids": [2**32]}),  # past what a tokenizer takes
+        (TeiDecodeRequest, {"ids": [1.5]}),
     ],
 )
 def test_what_is_refused(model, body):
@@ -51,5 +53,7 @@ def test_the_clients_extras_and_shapes():
     assert predict.items() == ([("a", "b")], False)
     assert TeiDecodeRequest.model_validate({"ids": [1, 2]}).batch() == ([[1, 2]], False)
     assert TeiDecodeRequest.model_validate({"ids": [[1], [2]]}).batch() == ([[1], [2]], True)
+    # JSON Schema's integers include 7.0.
+    assert TeiDecodeRequest.model_validate({"ids": [7.0, 2**32 - 1]}).batch() == ([[7, 2**32 - 1]], False)
     with pytest.raises(Empty, match="`inputs` cannot be empty"):
         non_empty(["a", ""])
