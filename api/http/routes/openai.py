@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
 from ...compute.served import ServedModel
 from ...gateway import Gateway
-from .. import patterns
 from ..openai import embeddings
 from ..openai.embeddings import InvalidParameter
 from ..openai.rate_limits import rate_limit_headers
@@ -26,7 +23,7 @@ from ..openapi import openai_errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
 from ..timing import documented_headers, inference_headers
-from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving_key
+from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout, serving_key
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
@@ -85,17 +82,5 @@ async def list_models(gateway: Gateway = Depends(get_gateway)) -> ModelsResponse
 
 
 @router.get("/models/{model:path}", response_model=Model, responses=openai_errors(400, 404, 409, 500, 503))
-async def retrieve_model(
-    # The name is checked where every name is (a 400 here); the pattern documents it.
-    model: Annotated[
-        str,
-        Path(
-            min_length=1,
-            max_length=200,
-            examples=["sentence-transformers/all-MiniLM-L6-v2"],
-            json_schema_extra={"pattern": patterns.OPENAI_MODEL},
-        ),
-    ],
-    gateway: Gateway = Depends(get_gateway),
-) -> Model:
+async def retrieve_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> Model:
     return _model(serving_key(gateway, model))

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Body, Depends
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.convertors import PathConvertor, register_url_convertor
@@ -36,7 +36,6 @@ from ...compute.served import ServedModel
 from ...errors import TooManyInputs
 from ...gateway import Gateway
 from ...telemetry import tag_model
-from .. import patterns
 from ..openai.rate_limits import rate_limit_headers
 from ..openapi import tei_errors
 from ..predict_schemas import PredictResponse
@@ -62,7 +61,7 @@ from ..tei.schemas import (
     non_empty,
 )
 from ..timing import documented_headers, inference_headers
-from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving_key
+from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout, serving_key
 from .predict import predictions
 
 # Where a request the model's kind does not answer should go instead, in TEI's API.
@@ -96,18 +95,6 @@ async def default_model(gateway: Gateway = Depends(get_gateway)) -> ServedModel:
         )
     tag_model(loaded[0].name)
     return loaded[0]
-
-
-ModelKey = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=200,
-        description="A loaded model, or a CLIP model as '<model_name>:<pretrained>'.",
-        examples=["sentence-transformers/all-MiniLM-L6-v2"],
-        json_schema_extra={"pattern": patterns.OPENAI_MODEL},
-    ),
-]
 
 
 async def named_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> ServedModel:
