@@ -189,6 +189,10 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond)."
     )
+    tei_model: str | None = Field(
+        None, description="The model TEI's API serves at /tei: a loaded model's name ('<name>:<pretrained>' for a "
+        "CLIP model); unset: the only loaded model. Every loaded model is also at /tei/<model>.",
+    )
     gateway_batching: bool = Field(
         True,
         description="New sentence-transformers in the python form get no Triton dynamic batcher: the gateway "

@@ -50,6 +50,7 @@ from .results import Embedded, Embeddings, ImageEmbeddings
 from .routes import Route
 from .served import ServedModel
 from .static import static_vectors
+from .tokens import Tokens
 
 log = logging.getLogger("embedgate.embedding")
 # A bulk call's deadline: the job's lease, renewed while it runs, is what bounds bulk work.
@@ -85,6 +86,8 @@ class EmbeddingService:
         # Set by the gateway: whoever loads models here (the registry, or a worker's primary).
         self.reload_lost: resend.ReloadLost | None = None
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
+        # Tokenizing in full and decoding (TEI's /tokenize, /decode), in the same pool.
+        self.tokens = Tokens(self._pool)
         self.images = ImageLoader(settings)
         # Each route of each loaded model has its own: a route's texts never share a call
         # with another's (they go through other modules, or are tokenized otherwise).

@@ -18,10 +18,12 @@ from .batch_lines import EmbeddingsLines, RerankLines
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .responses import JSONResponse
-from .routes import batches, health, inference, metrics, models, openai, predict, prometheus, rerank
+from .openapi import openai_errors, tei_errors
+from .routes import batches, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
 
-# Requests on these paths are cancelled when their client disconnects.
-INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict")
+# Requests on these paths (and on those under these prefixes) are cancelled when their client disconnects.
+INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict", "/tei")
+INFERENCE_PREFIXES = ("/tei/",)
 # What a batch job's lines may call, each served by its route's own code.
 BATCH_ENDPOINTS = (EmbeddingsLines, RerankLines)
 # Uploads may be as large as a batch file; the multipart envelope adds a little.
@@ -60,14 +62,18 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     openapi.install(app, settings)
     app.state.keyring = KeyRing.of(settings)
     app.state.gateway = None
-    # Health stays open (probes carry no keys); management needs an admin key when set.
-    app.include_router(health.router)
+    # Health stays open (probes carry no keys), TEI's too; management needs an admin key when set.
+    for router in (health.router, tei.health, tei.named_health):
+        app.include_router(router)
     for router in (inference.router, rerank.router, predict.router, metrics.router, prometheus.router, models.listing):
         app.include_router(router, **key_guard(settings))
     for router in (openai.router, rerank.v1_router, batches.router):
-        app.include_router(router, **key_guard(settings, openai=True))
+        app.include_router(router, **key_guard(settings, documented=openai_errors))
+    # The default model's before any model's: /tei/{model} would take /tei/embed as a model.
+    for router in (tei.router, tei.named_router):
+        app.include_router(router, **key_guard(settings, documented=tei_errors))
     app.include_router(models.router, **key_guard(settings, admin=True))
-    app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS)
+    app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS, prefixes=INFERENCE_PREFIXES)
     app.add_middleware(
         RequestLimits,
         max_body_bytes=settings.max_request_bytes,

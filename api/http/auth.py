@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, Request, Security
@@ -29,7 +30,7 @@ from ..compute.tenants import Tenant, serve_as
 from ..errors import Forbidden, Unauthorized
 from ..settings import Settings
 from ..telemetry import tag_key
-from .openapi import errors, openai_errors
+from .openapi import errors
 
 # Without a secret of the operator's the keyed hash is still one-way; the secret makes a
 # copy of the job store useless for checking guessed keys against.
@@ -120,13 +121,15 @@ async def require_admin_key(request: Request) -> Tenant | None:
 _bearer = HTTPBearer(auto_error=False, scheme_name="apiKey", description="An API key (or an admin key).")
 
 
-def key_guard(settings: Settings, *, admin: bool = False, openai: bool = False) -> dict[str, Any]:
+def key_guard(
+    settings: Settings, *, admin: bool = False, documented: Callable[..., dict] = errors
+) -> dict[str, Any]:
     """``include_router`` arguments for routes behind keys: the check, and, where the
-    server has keys, what the document says of them: bearer security, 401, and 403 on the
-    management routes when an API key can be refused there."""
+    server has keys, what the document says of them (in the routes' error shape,
+    ``documented``): bearer security, 401, and 403 on the management routes when an API key
+    can be refused there."""
     check = require_admin_key if admin else require_api_key
     if not (settings.api_keys or settings.admin_keys):
         return {"dependencies": [Depends(check)]}
     statuses = [401, 403] if admin and settings.admin_keys and settings.api_keys else [401]
-    documented = openai_errors if openai else errors
     return {"dependencies": [Security(_bearer), Depends(check)], "responses": documented(*statuses)}

@@ -2,7 +2,8 @@
 
 Every error a client sees is ``{"error": {"status": int, "code": str, "message": str}}``,
 except on the OpenAI-compatible routes (``/v1/*``), which answer in OpenAI's error shape
-(``api/openai/errors.py``) with the same codes.
+(``api/openai/errors.py``) with the same codes, and on TEI's (``/tei``, ``/tei/*``), which
+answer in TEI's shape and statuses (``api/tei/errors.py``).
 Internal exceptions are logged with their traceback and answered with a generic 500 that
 carries a request id, never the traceback.
 """
@@ -24,6 +25,7 @@ from ..errors import EmbedgateError
 from ..telemetry import note_error
 from .openai.errors import is_openai_path, openai_error
 from .openai.rate_limits import rate_limit_headers
+from .tei.errors import is_tei_path, tei_error
 from .responses import JSONResponse
 
 log = logging.getLogger("embedgate.errors")
@@ -120,11 +122,14 @@ def error_response_for(
     headers: dict[str, str] | None = None,
     param: str | None = None,
 ) -> JSONResponse:
-    """Every error leaves through here: OpenAI's shape on the OpenAI-compatible routes,
-    the project's everywhere else (middleware that answers before the routes uses it too)."""
+    """Every error leaves through here: OpenAI's shape on the OpenAI-compatible routes, TEI's
+    on TEI's, the project's everywhere else (middleware that answers before the routes uses it too)."""
     note_error(code)
     if is_openai_path(path):
         status, body = openai_error(status, code, message, param)
+        return JSONResponse(body, status_code=status, headers=headers)
+    if is_tei_path(path):
+        status, body = tei_error(status, code, message)
         return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, code, message, headers)
 

@@ -95,12 +95,14 @@ class CancelOnDisconnect:
     """The app runs in the request's own task; a small reader task feeds it the body and
     cancels that task if the client disconnects first (one extra task per request)."""
 
-    def __init__(self, app: ASGIApp, paths: Iterable[str]):
+    def __init__(self, app: ASGIApp, paths: Iterable[str], prefixes: tuple[str, ...] = ()):
         self.app = app
         self.paths = frozenset(paths)
+        # Paths with a part of their own (a model's name): every path that starts so.
+        self.prefixes = prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in self.paths:
+        if scope["type"] != "http" or (scope["path"] not in self.paths and not scope["path"].startswith(self.prefixes)):
             return await self.app(scope, receive, send)
         inbox = _Inbox()
         request_task = asyncio.current_task()

@@ -1,7 +1,7 @@
 """What the OpenAPI document says beyond what FastAPI derives from the routes.
 
 - :func:`errors`: a route's error answers, with their body (the project's error shape, or
-  OpenAI's on ``/v1/*``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
+  OpenAI's on ``/v1/*``, or TEI's on ``/tei``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
   ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses
   they can answer; the statuses themselves come from ``errors.STATUS``.
 - :func:`install`: the document of one running server. Bounds that are settings (how many
@@ -23,6 +23,7 @@ from ..settings import Settings
 from .openai.errors import is_openai_path
 from .openai.schemas import OpenAIErrorResponse
 from .schemas import FROM_SETTINGS, ErrorResponse
+from .tei.errors import TEI_WHY, TeiErrorResponse
 
 _WHY = {
     400: "Malformed request: a body that does not parse, or a value the server cannot use.",
@@ -62,9 +63,11 @@ _HEADERS: dict[int, dict[str, Any]] = {
 }
 
 
-def errors(*statuses: int, body: type[BaseModel] = ErrorResponse) -> dict[int | str, dict[str, Any]]:
+def errors(
+    *statuses: int, body: type[BaseModel] = ErrorResponse, why: dict[int, str] = _WHY
+) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for a route that can answer these error statuses."""
-    return {status: _error(status, body) for status in statuses}
+    return {status: _error(status, body, why) for status in statuses}
 
 
 def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -72,8 +75,13 @@ def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return errors(*statuses, body=OpenAIErrorResponse)
 
 
-def _error(status: int, body: type[BaseModel]) -> dict[str, Any]:
-    answer: dict[str, Any] = {"model": body, "description": _WHY[status]}
+def tei_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """:func:`errors` in TEI's shape and with TEI's meanings, for the ``/tei`` routes."""
+    return errors(*statuses, body=TeiErrorResponse, why=TEI_WHY)
+
+
+def _error(status: int, body: type[BaseModel], why: dict[int, str]) -> dict[str, Any]:
+    answer: dict[str, Any] = {"model": body, "description": why[status]}
     if status in _HEADERS:
         answer["headers"] = _HEADERS[status]
     return answer

@@ -12,54 +12,41 @@ from . import patterns
 from .rerank_schemas import MAX_DOCUMENT_CHARS
 from .schemas import FROM_SETTINGS, ONE_PROMPT, PromptName, PromptText
 
-_TEXT = {"type": "string", "maxLength": MAX_DOCUMENT_CHARS}
-_PAIR = {"type": "array", "items": _TEXT, "minItems": 2, "maxItems": 2, "description": "A pair of texts."}
-_ONE = {"type": "array", "items": _TEXT, "minItems": 1, "maxItems": 1, "description": "A single text."}
-_INPUTS_SCHEMA = {
-    "anyOf": [
-        {**_TEXT, "description": "A single text."},
-        _PAIR,
-        {
-            "type": "array",
-            "items": {"anyOf": [_ONE, _PAIR]},
-            "minItems": 1,
-            FROM_SETTINGS: {"maxItems": "max_texts_per_request"},
-            "description": "A batch of texts ([text]) and pairs ([text, text]).",
-        },
-    ],
-    "description": "A text, a pair of texts, or a batch of texts and pairs (TEI's PredictInput).",
-    "examples": ["I love this movie!"],
-}
-PredictInputs = Annotated[str | list[str] | list[list[str]], WithJsonSchema(_INPUTS_SCHEMA)]
+def inputs_schema(min_length: int = 0) -> dict[str, Any]:
+    """TEI's PredictInput, its texts of at least ``min_length`` characters."""
+    text = {"type": "string", "maxLength": MAX_DOCUMENT_CHARS, **({"minLength": min_length} if min_length else {})}
+    pair = {"type": "array", "items": text, "minItems": 2, "maxItems": 2, "description": "A pair of texts."}
+    one = {"type": "array", "items": text, "minItems": 1, "maxItems": 1, "description": "A single text."}
+    return {
+        "anyOf": [
+            {**text, "description": "A single text."},
+            pair,
+            {
+                "type": "array",
+                "items": {"anyOf": [one, pair]},
+                "minItems": 1,
+                FROM_SETTINGS: {"maxItems": "max_texts_per_request"},
+                "description": "A batch of texts ([text]) and pairs ([text, text]).",
+            },
+        ],
+        "description": "A text, a pair of texts, or a batch of texts and pairs (TEI's PredictInput).",
+        "examples": ["I love this movie!"],
+    }
 
 
-class PredictRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=ONE_PROMPT)
+PredictInputs = Annotated[str | list[str] | list[list[str]], WithJsonSchema(inputs_schema())]
 
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        description="A loaded cross-encoder (or transformers sequence-classification model).",
-        examples=["cross-encoder/nli-deberta-v3-small"],
-        json_schema_extra={"pattern": patterns.MODEL_NAME},
-    )
+
+class PredictBody(BaseModel):
+    """What /predict and TEI's /predict share: the inputs, in TEI's shapes, and raw_scores."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
     inputs: PredictInputs
     raw_scores: bool = Field(False, description="The logits as the model gives them, before its activation.")
-    truncate: Literal[True] = Field(
-        True,
-        description="Inputs are cut to the model's max_length (longest first for pairs), as the library cuts "
-        "them (TEI's option; only true).",
-    )
-    prompt_name: PromptName | None = Field(
-        None,
-        description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...).",
-    )
-    prompt: PromptText | None = Field(
-        None, description="This text goes before each input's first text; not with prompt_name."
-    )
 
     @model_validator(mode="after")
-    def _shape(self) -> PredictRequest:
+    def _shape(self) -> PredictBody:
         inputs = self.inputs
         if isinstance(inputs, list) and not inputs:
             raise ValueError("inputs: a batch holds at least one [text] or [text, text]")
@@ -81,6 +68,30 @@ class PredictRequest(BaseModel):
         if inputs and isinstance(inputs[0], str):
             return [(inputs[0], inputs[1])], False
         return [item[0] if len(item) == 1 else (item[0], item[1]) for item in inputs], True  # type: ignore[index]
+
+
+class PredictRequest(PredictBody):
+    model_config = ConfigDict(json_schema_extra=ONE_PROMPT)
+
+    model: str = Field(
+        min_length=1,
+        max_length=200,
+        description="A loaded cross-encoder (or transformers sequence-classification model).",
+        examples=["cross-encoder/nli-deberta-v3-small"],
+        json_schema_extra={"pattern": patterns.MODEL_NAME},
+    )
+    truncate: Literal[True] = Field(
+        True,
+        description="Inputs are cut to the model's max_length (longest first for pairs), as the library cuts "
+        "them (TEI's option; only true).",
+    )
+    prompt_name: PromptName | None = Field(
+        None,
+        description="The model's prompt of this name goes before each input's first text, as predict(prompt_name=...).",
+    )
+    prompt: PromptText | None = Field(
+        None, description="This text goes before each input's first text; not with prompt_name."
+    )
 
 
 def _texts(inputs: Any) -> list[str]:

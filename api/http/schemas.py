@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from embedgate.converters.spec import variant_model_name
 
@@ -25,17 +26,30 @@ from . import patterns
 FROM_SETTINGS = "x-from-settings"
 
 
-def _integral(value: Any) -> Any:
-    # JSON Schema's integer includes 7.0; strict mode alone would refuse it.
+def integral(value: Any) -> Any:
+    """JSON Schema's integer includes 7.0; strict mode alone would refuse it."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # A count the schema calls an integer (>= 1): 7 or 7.0, never "7" or 7.5.
-Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
+Count = Annotated[int, Field(ge=1), BeforeValidator(integral)]
 
 
 def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
+
+
+def texts_not_token_ids(value: Any) -> Any:
+    """A string or a list of strings, as a list. OpenAI and TEI also take token ids (lists
+    of ints): ids of another tokenizer mean nothing to these models' tokenizers, and these
+    routes tokenize texts themselves, so ids are refused rather than misread."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(item, (int, list)) for item in value):
+        raise PydanticCustomError(
+            "token_ids", "token id arrays are not supported by this server; send the text itself"
+        )
+    return value
 
 
 def _one_or_many_schema(limit: str) -> WithJsonSchema:

@@ -13,6 +13,7 @@ from embedgate.api.compute.asks import Output
 from embedgate.api.compute.rates import KeyRates
 from embedgate.api.compute.results import Embeddings
 from embedgate.api.compute.routes import EVERY_TASK, Route
+from embedgate.api.compute.tokens import Token
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.gateway import Gateway
 from embedgate.api.http.app import create_app
@@ -85,11 +86,35 @@ class FakeRegistry:
         self.unloaded.append(name)
 
 
+class FakeTokens:
+    """Tokens as a fake tokenizer gives them: [CLS], then each word with its byte offsets."""
+
+    def __init__(self):
+        self.calls = []
+
+    async def tokenize(self, model, texts, *, prompt, add_special_tokens):
+        self.calls.append((model.name, texts, prompt.prompt_name, add_special_tokens))
+        rows = []
+        for text in texts:
+            row = [Token(101, "[CLS]", True, None, None)] if add_special_tokens else []
+            start = 0
+            for word in text.split(" "):
+                row.append(Token(len(word), word, False, start, start + len(word.encode())))
+                start += len(word.encode()) + 1
+            rows.append(row)
+        return rows
+
+    async def decode(self, model, ids, *, skip_special_tokens):
+        self.calls.append((model.name, ids, skip_special_tokens))
+        return [" ".join(str(i) for i in row if not (skip_special_tokens and i == 101)) for row in ids]
+
+
 class FakeEmbeddings:
     def __init__(self):
         self.calls = []
         self.cache = None  # the response cache is off
         self.rates = KeyRates(0, 0)  # no per-key limits; a test sets its own
+        self.tokens = FakeTokens()
 
     def charge(self, texts=(), images=0):
         return self.rates.charge(texts, images)

@@ -42,6 +42,30 @@ STATE_DEPENDENT = {
 }
 
 
+# TEI's routes answer the same refusals in TEI's shape, which carries no code: each is told
+# by its status, TEI's error type and the words of its message.
+TEI_STATE_DEPENDENT = [
+    (424, "Backend", " gives no "),  # a request the model's kind does not answer
+    (422, "Validation", "has no prompt named"),  # a prompt_name the model has no prompt of
+    (422, "Validation", "dimensions must be at most"),  # dimensions above the model's own
+    (422, "Validation", "inputs that fit are answered"),  # an input past the model's length, cutting refused
+]
+# A POST to a base URL is the route of the model's kind: a body of another kind's route is a 422.
+TEI_BASE_URLS = ("/tei", "/tei/{model}")
+
+
+def forgiven_tei(path: str, response) -> bool:
+    try:
+        body = response.json()
+        refusal = (response.status_code, body["error_type"])
+        message = body["error"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    if path in TEI_BASE_URLS and refusal == (422, "Validation"):
+        return True
+    return any(refusal == (status, kind) and words in message for status, kind, words in TEI_STATE_DEPENDENT)
+
+
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
     """Every failure counts but four, each a refusal of a valid-looking value that only the
@@ -53,8 +77,13 @@ def filter_failure(context, failure, case, response):
     wrong_model_kind: reranking with the embedding model loaded here, ``top_k`` for a dense
     model, predicting with it; each model's kind, /loaded_models says); and an uploaded batch file whose lines
     are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
-    describes the upload as a binary file). A run drops them and says how many it dropped."""
-    forgiven = STATE_DEPENDENT.get(case.operation.path)
+    describes the upload as a binary file). TEI's routes: the same refusals in TEI's terms
+    (``TEI_STATE_DEPENDENT``), and a base URL refusing a body of another kind's route. A run
+    drops them and says how many it dropped."""
+    path = case.operation.path
+    if failure.code == "ST202" and (path == "/tei" or path.startswith("/tei/")):
+        return not forgiven_tei(path, response)
+    forgiven = STATE_DEPENDENT.get(path)
     if failure.code != "ST202" or response.status_code != 400 or forgiven is None:
         return True
     try:

@@ -10,7 +10,7 @@ the routes ask the kind; no other code branches on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -115,13 +115,13 @@ class ServedKind:
         """What this model gives (``outputs``, where it does not depend on the model)."""
         return self.outputs
 
-    def require(self, output: Output, model_name: str) -> None:
+    def require(self, output: Output, model_name: str, endpoints: Mapping[Output, str] = ENDPOINTS) -> None:
         """Raises :class:`WrongModelKind` unless the model gives ``output``, saying where to
-        go instead."""
+        go instead (in the API the request came through: ``endpoints``)."""
         gives = self.gives()
         if output in gives:
             return
-        offers = "; ".join(f"{o.value}: {ENDPOINTS[o]}" for o in Output if o in gives)
+        offers = "; ".join(f"{o.value}: {endpoints[o]}" for o in Output if o in gives)
         raise WrongModelKind(
             f"model '{model_name}' is {self.title} and gives no {output.value} (what it gives: {offers})"
         )

@@ -80,6 +80,7 @@ class TextTokenizer:
         self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_length)
+        self._whole: Tokenizer | None = None
 
     def encodings(self, texts: list[str]) -> list:
         prepared = [t.strip() for t in texts] if self.strip_whitespace else texts
@@ -87,6 +88,16 @@ class TextTokenizer:
 
     def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
         return _batch(self.encodings(texts), pad_to_bucket, self.max_length)
+
+    def whole(self) -> Tokenizer:
+        """The same tokenizer without truncation, for what tokenizing a text gives in full
+        (and decoding ids); built on first use. Two threads may each build one: they are alike."""
+        whole = self._whole
+        if whole is None:
+            whole = Tokenizer.from_str(self._tokenizer.to_str())
+            whole.no_truncation()
+            self._whole = whole
+        return whole
 
 
 class PairTokenizer(TextTokenizer):

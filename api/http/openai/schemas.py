@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
-from pydantic_core import PydanticCustomError
 
 from .. import patterns
-from ..schemas import FROM_SETTINGS, Count
+from ..schemas import FROM_SETTINGS, Count, texts_not_token_ids
 from .vectors import EncodingFormat
-
-
-def _texts(value: Any) -> Any:
-    if isinstance(value, str):
-        return [value]
-    # OpenAI also takes token ids (lists of ints). Ids of OpenAI's tokenizers mean nothing
-    # to these models' tokenizers, so they are refused rather than misread.
-    if isinstance(value, list) and value and all(isinstance(item, (int, list)) for item in value):
-        raise PydanticCustomError(
-            "token_ids", "token id arrays are not supported by this server; send the text itself"
-        )
-    return value
 
 
 # An empty list is refused too (400), as are token id arrays.
@@ -43,7 +30,7 @@ class EmbeddingsRequest(BaseModel):
     # silently ignored. Strict: what the schema calls invalid ("2" for dimensions) is refused.
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    input: Annotated[list[str], BeforeValidator(_texts), WithJsonSchema(_INPUT_SCHEMA)] = Field(
+    input: Annotated[list[str], BeforeValidator(texts_not_token_ids), WithJsonSchema(_INPUT_SCHEMA)] = Field(
         description="A string or a non-empty list of strings to embed.", examples=[["I am a sentence."]]
     )
     model: str = Field(

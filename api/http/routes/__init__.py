@@ -2,13 +2,16 @@
 
 import math
 import re
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Path, Request
 
 from ...compute.served import ServedModel
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
+from ...models.names import split_clip_key
 from ...telemetry import tag_model
+from .. import patterns
 from ..schemas import FROM_SETTINGS
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
@@ -28,6 +31,27 @@ def serving(gateway: Gateway, name: str, pretrained: str | None = None) -> Serve
     model = gateway.registry.served(name, pretrained)
     tag_model(model.name)
     return model
+
+
+# A model named in a path by one string (OpenAI's and TEI's APIs). The name is checked where
+# every name is (a 400 or 422 in the route's shape); the pattern documents it.
+ModelKey = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        description="A loaded model, or a CLIP model as '<model_name>:<pretrained>'.",
+        examples=["sentence-transformers/all-MiniLM-L6-v2"],
+        json_schema_extra={"pattern": patterns.OPENAI_MODEL},
+    ),
+]
+
+
+def serving_key(gateway: Gateway, key: str) -> ServedModel:
+    """:func:`serving` for APIs that name a model with one string (OpenAI's, TEI's): a CLIP
+    model is ``<model_name>:<pretrained>``, as ``/v1/models`` lists it."""
+    clip = split_clip_key(key)
+    return serving(gateway, *clip) if clip else serving(gateway, key)
 
 
 TIMEOUT_HEADER = "x-request-timeout"

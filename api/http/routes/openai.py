@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
 from ...compute.served import ServedModel
 from ...gateway import Gateway
-from ...models.names import split_clip_key
-from .. import patterns
 from ..openai import embeddings
 from ..openai.embeddings import InvalidParameter
 from ..openai.rate_limits import rate_limit_headers
@@ -27,7 +23,7 @@ from ..openapi import openai_errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
 from ..timing import documented_headers, inference_headers
-from . import TAKES_A_DEADLINE, get_gateway, request_timeout, serving
+from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout, serving_key
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
@@ -50,7 +46,7 @@ async def create_embeddings(
     started = time.perf_counter()
     if not body.input:
         raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
-    plan = embeddings.check(body, served_openai(gateway, body.model), gateway.settings.max_texts_per_request)
+    plan = embeddings.check(body, serving_key(gateway, body.model), gateway.settings.max_texts_per_request)
     standing = gateway.embeddings.charge(body.input)
     result = await gateway.embeddings.answer(plan.model, embeddings.ask(plan), timeout_s=timeout_s)
     payload = embeddings.answer(plan, result.vectors, result.token_counts)
@@ -58,13 +54,6 @@ async def create_embeddings(
     headers = inference_headers(plan.model.name, result, total_ms)
     headers.update(rate_limit_headers(standing))
     return JSONResponse(payload, headers=headers)
-
-
-def served_openai(gateway: Gateway, model: str) -> ServedModel:
-    """OpenAI names a model with one string; a CLIP model is ``<model_name>:<pretrained>``,
-    as ``/v1/models`` lists it, and answers with its text encoder."""
-    clip = split_clip_key(model)
-    return serving(gateway, *clip) if clip else serving(gateway, model)
 
 
 def _created(timestamp: str) -> int:
@@ -93,17 +82,5 @@ async def list_models(gateway: Gateway = Depends(get_gateway)) -> ModelsResponse
 
 
 @router.get("/models/{model:path}", response_model=Model, responses=openai_errors(400, 404, 409, 500, 503))
-async def retrieve_model(
-    # The name is checked where every name is (a 400 here); the pattern documents it.
-    model: Annotated[
-        str,
-        Path(
-            min_length=1,
-            max_length=200,
-            examples=["sentence-transformers/all-MiniLM-L6-v2"],
-            json_schema_extra={"pattern": patterns.OPENAI_MODEL},
-        ),
-    ],
-    gateway: Gateway = Depends(get_gateway),
-) -> Model:
-    return _model(served_openai(gateway, model))
+async def retrieve_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> Model:
+    return _model(serving_key(gateway, model))

@@ -57,9 +57,24 @@ def component(doc, ref: str) -> dict:
     return doc["components"]["schemas"][ref.rpartition("/")[2]]
 
 
+# TEI's routes, under the default model's base URL and under any model's.
+TEI_BASES = ("/tei", "/tei/{model}")
+TEI_ROUTES = ("/embed", "/embed_sparse", "/embed_all", "/similarity", "/rerank", "/predict", "/tokenize", "/decode")
+
+
+def error_shape(path: str) -> str:
+    if path.startswith("/v1/"):
+        return "OpenAIErrorResponse"
+    return "TeiErrorResponse" if path == "/tei" or path.startswith("/tei/") else "ErrorResponse"
+
+
 def test_every_operation_is_listed(doc):
-    # Answers that are not JSON objects: Prometheus text, a file's bytes, TEI's list of predictions.
+    # Answers that are not JSON objects: Prometheus text, a file's bytes, TEI's list of predictions,
+    # TEI's answers (lists), its health (no body) and its /info (an object).
     others = {("get", "/metrics/prometheus"), ("get", "/v1/files/{file_id}/content"), ("post", "/predict")}
+    for base in TEI_BASES:
+        others |= {("post", base), ("get", f"{base}/health"), ("get", f"{base}/info")}
+        others |= {("post", f"{base}{route}") for route in TEI_ROUTES}
     assert {(method, path) for method, path, _ in operations(doc)} == set(ANSWERS) | others
 
 
@@ -73,7 +88,7 @@ def test_the_200_answer_is_its_object(doc, method, path):
 
 def test_every_error_has_its_body_in_the_shape_of_its_path(doc):
     for _, path, operation in operations(doc):
-        shape = "OpenAIErrorResponse" if path.startswith("/v1/") else "ErrorResponse"
+        shape = error_shape(path)
         for status, answer in operation["responses"].items():
             if status.startswith(("4", "5")):
                 ref = answer["content"][JSON]["schema"]["$ref"]
@@ -96,7 +111,8 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
 
 def test_415_is_documented_wherever_a_body_is_read(doc):
     with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
-    assert len(with_bodies) == 12
+    # The native API's 12, and TEI's routes and base URL under each of its two bases.
+    assert len(with_bodies) == 12 + 2 * (len(TEI_ROUTES) + 1)
     for path, operation in with_bodies:
         assert "415" in operation["responses"], path
 
@@ -172,14 +188,13 @@ def test_with_keys_the_routes_behind_them_say_so(api_keys, admin_keys, forbidden
         "type": "http", "scheme": "bearer", "description": "An API key (or an admin key)."
     }  # fmt: skip
     for method, path, operation in operations(doc):
-        if path.startswith("/health"):
+        if path.startswith("/health") or path.endswith("/health"):
             assert "security" not in operation and "401" not in operation["responses"]
             continue
         assert operation["security"] == [{"apiKey": []}], path
         unauthorized = operation["responses"]["401"]
         assert unauthorized["headers"]["WWW-Authenticate"], path
-        shape = "OpenAIErrorResponse" if path.startswith("/v1/") else "ErrorResponse"
-        assert unauthorized["content"][JSON]["schema"]["$ref"].endswith(shape), path
+        assert unauthorized["content"][JSON]["schema"]["$ref"].endswith(error_shape(path)), path
         managing = path in ("/unload_model", "/delete_model", "/load_sentence_transformer_model", "/load_clip_model")
         # Loads can also refuse trust_remote_code or a path outside the allowed directories.
         if managing and not path.startswith("/load"):
