@@ -33,12 +33,9 @@ class Settings(BaseSettings):
         "per four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host; 1: one process.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
-    opentelemetry: bool = Field(
-        False,
-        description="FastAPI's OpenTelemetry spans and metrics for each request, sent to the providers "
-        "an OpenTelemetry SDK configures (off: Prometheus at /metrics/prometheus needs none, and the "
-        "per-request provider checks cost CPU).",
-    )
+    opentelemetry: bool = Field(False, description="FastAPI's OpenTelemetry spans and metrics for each request, "
+                                "sent to the providers an OpenTelemetry SDK configures (off: Prometheus at "
+                                "/metrics/prometheus needs none, and the per-request provider checks cost CPU).")
 
     # --- model repository and conversion
     model_repository: Annotated[str, BeforeValidator(_repository_location)] = Field(
@@ -280,9 +277,7 @@ class Settings(BaseSettings):
     )
     converter_warm_s: float = Field(300.0, ge=0, description="Seconds a warm converter (its libraries imported "
                                     "once, each conversion forked from it) waits for the next; 0: none.")
-    conversion_memory_limit_mb: int = Field(
-        0, ge=0, description="Address-space limit of a conversion subprocess in MiB (0: none)."
-    )
+    conversion_memory_limit_mb: int = Field(0, ge=0, description="Address-space limit of a conversion in MiB (0: none).")
 
     # --- CLIP models and their images
     clip_model_config_dir: Path | None = Field(
