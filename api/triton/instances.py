@@ -13,15 +13,32 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from .orphans import STUB
 
 _INSTANCE = re.compile(rb"(?P<model>.+)_\d+_\d+")
 
 
-def running(triton_pid: int) -> set[tuple[str, str]]:
-    """(Triton model, instance name) of every stub of this tritonserver running now."""
-    found = set()
+@dataclass(frozen=True)
+class Stub:
+    pid: int
+    # Its command line: what it runs (the model, or an instance of it) is among its arguments.
+    argv: list[bytes]
+    # CPU time it has used, in clock ticks.
+    cpu_ticks: int
+
+    @property
+    def instance(self) -> str | None:
+        """The instance it runs (``<model>_<group>_<index>``): its last argument but one
+        (the last is its kind); None for the stub that reads a model's configuration."""
+        args = self.argv[:-1] if self.argv[-1:] == [b""] else self.argv
+        return args[-2].decode() if len(args) >= 3 and _INSTANCE.fullmatch(args[-2]) else None
+
+
+def stubs_of(triton_pid: int) -> list[Stub]:
+    """The Python-backend stubs this tritonserver started, running now."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -31,15 +48,23 @@ def running(triton_pid: int) -> set[tuple[str, str]]:
             with open(f"/proc/{entry}/stat", "rb") as stat_file:
                 stat = stat_file.read()
         except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if not argv or not argv[0].endswith(STUB.encode()):
             continue
-        if not argv or not argv[0].endswith(STUB.encode()) or len(argv) < 3:
-            continue
-        if int(stat.rsplit(b")", 1)[1].split()[1]) != triton_pid:
-            continue
-        # The instance name is the stub's last argument but one (the last is its kind).
-        match = _INSTANCE.fullmatch(argv[-3] if argv[-1] == b"" else argv[-2])
-        if match:
-            found.add((match["model"].decode(), match[0].decode()))
+        # After the command name, which may hold spaces: state, ppid, ..., utime, stime.
+        fields = stat.rsplit(b")", 1)[1].split()
+        if int(fields[1]) == triton_pid:
+            found.append(Stub(int(entry), argv, int(fields[11]) + int(fields[12])))
+    return found
+
+
+def running(triton_pid: int) -> set[tuple[str, str]]:
+    """(Triton model, instance name) of every stub of this tritonserver running now."""
+    found = set()
+    for stub in stubs_of(triton_pid):
+        instance = stub.instance
+        if instance is not None:
+            found.add((_INSTANCE.fullmatch(instance.encode())["model"].decode(), instance))
     return found
 
 

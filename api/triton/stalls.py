@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 
-from .orphans import STUB
+from .instances import stubs_of
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 # Past the stub start-up timeout, one idle poll is enough after this long: Triton's own
@@ -45,28 +45,8 @@ def stub_cpu_seconds(triton_pid: int, triton_name: str) -> float | None:
     """CPU seconds used so far by the stubs of ``triton_name`` that this tritonserver
     started; None when it has none."""
     instance = _instance_pattern(triton_name)
-    total, found = 0, False
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue  # gone meanwhile, or not ours to read
-        if not argv or not argv[0].endswith(STUB.encode()):
-            continue
-        if not any(instance.fullmatch(arg) for arg in argv[1:]):
-            continue
-        # After the command name, which may hold spaces: state, ppid, ..., utime, stime.
-        fields = stat.rsplit(b")", 1)[1].split()
-        if int(fields[1]) != triton_pid:
-            continue
-        total += int(fields[11]) + int(fields[12])
-        found = True
-    return total / _TICKS_PER_S if found else None
+    ticks = [stub.cpu_ticks for stub in stubs_of(triton_pid) if any(instance.fullmatch(arg) for arg in stub.argv[1:])]
+    return sum(ticks) / _TICKS_PER_S if ticks else None
 
 
 def is_idle(before: float | None, after: float | None) -> bool:
