@@ -277,7 +277,8 @@ class Settings(BaseSettings):
     )
     converter_warm_s: float = Field(300.0, ge=0, description="Seconds a warm converter (its libraries imported "
                                     "once, each conversion forked from it) waits for the next; 0: none.")
-    conversion_memory_limit_mb: int = Field(0, ge=0, description="Address-space limit of a conversion in MiB (0: none).")
+    conversion_memory_limit_mb: int = Field(0, ge=0, description="Address-space limit of a conversion in MiB, its imports "
+                                            "included (0: none; capped conversions start cold).")
 
     # --- CLIP models and their images
     clip_model_config_dir: Path | None = Field(

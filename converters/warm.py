@@ -4,12 +4,14 @@ seconds of every conversion on a small machine) and forks each conversion from t
 
 Each conversion still runs in a process of its own, exactly as ``python -m
 embedgate.converters`` runs it: the same ``main()``, its spec on stdin, its progress on
-stderr, its result line on stdout, its exit code, its memory cap, dying with its parent.
+stderr, its result line on stdout, its exit code, dying with its parent. A conversion with
+a memory cap does not come here: a forked process already holds the imported libraries'
+address space, so the cap would mean something else (the gateway starts those cold).
 The gateway talks to this process over the Unix socket FD (SOCK_SEQPACKET, one message at
 a time):
 
-- ``go <memory_limit_mb>`` with three file descriptors (the conversion's stdin, stdout and
-  stderr) forks a conversion; the answer is ``pid <pid>``;
+- ``go`` with three file descriptors (the conversion's stdin, stdout and stderr) forks a
+  conversion; the answer is ``pid <pid>``;
 - ``exit <pid> <code>`` reports a conversion that ended (a negative code: its signal).
 
 Forking after the imports is safe because nothing has run: no thread pool exists yet, and
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import select
 import signal
 import socket
@@ -51,13 +52,10 @@ def _preload() -> None:
         pass
 
 
-def _convert(fds: list[int], memory_limit_mb: int) -> None:
+def _convert(fds: list[int]) -> None:
     """In the forked child: become one conversion, as ``python -m embedgate.converters``."""
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if memory_limit_mb:
-        limit = memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -83,11 +81,10 @@ def serve(control: socket.socket, idle_s: float) -> None:
             message, fds, _, _ = socket.recv_fds(control, 256, 3)
             if not message:
                 return  # the gateway is gone
-            memory_limit_mb = int(message.split()[1])
             pid = os.fork()
             if pid == 0:
                 control.close()
-                _convert(fds, memory_limit_mb)
+                _convert(fds)
             for fd in fds:
                 os.close(fd)
             running.add(pid)

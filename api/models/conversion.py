@@ -79,10 +79,12 @@ class _Cold:
 
 
 async def _start(spec: ConversionSpec, memory_limit_mb: int, warm_s: float) -> _Cold | ConverterProcess:
-    if warm_s > 0:
+    # A memory cap covers the whole conversion, its imports included: only a cold start
+    # keeps that meaning (a forked process already holds the libraries' address space).
+    if warm_s > 0 and not memory_limit_mb:
         warm = _warm.setdefault(spec.allow_network, WarmConverter(warm_s, spec.allow_network))
         try:
-            return await warm.spawn(memory_limit_mb)
+            return await warm.spawn()
         except (OSError, asyncio.TimeoutError) as error:
             log.warning("the warm converter failed (%s); converting in a process of its own", error)
     proc = await asyncio.create_subprocess_exec(

@@ -282,20 +282,23 @@ def test_keys_decide_who_may_do_what(strict):
 
 
 def converter_processes(gateway) -> list[int]:
-    """The conversions running for ``gateway``: its converter children, or the processes
-    its warm converter forked (not the warm converter itself)."""
+    """The conversions running for ``gateway``: its cold converter children, or the
+    processes its warm converter forked (not the warm converter itself)."""
     table = processes()
-    converters = set()
+    parent = {pid: ppid for pid, _, ppid in table}
+    commands = {}
     for pid, _, _ in table:
         try:
-            if b"converters" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                converters.add(pid)
+            commands[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             pass
-    parent = {pid: ppid for pid, _, ppid in table}
     gateway_pid = gateway.process.pid
-    ours = {pid for pid in converters if gateway_pid in (parent[pid], parent.get(parent[pid]))}
-    return sorted(pid for pid in ours if pid not in {parent[other] for other in ours})
+    warm = {pid for pid, command in commands.items() if b"converters.warm" in command and parent[pid] == gateway_pid}
+    return sorted(
+        pid
+        for pid, command in commands.items()
+        if b"converters" in command and (parent[pid] in warm or (parent[pid] == gateway_pid and pid not in warm))
+    )
 
 
 def assert_nothing_half_written(repository: Path, triton_name: str) -> None:
