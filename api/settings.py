@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from embedgate.converters.repository.location import normalize as _repository_location
+from embedgate.converters.repository.s3_client import check_supported as _repository_supported
 
 from .key_names import parse_key_names
 
@@ -38,7 +39,9 @@ class Settings(BaseSettings):
                                 "/metrics/prometheus needs none, and the per-request provider checks cost CPU).")
 
     # --- model repository and conversion
-    model_repository: Annotated[str, BeforeValidator(_repository_location)] = Field(
+    model_repository: Annotated[
+        str, BeforeValidator(_repository_location), AfterValidator(_repository_supported)
+    ] = Field(
         "model_repository",
         description="Where the Triton models are: a directory, or an S3 URL in Triton's syntax: "
         "s3://host:port/bucket/path (an S3-compatible service over HTTP; s3://https://host:port/... "
@@ -277,8 +280,7 @@ class Settings(BaseSettings):
     )
     converter_warm_s: float = Field(300.0, ge=0, description="Seconds a warm converter (its libraries imported "
                                     "once, each conversion forked from it) waits for the next; 0: none.")
-    conversion_memory_limit_mb: int = Field(0, ge=0, description="Address-space limit of a conversion in MiB, its imports "
-                                            "included (0: none; capped conversions start cold).")
+    conversion_memory_limit_mb: int = Field(0, ge=0, description="Address-space cap of a conversion in MiB (0: none).")
 
     # --- CLIP models and their images
     clip_model_config_dir: Path | None = Field(

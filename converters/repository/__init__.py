@@ -38,7 +38,12 @@ def open_repository(
     local copies (metadata, tokenizers, conversions' staging); default: the temp dir."""
     location = normalize(location)
     if is_s3(location):
-        from embedgate.converters.repository.s3 import S3Repository
+        try:
+            from embedgate.converters.repository.s3 import S3Repository
+        except ImportError as error:  # boto3 and botocore: the s3 extra
+            from embedgate.converters.repository.s3_client import INSTALL_HINT, S3SupportMissing
+
+            raise S3SupportMissing(f"{location}: {INSTALL_HINT}") from error
 
         root = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / "embedgate-repository"
         return S3Repository(parse_s3(location), root)

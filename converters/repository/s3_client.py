@@ -1,17 +1,19 @@
 """The S3 client the repository uses, and what Triton needs to read the same bucket.
 
 Credentials are boto3's usual sources (the AWS_* environment variables first); nothing
-here reads, passes or logs them.
+here reads, passes or logs them. boto3 is the ``s3`` extra (``pip install
+"embedgate[s3]"``): imported only when an S3 location is used, so a local repository
+never needs it.
 """
 
 from __future__ import annotations
 
 import os
 
-import boto3
-from botocore.config import Config
+from embedgate.converters.errors import RepositoryError
+from embedgate.converters.repository.location import S3Location, is_s3
 
-from embedgate.converters.repository.location import S3Location
+INSTALL_HINT = 'an S3 location needs boto3: pip install "embedgate[s3]"'
 
 # What S3-compatible services other than AWS expect when nobody says (Triton's default too).
 DEFAULT_REGION = "us-east-1"
@@ -30,7 +32,26 @@ def triton_environment(location: S3Location) -> dict[str, str]:
     return {"AWS_DEFAULT_REGION": chosen} if chosen else {}
 
 
+class S3SupportMissing(RepositoryError):
+    """An S3 location without boto3 installed."""
+
+
+def check_supported(location: str) -> str:
+    """``location`` itself, unless it is an S3 one and boto3 is not installed."""
+    if is_s3(location):
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise ValueError(INSTALL_HINT) from None
+    return location
+
+
 def make_client(location: S3Location):
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as error:
+        raise S3SupportMissing(f"{location.url}: {INSTALL_HINT}") from error
     return boto3.client(
         "s3",
         endpoint_url=location.endpoint_url,
