@@ -12,7 +12,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
 	# torch first and pinned: a free resolution would pull a multi-GB CUDA build.
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[convert,test]"
+	$(PIP) -e ".[convert,test,triton,s3]"
+	# For the install test (tests/integration/test_wheel.py): a user's environment with
+	# numpy 2 and protobuf 7, whose Triton gets its own (nvidia-pytriton, numpy 1), offline.
+	$(BIN)/python -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: -d $(VENV)/wheels \
+		"numpy>=2,<3" "protobuf>=7,<8"
+	$(BIN)/python -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: -d $(VENV)/wheels \
+		nvidia-pytriton==0.7.0 "numpy>=1.24,<2"
 	touch $(STAMP)
 
 install: $(STAMP)

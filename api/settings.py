@@ -121,8 +121,8 @@ class Settings(BaseSettings):
     )
     triton_stub_python: Path | None = Field(
         None,
-        description="The Python whose environment Triton's Python backend runs models in (default: the gateway's "
-        "own); same Python version, numpy<2, and for GPU instances torch with CUDA.",
+        description="The Python whose environment runs Triton's bundle and models (default: the gateway's own "
+        "with numpy<2, else `embedgate triton-runtime`'s); same Python version, numpy<2, nvidia-pytriton.",
     )
     triton_log_verbose: int = Field(0, ge=0, description="Triton's --log-verbose level.")
 

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import typing
+from pathlib import Path
 
 import httpx
 from pydantic import ValidationError
@@ -104,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
                               help="run as a Ray Serve application of replicas, each with its own Triton "
                               "(the --ray-* settings)")
     add_settings_flags(serve_parser)
+    runtime = commands.add_parser(
+        "triton-runtime", help="give the embedded Triton an environment of its own (nvidia-pytriton, numpy 1), "
+        "once at install time, where this one has numpy 2 or no nvidia-pytriton",
+    )
+    runtime.add_argument("--dir", type=Path, help="where (default: ~/.cache/embedgate/triton-runtime-pyX.Y, "
+                         "found there by `embedgate serve`; elsewhere, set EMBEDGATE_TRITON_STUB_PYTHON)")
+    runtime.add_argument("--find-links", action="append", default=[], metavar="DIR_OR_URL",
+                         help="also look for the wheels there (pip's --find-links)")
+    runtime.add_argument("--no-index", action="store_true", help="only --find-links, no package index")
     client = [_client_options()]
 
     clip = argparse.ArgumentParser(add_help=False)
@@ -234,6 +244,20 @@ def bench(argv: list[str]) -> int:
     return 0
 
 
+def triton_runtime(args: argparse.Namespace) -> int:
+    from ..triton import runtime
+
+    try:
+        python = runtime.create(args.dir, find_links=args.find_links, no_index=args.no_index)
+        print(f"embedgate: Triton's environment is ready: {python.parent.parent} ({runtime.describe(python)})")
+    except runtime.RuntimeFailed as exc:
+        print(f"embedgate: {exc}", file=sys.stderr)
+        return 1
+    if args.dir is not None and python.parent.parent != runtime.default_runtime():
+        print(f"embedgate: serve with EMBEDGATE_TRITON_STUB_PYTHON={python}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
@@ -253,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         serve(settings_from_args(args))
         return 0
+    if args.command == "triton-runtime":
+        return triton_runtime(args)
     try:
         with EmbedgateClient(args.url, args.api_key, args.timeout) as client:
             if args.command == "batch":

@@ -1,5 +1,9 @@
 """Prepare the tritonserver bundled in the ``nvidia-pytriton`` wheel to run as a plain binary.
 
+The wheel is found in the gateway's own environment (the ``triton`` extra, with numpy 1),
+or in an environment of Triton's own where the gateway's has numpy 2 or lacks it
+(``embedgate triton-runtime`` makes one: ``runtime.py``), or in EMBEDGATE_TRITON_STUB_PYTHON's.
+
 The wheel ships ``pytriton/tritonserver/{bin,backends,caches,python_backend_stubs}``.
 The Python backend looks for ``triton_python_backend_stub`` beside
 ``libtriton_python.so``, so the tree is copied once into a work directory with the stub
@@ -36,11 +40,85 @@ class PreparedTriton:
     version: str
 
 
-def _package_dir() -> Path:
+@dataclass(frozen=True)
+class _Found:
+    """nvidia-pytriton as one Python environment has it."""
+
+    package_dir: Path
+    version: str
+    numpy: str
+    python: str  # "3.11"
+
+
+_PROBE = (
+    "import sys, importlib.metadata as m, numpy, pytriton; "
+    "print(pytriton.__file__); print(m.version('nvidia-pytriton')); print(numpy.__version__); "
+    "print('%d.%d' % sys.version_info[:2])"
+)
+_HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _found_here() -> _Found | None:
+    """nvidia-pytriton in the gateway's own environment, if it is there."""
     spec = importlib.util.find_spec("pytriton")
     if spec is None or spec.origin is None:
-        raise BundleError("nvidia-pytriton is not installed: pip install nvidia-pytriton==0.7.0")
-    return Path(spec.origin).parent
+        return None
+    return _Found(
+        Path(spec.origin).parent, importlib.metadata.version("nvidia-pytriton"),
+        importlib.metadata.version("numpy"), _HERE,
+    )
+
+
+def _found_in(python: Path) -> _Found:
+    """nvidia-pytriton in the environment of ``python`` (a stub Python, a Triton runtime)."""
+    try:
+        found = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BundleError(f"the stub Python {python} cannot be run: {error}") from None
+    if found.returncode != 0:
+        raise BundleError(
+            f"the stub Python {python} needs numpy and nvidia-pytriton: {found.stderr.strip()[-300:]}"
+        )
+    origin, version, numpy, python_version = found.stdout.split()
+    return _Found(Path(origin).parent, version, numpy, python_version)
+
+
+def default_runtime() -> Path:
+    """Where ``embedgate triton-runtime`` puts the embedded Triton's own environment."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "embedgate" / f"triton-runtime-py{_HERE}"
+
+
+def runtime_python(runtime: Path) -> Path:
+    return runtime / "bin" / "python3"
+
+
+def stub_python_for(configured: Path | None) -> Path | None:
+    """The Python whose environment runs Triton and its stubs: ``configured``
+    (EMBEDGATE_TRITON_STUB_PYTHON) if set; else this one (None) where it has
+    nvidia-pytriton and numpy 1; else the Triton runtime ``embedgate triton-runtime`` made."""
+    if configured is not None:
+        return Path(configured)
+    here = _found_here()
+    if here is not None and _numpy_major(here.numpy) < 2:
+        return None
+    python = runtime_python(default_runtime())
+    if python.exists():
+        return python
+    why = (
+        f"numpy {here.numpy} is installed beside nvidia-pytriton" if here is not None
+        else "nvidia-pytriton (the tritonserver it bundles) is not installed"
+    )
+    raise BundleError(
+        f"{why}, and the embedded Triton needs both with numpy<2 (its Python backend stub is built for "
+        f"numpy 1): run `embedgate triton-runtime` once (it gives Triton an environment of its own in "
+        f"{default_runtime()}; needs a package index or --find-links), or pip install 'embedgate[triton]' "
+        "where numpy<2 suits, or set EMBEDGATE_TRITON_URL to a running Triton"
+    )
+
+
+def _numpy_major(version: str) -> int:
+    return int(version.split(".")[0])
 
 
 def _runtime_env(package_dir: Path, stub_python: Path | None = None) -> dict[str, str]:
@@ -60,44 +138,29 @@ def _runtime_env(package_dir: Path, stub_python: Path | None = None) -> dict[str
     return env
 
 
-def _numpy_version(stub_python: Path | None) -> str:
-    if stub_python is None:
-        return importlib.metadata.version("numpy")
-    try:
-        found = subprocess.run(
-            [str(stub_python), "-c", "import sys, numpy; print(numpy.__version__, '%d.%d' % sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=120,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise BundleError(f"triton_stub_python {stub_python} cannot be run: {error}") from None
-    if found.returncode != 0:
-        raise BundleError(f"triton_stub_python {stub_python} has no numpy: {found.stderr.strip()[-300:]}")
-    version, python_version = found.stdout.split()
-    here = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if python_version != here:
-        raise BundleError(f"triton_stub_python {stub_python} is Python {python_version}; the gateway's is {here}")
-    return version
-
-
 def check_numpy(version: str) -> None:
     """The Python backend stub of nvidia-pytriton 0.7.0 is built for numpy 1: under numpy 2
     it loads models, but every output tensor comes back empty (seen with Python 3.12)."""
-    if int(version.split(".")[0]) >= 2:
+    if _numpy_major(version) >= 2:
         raise BundleError(
-            f"numpy {version} is installed; the Python backend of nvidia-pytriton 0.7.0 needs numpy<2 "
-            "(under numpy 2 every output comes back empty): pip install 'numpy<2'"
+            f"numpy {version} is in the stub's environment; the Python backend of nvidia-pytriton 0.7.0 needs "
+            "numpy<2 (under numpy 2 every output comes back empty): `embedgate triton-runtime` gives Triton "
+            "an environment of its own"
         )
 
 
 def prepare(work_dir: Path, stub_python: Path | None = None) -> PreparedTriton:
     """Copy the bundle into ``work_dir`` (once per pytriton and Python version). Models run
-    in the environment of ``stub_python`` (default: this interpreter's), of this Python
-    version, with numpy 1."""
-    check_numpy(_numpy_version(stub_python))
-    package_dir = _package_dir()
+    in the environment of the stub Python (``stub_python_for``), of this Python version,
+    with numpy 1."""
+    python = stub_python_for(stub_python)
+    found = _found_here() if python is None else _found_in(python)
+    assert found is not None
+    if found.python != _HERE:
+        raise BundleError(f"the stub Python {python} is Python {found.python}; the gateway's is {_HERE}")
+    check_numpy(found.numpy)
+    package_dir, version, py = found.package_dir, found.version, _HERE
     source = package_dir / "tritonserver"
-    version = importlib.metadata.version("nvidia-pytriton")
-    py = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = source / "python_backend_stubs" / py / "triton_python_backend_stub"
     if not stub.exists():
         raise BundleError(f"nvidia-pytriton {version} has no Python backend stub for Python {py}")
@@ -124,6 +187,6 @@ def prepare(work_dir: Path, stub_python: Path | None = None) -> PreparedTriton:
         binary=target / "bin" / "tritonserver",
         backend_dir=target / "backends",
         cache_dir=target / "caches",
-        env=_runtime_env(package_dir, stub_python),
+        env=_runtime_env(package_dir, python),
         version=version,
     )

@@ -7,17 +7,21 @@ installed, so pip resolves every requirement of ``[convert]`` against them, and 
 embedgate itself is installed into the new venv. Its ``embedgate serve`` then runs from a
 directory outside the repository, so nothing is imported from the source tree.
 
-boto3 is the ``s3`` extra, left out here: the new venv cannot import it (nor botocore),
-as if it were not installed, and still serves and converts with a local repository.
+The new venv is a user's environment that differs from this one where embedgate must fit
+it: numpy 2 and protobuf 7 are installed in it first (this environment has numpy 1 and
+protobuf 6), and boto3, the ``s3`` extra, is left out (the new venv cannot import it nor
+botocore, as if they were not installed). So the embedded Triton, whose stub needs numpy 1,
+gets an environment of its own from ``embedgate triton-runtime``, offline, from the wheels
+``make install`` put in ``.venv/wheels``; ``embedgate serve`` finds it there.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -29,6 +33,9 @@ from tests.helpers import cosine_rows
 from .conftest import MINILM, start_gateway, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
+# What make install downloads for this test (a user's numpy 2 and protobuf 7, Triton's runtime).
+WHEELS = Path(sys.prefix) / "wheels"
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 SOURCES = ("api", "bench", "converters", "pyproject.toml", "README.md")
 
 
@@ -74,10 +81,17 @@ def venv(wheel, tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("venv")
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     site = Path(run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip())
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # Every package directory of this environment (a .pth line's own .pth files are not read).
+    packages = [entry for entry in sys.path if entry.endswith("site-packages")]
+    (site / "dependencies.pth").write_text("".join(f"{entry}\n" for entry in packages))
     # This environment has boto3 (the test extra asks for [s3]); the new venv must not see it.
     (site / "without_s3.py").write_text(WITHOUT_S3)
     (site / "without_s3.pth").write_text("import without_s3\n")
+    # numpy 2 and protobuf 7 in the new venv itself, ahead of this environment's.
+    wheels = sorted(WHEELS.glob("numpy-2.*.whl"))[-1:] + sorted(WHEELS.glob("protobuf-7.*.whl"))[-1:]
+    assert len(wheels) == 2, f"no numpy 2 or protobuf 7 wheel in {WHEELS}: make install downloads them"
+    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-index", "--no-deps",
+        "--disable-pip-version-check", *wheels)
     run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-index",
         "--disable-pip-version-check", f"{wheel}[convert]")
     return venv
@@ -90,15 +104,33 @@ def test_the_wheel_holds_only_the_embedgate_package(wheel):
     assert "embedgate/api/triton/python_backend_model.py" in names
 
 
-def test_boto3_is_only_the_s3_extra_and_torch_is_not_pinned(wheel, venv):
+def requirements(wheel: Path) -> dict[str, list[tuple[str, str]]]:
+    """The wheel's Requires-Dist by package: (its version spec, its marker)."""
     with zipfile.ZipFile(wheel) as archive:
         [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        requires = [line for line in archive.read(name).decode().splitlines() if line.startswith("Requires-Dist:")]
-    boto3 = [line for line in requires if line.split()[1].startswith("boto3")]
-    assert boto3 and all("extra == \"s3\"" in line for line in boto3), boto3
-    torch = [line for line in requires if line.split()[1].startswith("torch")]
+        lines = [line for line in archive.read(name).decode().splitlines() if line.startswith("Requires-Dist:")]
+    found: dict[str, list[tuple[str, str]]] = {}
+    for line in lines:
+        requirement, _, marker = line.removeprefix("Requires-Dist:").partition(";")
+        package = re.match(r"\s*([A-Za-z0-9_.-]+)", requirement).group(1).lower()
+        found.setdefault(package, []).append((requirement[len(package) + 1:].strip(), marker.strip()))
+    return found
+
+
+def test_the_wheels_requirements_fit_the_users_environment(wheel):
+    required = requirements(wheel)
+    # Only in the extras that need them: boto3 for S3, the tritonserver (numpy<2) for an
+    # embedded Triton in this environment.
+    assert [marker for _, marker in required["boto3"]] == ['extra == "s3"']
+    assert [marker for _, marker in required["nvidia-pytriton"]] == ['extra == "triton"']
     # Any torch from a floor on (a user's CUDA build stays), never one pinned release.
-    assert torch and all(">=" in line.split(";")[0] and "==" not in line.split(";")[0] for line in torch), torch
+    assert all(spec.startswith(">=") and "==" not in spec for spec, _ in required["torch"]), required["torch"]
+    # numpy 2 and protobuf 7 are allowed; tritonclient's grpc extra (protobuf<7) is not asked for.
+    assert all("<" not in spec for spec, _ in required["numpy"] + required["protobuf"])
+    assert all("grpc" not in spec for spec, _ in required["tritonclient"])
+
+
+def test_without_boto3_an_s3_repository_says_what_to_install(venv):
     probe = "import importlib.util as u; print(u.find_spec('boto3'))"
     with pytest.raises(AssertionError, match="No module named 'boto3'"):
         run(venv / "bin" / "python", "-c", probe)
@@ -112,17 +144,53 @@ def test_boto3_is_only_the_s3_extra_and_torch_is_not_pinned(wheel, venv):
     assert "Traceback" not in answer.stderr
 
 
-def test_the_installed_wheel_serves_and_converts_minilm(venv, tmp_path, minilm):
+@pytest.fixture(scope="module")
+def cache(venv, tmp_path_factory) -> Path:
+    """XDG_CACHE_HOME of the new venv's user, with the Triton runtime made in it."""
+    cache = tmp_path_factory.mktemp("cache")
+    made = subprocess.run(
+        [venv / "bin" / "embedgate", "triton-runtime", "--find-links", WHEELS, "--no-index"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "nvidia-pytriton 0.7.0, numpy 1." in made.stdout, made.stdout
+    return cache
+
+
+def test_the_new_venv_has_the_users_numpy_2_and_protobuf_7(venv):
+    probe = "import numpy, google.protobuf as p; print(numpy.__version__, p.__version__, numpy.__file__)"
+    numpy, protobuf, where = run(venv / "bin" / "python", "-c", probe).split()
+    assert numpy.startswith("2.") and protobuf.startswith("7.") and where.startswith(str(venv)), (numpy, protobuf)
+
+
+def test_without_a_triton_runtime_serve_says_how_to_make_one(venv, tmp_path):
+    answer = subprocess.run(
+        [venv / "bin" / "embedgate", "serve"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path), "EMBEDGATE_TRITON_WORK_DIR": str(tmp_path / "work"),
+             "EMBEDGATE_MODEL_REPOSITORY": str(tmp_path / "repo"), "EMBEDGATE_PORT": "0"},
+    )
+    assert answer.returncode != 0
+    assert "numpy 2." in answer.stderr and "embedgate triton-runtime" in answer.stderr, answer.stderr[-3000:]
+
+
+def test_the_installed_wheel_serves_and_converts_minilm(venv, cache, tmp_path, minilm, monkeypatch):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     located = run(venv / "bin" / "python", "-c", "import embedgate.api, embedgate.converters as c; print(c.__file__)", cwd=outside)
     assert located.startswith(str(venv)), located
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     gateway = start_gateway(
         tmp_path / "repo", tmp_path / "gateway.log", command=[str(venv / "bin" / "embedgate"), "serve"], cwd=outside,
         triton_work_dir=str(tmp_path / "work"),
     )
     try:
         wait_ready(gateway)
+        # Triton runs in the runtime's environment: its python3 first on Triton's PATH.
+        (triton,) = gateway.children("tritonserver")
+        environ = dict(
+            line.split("=", 1) for line in Path(f"/proc/{triton}/environ").read_text().split("\0") if "=" in line
+        )
+        assert environ["PATH"].split(os.pathsep)[0] == str(cache / "embedgate" / f"triton-runtime-py{PY}" / "bin")
         with gateway.client(timeout=600) as http:
             loaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
             assert loaded.status_code == 200, loaded.text
