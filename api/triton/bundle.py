@@ -50,10 +50,11 @@ class _Found:
     python: str  # "3.11"
 
 
+# Found, not imported: pytriton's own imports need packages a Triton runtime leaves out.
 _PROBE = (
-    "import sys, importlib.metadata as m, numpy, pytriton; "
-    "print(pytriton.__file__); print(m.version('nvidia-pytriton')); print(numpy.__version__); "
-    "print('%d.%d' % sys.version_info[:2])"
+    "import sys, importlib.util as u, importlib.metadata as m, numpy; s = u.find_spec('pytriton'); "
+    "s or sys.exit('No module named pytriton'); print(s.origin); print(m.version('nvidia-pytriton')); "
+    "print(numpy.__version__); print('%d.%d' % sys.version_info[:2])"
 )
 _HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
