@@ -36,6 +36,22 @@ class Stub:
         return args[-2].decode() if len(args) >= 3 and _INSTANCE.fullmatch(args[-2]) else None
 
 
+def _stat_fields(stat: bytes) -> list[bytes]:
+    """A /proc stat line's fields after the command name, which may hold spaces: state,
+    ppid, ..., utime, stime."""
+    return stat.rsplit(b")", 1)[1].split()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: not gone, and not dead but not yet reaped (a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            state = _stat_fields(stat_file.read())[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
 def stubs_of(triton_pid: int) -> list[Stub]:
     """The Python-backend stubs this tritonserver started, running now."""
     found = []
@@ -51,8 +67,7 @@ def stubs_of(triton_pid: int) -> list[Stub]:
             continue  # gone meanwhile, or not ours to read
         if not argv or not argv[0].endswith(STUB.encode()):
             continue
-        # After the command name, which may hold spaces: state, ppid, ..., utime, stime.
-        fields = stat.rsplit(b")", 1)[1].split()
+        fields = _stat_fields(stat)
         if int(fields[1]) == triton_pid:
             found.append(Stub(int(entry), argv, int(fields[11]) + int(fields[12])))
     return found

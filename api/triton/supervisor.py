@@ -127,16 +127,23 @@ class TritonSupervisor:
 
     async def wait_restarted(self, since: int) -> bool:
         """After a lost connection: wait until the watchdog has restarted Triton (counted
-        past ``since``) and reloaded its models. False when Triton never went away."""
+        past ``since``) and reloaded its models. False when Triton never went away: it
+        still runs, serving, 2 s on. A tritonserver that died is waited for however long
+        the watchdog takes to see it (on a starved machine, seconds): the request's
+        deadline bounds the wait."""
         noticed = time.monotonic() + 2.0
         while self.restarts == since and not self._stopping:
-            if self._serving.is_set() and time.monotonic() > noticed:
+            if self._serving.is_set() and time.monotonic() > noticed and self._running():
                 return False
             await asyncio.sleep(0.05)
         if self._stopping:
             return False
         await self._serving.wait()
         return True
+
+    def _running(self) -> bool:
+        proc = self._proc
+        return proc is not None and proc.returncode is None and instances.alive(proc.pid)
 
     async def watch_load(self, triton_name: str) -> None:
         """Run beside a load of ``triton_name``: when the load is still pending past

@@ -23,6 +23,7 @@ from ..models.progress import Event, Progress
 from ..models.control import LoadOutcome
 from ..models.registry import ModelRegistry
 from ..settings import Settings
+from ..triton import instances
 from ..triton.supervisor import LostListener, RestartListener
 from .channel import Peer
 
@@ -53,12 +54,14 @@ class SharedTriton:
         self.restarts = 0
         self.ready = False
         self.serving = False
+        self._triton_pid: int | None = None
         self._stopping = False
 
     def update(self, state: dict[str, Any]) -> None:
         self.ready = state["ready"]
         self.serving = state["serving"]
         self.restarts = state["restarts"]
+        self._triton_pid = state.get("triton_pid")
 
     def is_ready(self) -> bool:
         return self.ready
@@ -71,15 +74,19 @@ class SharedTriton:
 
     async def wait_restarted(self, since: int) -> bool:
         """As the supervisor's: wait until the primary has restarted Triton (counted past
-        ``since``) and reloaded its models; False when Triton never went away."""
+        ``since``) and reloaded its models; False when Triton never went away (its process,
+        on this machine, still runs). One that died is waited for until the primary tells."""
         noticed = time.monotonic() + NOTICE_S
         while self.restarts == since and not self._stopping:
-            if self.serving and time.monotonic() > noticed:
+            if self.serving and time.monotonic() > noticed and self._triton_runs():
                 return False
             await asyncio.sleep(POLL_S)
         while not self.serving and not self._stopping:
             await asyncio.sleep(POLL_S)
         return not self._stopping
+
+    def _triton_runs(self) -> bool:
+        return self._triton_pid is None or instances.alive(self._triton_pid)
 
     async def watch_load(self, triton_name: str) -> None:
         pass  # loads run in the primary

@@ -203,6 +203,7 @@ class Primary:
             "ready": await self.host.triton_ready(),
             "serving": triton.serving,
             "restarts": triton.restarts,
+            "triton_pid": triton.pid,
             "restored": not self.host.restoring,
         }
 

@@ -3,6 +3,11 @@ lost between two looks (stand-in processes named as the real ones)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+
+from embedgate.api.triton import instances
 from embedgate.api.triton.instances import lost, running, stubs_of
 
 from .test_stalls import IDLE, start_fake_triton, stop
@@ -33,3 +38,21 @@ def test_a_model_lost_an_instance_when_its_stub_is_gone_and_no_other_runs_it():
     assert lost(before, set()) == {"m", "n"}
     # A model newly loaded (more instances now) lost nothing.
     assert lost({("m", "m_0_0")}, before) == set()
+
+
+def test_a_process_is_alive_until_it_exits_even_before_it_is_reaped():
+    assert instances.alive(os.getpid())
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert instances.alive(child.pid)
+        child.kill()
+        # Dead, not yet reaped (a zombie): no longer alive.
+        deadline = time.monotonic() + 10
+        while instances.alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not instances.alive(child.pid)
+        assert child.poll() is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert not instances.alive(child.pid)

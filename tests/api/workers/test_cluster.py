@@ -5,6 +5,7 @@ only once applied here, and Triton's restarts as the primary reports them."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -130,3 +131,19 @@ def test_each_worker_takes_its_share_of_the_per_process_budgets():
     limited = worker_settings(Settings(key_requests_per_minute=10, key_tokens_per_minute=1000), 4)
     assert (limited.key_requests_per_minute, limited.key_tokens_per_minute) == (3, 250)
     assert worker_settings(Settings(), 4).key_requests_per_minute == 0  # no limit stays none
+
+
+async def test_a_dead_triton_the_primary_has_not_reported_yet_is_waited_for(monkeypatch):
+    monkeypatch.setattr(cluster_module, "NOTICE_S", 0.1)
+    child = subprocess.Popen(["sleep", "30"])
+    child.kill()  # dead (not reaped): the primary has not seen it yet
+    try:
+        triton = SharedTriton(SimpleNamespace())
+        triton.update({"ready": True, "serving": True, "restarts": 2, "triton_pid": child.pid})
+        waiting = asyncio.create_task(triton.wait_restarted(2))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        triton.update({"ready": True, "serving": True, "restarts": 3, "triton_pid": None})
+        assert await asyncio.wait_for(waiting, 5) is True
+    finally:
+        child.wait()
