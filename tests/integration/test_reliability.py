@@ -191,8 +191,8 @@ async def test_a_client_that_disconnects_stops_costing_work(gateway, minilm_load
     before, _ = counts(gateway)
     log_start = len(gateway.log())
     # 2048 long texts: 8 chunks of max_batch_size (256), at most 4 of them in Triton at
-    # once, each seconds of work. The client gives up after a second.
-    texts = [f"abandoned text {i} " + "token " * 240 for i in range(2048)]
+    # once, each seconds of work (about 100 tokens a text). The client gives up after a second.
+    texts = [f"abandoned text {i} " + "token " * 100 for i in range(2048)]
     with pytest.raises(httpx.TimeoutException):
         httpx.post(f"{gateway.url}/infer", json={"model_name": MINILM, "text": texts}, timeout=1.0)
     await asyncio.to_thread(gateway.wait_log, "client disconnected", 60, log_start)
