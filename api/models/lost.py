@@ -65,11 +65,23 @@ class LostProcesses:
     async def exited(self, part: str) -> None:
         """Triton's supervisor saw a process of ``part`` end while Triton runs on: where a
         served model lost it outside a load or unload of its own, load it again (requests
-        waiting on that process would otherwise wait out their deadline)."""
+        waiting on that process would otherwise wait out their deadline). A loss seen while
+        the model's lock is held waits for it rather than being dropped: the loss may not
+        be that operation's."""
+        seen_at = time.monotonic()
         model = next((m for m in self.registry.loaded() if part in m.triton_names), None)
-        if model is None or self.registry.lock(model.triton_name).locked():
+        if model is None:
             return
+        lock = self.registry.lock(model.triton_name)
+        if lock.locked():
+            # A load or unload of this model ends its stubs too: once it is done, a model
+            # it removed or replaced lost nothing; one it kept (a check that found it loaded,
+            # a reload that ended before the loss) did.
+            async with lock:
+                pass
+            if self.registry.held(model.name) is not model:
+                return
         try:
-            await self.reload(model.name, part, time.monotonic())
+            await self.reload(model.name, part, seen_at)
         except EmbedgateError as exc:
             log.error("could not load %s again after it lost its process: %s", model.name, exc.message)

@@ -323,7 +323,11 @@ class TritonSupervisor:
             if pid is None or not self._serving.is_set():
                 seen, seen_pid = set(), None
                 continue
-            now = await asyncio.to_thread(instances.running, pid)
+            try:
+                now = await asyncio.to_thread(instances.running, pid)
+            except Exception:  # noqa: BLE001 - the watch must outlive one bad look
+                log.exception("could not read the stubs of tritonserver %d", pid)
+                continue
             lost = instances.lost(seen, now) if pid == seen_pid and self.pid == pid else set()
             seen, seen_pid = now, pid
             for part in sorted(lost):

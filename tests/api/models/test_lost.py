@@ -1,0 +1,75 @@
+"""A model whose process died in Triton is loaded again, also when the loss is seen while
+its lock is held by something else (fakes for the registry and Triton's client)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from types import SimpleNamespace
+
+from embedgate.api.models.lost import LostProcesses
+
+
+class FakeClient:
+    def __init__(self):
+        self.reloaded: list[str] = []
+        self.abandoned: list[str] = []
+
+    async def reload(self, part: str) -> None:
+        self.reloaded.append(part)
+
+    def abandon(self, part: str, replaced_at: float) -> None:
+        self.abandoned.append(part)
+
+
+class FakeRegistry:
+    def __init__(self):
+        self.client = FakeClient()
+        self.model = SimpleNamespace(name="org/m", triton_name="org--m", triton_names=("org--m",))
+        self.models = {"org/m": self.model}
+        self.locks = collections.defaultdict(asyncio.Lock)
+
+    def held(self, key):
+        return self.models.get(key)
+
+    def loaded(self):
+        return list(self.models.values())
+
+    def lock(self, triton_name):
+        return self.locks[triton_name]
+
+
+async def test_a_lost_process_is_loaded_again_once():
+    registry = FakeRegistry()
+    lost = LostProcesses(registry)
+    await lost.exited("org--m")
+    assert registry.client.reloaded == ["org--m"] and registry.client.abandoned == ["org--m"]
+    # Requests sent before that reload, failing now, do not load it again.
+    await lost.reload("org/m", "org--m", sent_at=0.0)
+    assert registry.client.reloaded == ["org--m"]
+
+
+async def test_a_loss_seen_while_the_lock_is_held_is_not_dropped():
+    registry = FakeRegistry()
+    lost = LostProcesses(registry)
+    lock = registry.lock("org--m")
+    await lock.acquire()  # a load call that finds the model loaded, say
+    told = asyncio.create_task(lost.exited("org--m"))
+    await asyncio.sleep(0.05)
+    assert registry.client.reloaded == []
+    lock.release()
+    await asyncio.wait_for(told, 5)
+    assert registry.client.reloaded == ["org--m"]
+
+
+async def test_a_loss_from_an_unload_under_way_loads_nothing():
+    registry = FakeRegistry()
+    lost = LostProcesses(registry)
+    lock = registry.lock("org--m")
+    await lock.acquire()  # the model's own unload ends its stubs
+    told = asyncio.create_task(lost.exited("org--m"))
+    await asyncio.sleep(0.05)
+    registry.models.clear()
+    lock.release()
+    await asyncio.wait_for(told, 5)
+    assert registry.client.reloaded == []
