@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 
 from .bundle import default_runtime, runtime_python
@@ -43,7 +44,7 @@ def gateway_site_dirs() -> list[str]:
     return [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
 
 
-def create(target: Path | None = None, *, find_links: list[str] = (), no_index: bool = False) -> Path:
+def create(target: Path | None = None, *, find_links: Sequence[str] = (), no_index: bool = False) -> Path:
     """Make (or make again) the runtime at ``target`` (default ``bundle.default_runtime()``);
     returns its Python. Built beside ``target`` and renamed into place: a runtime is whole."""
     target = Path(target or default_runtime()).absolute()
