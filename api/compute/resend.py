@@ -46,7 +46,14 @@ async def surviving(
         except ModelProcessLost as lost:
             if reload_lost is None:
                 raise
-            await reload_lost(model, lost.part, sent_at)
+            try:
+                await reload_lost(model, lost.part, sent_at)
+            except TritonConnectionLost:
+                # Triton itself died during the reload: its restart loads every model again.
+                if triton is None or not await triton.wait_restarted(restarts):
+                    raise
+                log.info("triton restarted while a model was loaded again under a request; sending it again")
+                continue
             if resent_after_reload:
                 raise
             resent_after_reload = True
