@@ -11,6 +11,7 @@ own code.
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -33,7 +34,7 @@ from .rerank_schemas import RerankRequest
 from .routes import rerank
 
 
-class _Lines:
+class _Lines(abc.ABC):
     """What each endpoint's lines need: the models, the embedding service, the limits. A
     chunk's lines all name one model (chunks are cut per model)."""
 
@@ -44,13 +45,13 @@ class _Lines:
         self.service = service
         self.settings = settings
 
+    @abc.abstractmethod
     def checked(self, body: dict[str, Any]) -> tuple[ServedModel, Any, Ask]:
         """A line's model, its request (checked as the route checks it) and what it asks."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def respond(self, model: ServedModel, request: Any, result: Embeddings) -> dict[str, Any]:
         """The route's answer to a line."""
-        raise NotImplementedError
 
     async def run(self, model: str, requests: list[RequestLine]) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(requests)
