@@ -164,6 +164,11 @@ class Settings(BaseSettings):
         description="GPU instances: publish a sentence-transformer's float16 graph where it keeps "
         "gpu_half_parity_threshold against the float32 PyTorch model (false: float32 graphs only).",
     )
+    gpu_cuda_graphs: bool = Field(
+        True,
+        description="GPU instances: capture each model's forward as CUDA graphs of bucketed shapes when it "
+        "loads (false: eager PyTorch, a kernel launch per operation).",
+    )
     gpu_half_parity_threshold: float = Field(
         0.999, gt=0, le=1, description="GPU instances: the least cosine a float16 graph must keep against PyTorch."
     )

@@ -41,6 +41,7 @@ CONFIG_FILE = "config.pbtxt"
 PYTHON_BACKEND_FILES = {
     "model.py": resources.files("embedgate.api.triton") / "python_backend_model.py",
     "batch_layout.py": resources.files("embedgate.api.triton") / "batch_layout.py",
+    "torch_graphs.py": resources.files("embedgate.api.triton") / "torch_graphs.py",
 }
 MAX_ERROR_CHARS = 500
 

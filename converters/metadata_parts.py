@@ -27,6 +27,13 @@ class ParityResult(BaseModel):
     max_abs_error: float | None = None
 
 
+class ImageParityResult(BaseModel):
+    passed: bool
+    threshold: float
+    min_cosine: float
+    images: int
+
+
 class GpuInfo(BaseModel):
     """The graph GPU instances run (python form): the module stack traced with TorchScript
     on CUDA, in half precision where it keeps parity (``parity``, against the float32
@@ -38,7 +45,8 @@ class GpuInfo(BaseModel):
     device: str
     torch_version: str
     torch_bytes: int
-    parity: ParityResult
+    # A text graph's (sentences), or a CLIP image tower's (images).
+    parity: ParityResult | ImageParityResult
 
 
 class CrossEncoderInfo(BaseModel):
@@ -224,15 +232,10 @@ AnyClipText = Annotated[
 ]
 
 
-class ImageParityResult(BaseModel):
-    passed: bool
-    threshold: float
-    min_cosine: float
-    images: int
-
-
 class ClipMetadata(BaseModel):
     pretrained: str
     text: AnyClipText
     image: ImagePreprocessing
     image_parity: ImageParityResult
+    # GPU instances: the image tower's TorchScript graph (the text tower's is ModelMetadata.gpu).
+    image_gpu: GpuInfo | None = None

@@ -100,6 +100,12 @@ def clip_part_names(triton_name: str) -> tuple[str, str]:
     return triton_name + TEXT_ENCODER_SUFFIX, triton_name + IMAGE_ENCODER_SUFFIX
 
 
+# Bucket edges about 1.5x apart above 16 (powers of two below): padding to the next costs at
+# most half again the compute, where each bucket more costs a capture and its memory.
+GRAPH_ROWS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+GRAPH_WIDTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
 class TritonConfigOptions(BaseModel):
     """How a published model is served by Triton (rendered into config.pbtxt)."""
 
@@ -132,6 +138,13 @@ class TritonConfigOptions(BaseModel):
     # graph (model.packed.onnx, where the model has one), its texts laid end to end in rows
     # of pack_width tokens. 0: never.
     pack_width: int = Field(48, ge=0, le=4096)
+    # GPU instances (python form): the shapes captured as CUDA graphs when the model loads
+    # (api/triton/torch_graphs.py), batches padded up to them: these batch sizes (those up
+    # to max_batch_size, and it) times these sequence lengths (those below the model's
+    # longest, and it), each of at most graph_max_tokens tokens. Empty: eager PyTorch.
+    graph_rows: list[int] = Field(default_factory=lambda: list(GRAPH_ROWS))
+    graph_widths: list[int] = Field(default_factory=lambda: list(GRAPH_WIDTHS))
+    graph_max_tokens: int = Field(65536, ge=0)
     # onnxruntime threads inside one model instance (0: onnxruntime decides).
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
@@ -182,15 +195,11 @@ class ConversionSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _gpu_graphs_are_plain_text_models(self) -> ConversionSpec:
-        # GPU instances of the python form run a TorchScript graph of a sentence-transformers
-        # module stack (converters/library/gpu.py); variants and OpenCLIP towers are ONNX graphs only.
-        if self.triton.form == "python" and self.triton.instance_kind == "gpu":
-            if self.library != "sentence_transformers" or self.variant is not None:
-                raise ValueError(
-                    "GPU instances of the python form serve sentence-transformers models without a variant; "
-                    "OpenCLIP models and variants run on CPU instances"
-                )
+    def _gpu_graphs_are_not_variants(self) -> ConversionSpec:
+        # GPU instances of the python form run a TorchScript graph of the model's modules
+        # (converters/library/gpu.py); variants are ONNX graphs only.
+        if self.triton.form == "python" and self.triton.instance_kind == "gpu" and self.variant is not None:
+            raise ValueError("GPU instances of the python form serve models without a variant; variants run on CPU instances")
         return self
 
 

@@ -51,6 +51,10 @@ PACK_WIDTH_PARAMETER = "pack_width"
 # Python form, GPU instances: the TorchScript graph model.py runs with PyTorch, and where.
 TORCH_FILE_PARAMETER = "torch_file"
 TORCH_DEVICE_PARAMETER = "torch_device"
+# ... and the shapes it captures as CUDA graphs (api/triton/torch_graphs.py).
+GRAPH_ROWS_PARAMETER = "graph_rows"
+GRAPH_WIDTHS_PARAMETER = "graph_widths"
+GRAPH_TOKENS_PARAMETER = "graph_max_tokens"
 
 
 def validate_options(options: TritonConfigOptions) -> None:
@@ -72,13 +76,15 @@ def build_text_model_config(
     versions: Sequence[int] = (1,),
     per_token: bool = False,
     length_input: str | None = ATTENTION_MASK,
+    max_width: int | None = None,
 ) -> pb.ModelConfig:
     """A sentence-transformers graph: token tensors of one length per request (ragged in the
     python form) in, ``output_name`` [output_dim] per text (or pair) out, or [tokens,
     output_dim] ``per_token``. ``versions``: one graph per route of a model with a Router,
     every one loaded. ``length_input``: the input whose non-zero count is a row's length (for
     length-sorted runs); None where a row reaches past its attention mask (a multi-vector
-    query's expansion tokens, which the encoder does not attend to but which are scored)."""
+    query's expansion tokens, which the encoder does not attend to but which are scored).
+    ``max_width``: the most tokens a row has (GPU instances capture no wider graphs)."""
     dims = [-1, output_dim] if per_token else [output_dim]
     config = _model_config(name, output_name, dims, options)
     if list(versions) != [1]:
@@ -95,9 +101,28 @@ def build_text_model_config(
         # The packed graph is an onnxruntime one; GPU instances run the TorchScript graph.
         config.parameters[PACK_WIDTH_PARAMETER].string_value = "0" if gpu else str(options.pack_width)
         if gpu:
-            config.parameters[TORCH_FILE_PARAMETER].string_value = TORCH_FILE
-            config.parameters[TORCH_DEVICE_PARAMETER].string_value = "cuda"
+            _torch_parameters(config, options, max_width or max(options.graph_widths, default=0))
     return config
+
+
+def _torch_parameters(config: pb.ModelConfig, options: TritonConfigOptions, max_width: int | None) -> None:
+    """GPU instances of the python form: the TorchScript graph, and the CUDA graphs' buckets:
+    the batch sizes up to max_batch_size (and it), the widths below ``max_width`` (and it;
+    None: inputs of fixed shape). Text without widths: no graphs."""
+    config.parameters[TORCH_FILE_PARAMETER].string_value = TORCH_FILE
+    config.parameters[TORCH_DEVICE_PARAMETER].string_value = "cuda"
+    rows = _up_to(options.graph_rows, options.max_batch_size)
+    widths = _up_to(options.graph_widths, max_width) if max_width and rows else []
+    if max_width is not None and not widths:
+        rows = []
+    config.parameters[GRAPH_ROWS_PARAMETER].string_value = ",".join(map(str, rows))
+    config.parameters[GRAPH_WIDTHS_PARAMETER].string_value = ",".join(map(str, widths))
+    config.parameters[GRAPH_TOKENS_PARAMETER].string_value = str(options.graph_max_tokens)
+
+
+def _up_to(sizes: Sequence[int], largest: int) -> list[int]:
+    """``sizes`` below ``largest``, then ``largest`` (none where ``sizes`` is empty: no graphs)."""
+    return sorted({size for size in sizes if size < largest} | {largest}) if sizes else []
 
 
 def build_clip_text_config(
@@ -105,6 +130,8 @@ def build_clip_text_config(
 ) -> pb.ModelConfig:
     config = _model_config(name, EMBEDDING, embedding_dim, options)
     config.input.add(name=INPUT_IDS, data_type=pb.TYPE_INT64, dims=[context_length])
+    if options.form == "python" and options.instance_kind == "gpu":
+        _torch_parameters(config, options, None)
     return config
 
 
@@ -113,6 +140,8 @@ def build_clip_image_config(
 ) -> pb.ModelConfig:
     config = _model_config(name, EMBEDDING, embedding_dim, options)
     config.input.add(name=PIXELS, data_type=pb.TYPE_UINT8, dims=[height, width, 3])
+    if options.form == "python" and options.instance_kind == "gpu":
+        _torch_parameters(config, options, None)
     return config
 
 

@@ -28,10 +28,13 @@ cut into parts, ``split_requests``) and returns once another worker is free, so
 Triton keeps the next requests in its queue (and merges them) while every worker is busy;
 each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: ``converters/library/gpu.py``'s
-TorchScript graph), it runs with PyTorch on the ``torch_device`` GPU instead of onnxruntime.
+TorchScript graph), it runs with PyTorch on the ``torch_device`` GPU instead of onnxruntime,
+captured as CUDA graphs of the config's bucketed shapes when the model loads
+(``torch_graphs.py``); the GPU memory it holds is a Triton metric
+(``embedgate_gpu_memory_bytes``, per instance: weights and total).
 
 Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_utils,
-``batch_layout.py`` (copied beside it), torch on GPU instances, only.
+``batch_layout.py`` and ``torch_graphs.py`` (copied beside it), torch on GPU instances, only.
 """
 
 import json
@@ -45,6 +48,7 @@ import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
 from batch_layout import PART_ROWS, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part, split_requests
+from torch_graphs import GRAPH_ROWS_PARAMETER, GRAPH_TOKENS_PARAMETER, GRAPH_WIDTHS_PARAMETER, Buckets, parse_sizes
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -63,6 +67,9 @@ TORCH_DEVICE_PARAMETER = "torch_device"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 WORKER_PARAMETER = "worker_count"
+# The Triton metric (a gauge per instance and part) of a GPU instance's memory.
+GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
+MASK_INPUT = "attention_mask"
 # Config data types of the tensors we publish.
 DTYPES = {
     "TYPE_INT64": np.int64,
@@ -99,6 +106,8 @@ class _Input:
 class TritonPythonModel:
     # The GPU graph (_TorchGraph) where the config names one; onnxruntime otherwise.
     torch = None
+    # Its memory gauges (kept alive while the model is loaded), where Triton has metrics.
+    metrics = None
     # The threads that run batches side by side (_Workers), in a decoupled model.
     workers = None
 
@@ -124,13 +133,20 @@ class TritonPythonModel:
         self.torch = None
         torch_file = _parameter(config, TORCH_FILE_PARAMETER, None)
         if torch_file is not None:
+            buckets = Buckets(
+                parse_sizes(_parameter(config, GRAPH_ROWS_PARAMETER, "")),
+                parse_sizes(_parameter(config, GRAPH_WIDTHS_PARAMETER, "")),
+                int(_parameter(config, GRAPH_TOKENS_PARAMETER, "0")),
+            )
             self.torch = _TorchGraph(
                 os.path.join(os.path.dirname(path), torch_file),
                 _parameter(config, TORCH_DEVICE_PARAMETER, "cuda"),
                 args.get("model_instance_name", ""),
-                [spec.name for spec in self.inputs],
+                self.inputs,
                 int(_parameter(config, INTRA_OP_PARAMETER, "0")),
+                buckets,
             )
+            self.metrics = _report_memory(config.get("name", ""), args.get("model_instance_name", ""), self.torch)
             self.packed = False
             return
         options = ort.SessionOptions()
@@ -313,6 +329,10 @@ class TritonPythonModel:
             self.workers.stop()
         self.session = None
         self.torch = None
+        if self.metrics is not None:
+            family, gauges = self.metrics
+            gauges.clear()  # a metric goes before its family
+            self.metrics = None
 
 
 class _Workers:
@@ -371,13 +391,16 @@ class _Workers:
 
 
 class _TorchGraph:
-    """The TorchScript graph on one GPU: inputs in, the one output back as float32 numpy.
-    Triton sees a CPU instance; with several GPUs, instance ``<model>_<n>`` takes GPU
-    ``n`` modulo their count. TorchScript's profiling optimizations are off: every batch
-    has another shape."""
+    """The TorchScript graph on one GPU: inputs in, the one output back as float32 numpy,
+    through CUDA graphs of the ``buckets`` (``torch_graphs.GraphRunner``) captured here,
+    at load time. Triton sees a CPU instance; with several GPUs, instance ``<model>_<n>``
+    takes GPU ``n`` modulo their count. TorchScript's profiling optimizations are off:
+    shapes differ from batch to batch, and nothing may compile during a capture."""
 
-    def __init__(self, path, device, instance_name, input_names, threads):
+    def __init__(self, path, device, instance_name, inputs, threads, buckets):
         import torch
+
+        from torch_graphs import GraphRunner
 
         if threads > 0:
             torch.set_num_threads(threads)
@@ -386,14 +409,56 @@ class _TorchGraph:
             device = f"cuda:{int(number) % torch.cuda.device_count() if number.isdigit() else 0}"
         self.torch = torch
         self.device = device
-        self.input_names = input_names
-        self.module = torch.jit.load(path, map_location=device).eval()
+        names = [spec.name for spec in inputs]
+        module = torch.jit.load(path, map_location=device).eval()
+        self.runner = GraphRunner(
+            torch,
+            module,
+            device,
+            names,
+            [spec.dtype for spec in inputs],
+            [spec.dims for spec in inputs],
+            buckets,
+            any(spec.ragged for spec in inputs),
+            MASK_INPUT if MASK_INPUT in names else None,
+        )
+        with torch.jit.optimized_execution(False):
+            try:
+                self.runner.capture()
+            except Exception as error:  # noqa: BLE001 - served eagerly, and said so
+                self.runner.drop_graphs()
+                _log(f"{instance_name}: CUDA graphs not captured ({type(error).__name__}: {error}); running eagerly")
+            else:
+                _log(f"{instance_name}: {self.runner.describe()}")
 
     def run(self, feeds):
-        torch = self.torch
-        with torch.inference_mode(), torch.jit.optimized_execution(False):
-            inputs = [torch.from_numpy(feeds[name]).to(self.device) for name in self.input_names]
-            return self.module(*inputs).float().cpu().numpy()
+        with self.torch.jit.optimized_execution(False):
+            return self.runner.run(feeds)
+
+
+def _log(message):
+    logger = getattr(pb_utils, "Logger", None)
+    if logger is not None:
+        logger.log_info(message)
+
+
+def _report_memory(model, instance, graph):
+    """The instance's GPU memory as Triton gauges (``GPU_MEMORY_METRIC``, labelled by
+    model, instance and part); None where this Triton has no custom metrics."""
+    family_type = getattr(pb_utils, "MetricFamily", None)
+    if family_type is None or not graph.runner.graphs:
+        return None
+    family = family_type(
+        name=GPU_MEMORY_METRIC,
+        description="GPU memory of a model instance: its weights, and all it holds (weights, CUDA graphs, buffers)",
+        kind=family_type.GAUGE,
+    )
+    gauges = []
+    for part, value in graph.runner.memory().items():
+        gauge = family.Metric(labels={"model": model, "instance": instance, "part": part})
+        gauge.set(value)
+        gauges.append(gauge)
+    return family, gauges
 
 
 def _error_response(message):

@@ -150,7 +150,12 @@ class CrossEncoderConverter(LibraryKind):
         assert info is not None
         output = LOGITS if info.logits else SCORES
         names = self.input_names(info.token_type_ids)
-        return [build_text_model_config(self.spec.triton_name, output, info.num_labels, self.spec.triton, names)]
+        return [
+            build_text_model_config(
+                self.spec.triton_name, output, info.num_labels, self.spec.triton, names,
+                max_width=metadata.max_seq_length,
+            )
+        ]
 
 
 def _reference_tokens(model, inputs: list, token_type_ids: bool):

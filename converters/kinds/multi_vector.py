@@ -147,6 +147,7 @@ class MultiVectorConverter(LibraryKind):
             build_text_model_config(
                 self.spec.triton_name, TOKEN_EMBEDDINGS, metadata.embedding_dim, self.spec.triton,
                 per_token=True, length_input=None if reaches_past_mask else ATTENTION_MASK,
+                max_width=metadata.max_seq_length,
             )
         ]
 

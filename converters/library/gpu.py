@@ -23,11 +23,18 @@ import numpy as np
 from embedgate.converters.library import module_stack
 from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
 from embedgate.converters.library.parity import Run
-from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, TORCH_FILE, GpuInfo, ParityResult
+from embedgate.converters.spec import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    TORCH_FILE,
+    GpuInfo,
+    ImageParityResult,
+    ParityResult,
+)
 
 Step = Callable[[str], None]
 # A kind's parity check of a runner; ``half``: the float16 graph, judged at the half threshold.
-Check = Callable[[Run, bool], ParityResult]
+Check = Callable[[Run, bool], ParityResult | ImageParityResult]
 DEVICE = "cuda:0"
 
 
@@ -64,13 +71,28 @@ def trace(
 
     moved = copy.deepcopy(torch.nn.ModuleList(list(model))).to(device=device, dtype=dtype)
     graph = module_stack.stack_graph(moved, input_names, zero_token_types, output_key, after)
-    inputs = tuple(example[name].to(device) for name in input_names)
-    with torch.no_grad(), warnings.catch_warnings(), module_stack.index_based_masks():
-        warnings.simplefilter("ignore")  # the tracer's shape-dependent branches; parity decides
-        traced = torch.jit.trace(graph, inputs, check_trace=False)
+    with module_stack.index_based_masks():
+        trace_module(graph, [example[name] for name in input_names], torch_file, device)
+
+
+def trace_module(graph, inputs: Sequence, torch_file: Path, device: str = DEVICE) -> None:
+    """Trace ``graph`` (already on ``device``, in its dtype) on ``inputs`` and save it to
+    ``torch_file``. nn.MultiheadAttention's fused inference path is off while it traces:
+    the plain path is what the model computes in float32, and it has fixed shapes."""
+    import torch
+
+    moved = tuple(value.to(device) for value in inputs)
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's shape-dependent branches; parity decides
+            traced = torch.jit.trace(graph, moved, check_trace=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     torch_file.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(traced, str(torch_file))
-    del traced, graph, moved
+    del traced, graph
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
@@ -87,9 +109,42 @@ def build(
     device: str = DEVICE,
     **trace_options,
 ) -> GpuInfo:
-    """Publish ``version_dir/model.pt`` for GPU instances: float16 if ``half`` and it passes
-    ``check``, else float32 (which must pass it). Raises ConversionError without a GPU, and
-    UnsupportedModelError for a module stack whose trace does not run on other inputs."""
+    """Publish ``version_dir/model.pt`` for GPU instances: a module stack, float16 if ``half``
+    and it passes ``check``, else float32 (which must pass it). Raises ConversionError
+    without a GPU, and UnsupportedModelError for a module stack whose trace does not run
+    on other inputs."""
+
+    def traced(dtype, torch_file: Path) -> None:
+        trace(model, example, torch_file, dtype, input_names=input_names, device=device, **trace_options)
+
+    return build_graph(traced, version_dir, check, step, half=half, input_names=input_names, device=device)
+
+
+def build_module(
+    make: Callable,
+    inputs: Sequence,
+    version_dir: Path,
+    check: Check,
+    step: Step,
+    *,
+    input_names: Sequence[str],
+    half: bool = True,
+    device: str = DEVICE,
+) -> GpuInfo:
+    """``build`` for any module: ``make(dtype, device)`` gives it (a copy: the caller's
+    model stays as it is), traced on ``inputs``."""
+
+    def traced(dtype, torch_file: Path) -> None:
+        trace_module(make(dtype, device), inputs, torch_file, device)
+
+    return build_graph(traced, version_dir, check, step, half=half, input_names=input_names, device=device)
+
+
+def build_graph(
+    traced: Callable, version_dir: Path, check: Check, step: Step, *, half: bool, input_names: Sequence[str], device: str
+) -> GpuInfo:
+    """``traced(dtype, torch_file)`` saves the graph in ``dtype``; the first of float16 (if
+    ``half``) and float32 that passes ``check`` is published."""
     import torch
 
     on_gpu = device.startswith("cuda")
@@ -103,7 +158,7 @@ def build(
         name = "float16" if dtype == torch.float16 else "float32"
         step(f"tracing the module stack on {device_name} in {name} (TorchScript)")
         try:
-            trace(model, example, torch_file, dtype, input_names=input_names, device=device, **trace_options)
+            traced(dtype, torch_file)
             result = check(runner(torch_file, input_names, device), dtype == torch.float16)
         except RuntimeError as error:
             # A trace keeps one path through the model's Python; some stacks take another

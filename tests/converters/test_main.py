@@ -142,13 +142,13 @@ def test_existing_target_exits_4_unless_replace(fake_env, tmp_path):
         (json.dumps({"model_name": "fake"}), "triton_name"),
         (
             json.dumps(
-                {"model_name": "f", "triton_name": "f", "repository": "/tmp", "library": "open_clip",
+                {"model_name": "f", "triton_name": "f", "repository": "/tmp", "variant": "int8",
                  "triton": {"instance_kind": "gpu"}}
             ),
-            "OpenCLIP models and variants run on CPU instances",
+            "variants run on CPU instances",
         ),
     ],
-    ids=["not-json", "missing-fields", "python-form-clip-on-gpu"],
+    ids=["not-json", "missing-fields", "python-form-variant-on-gpu"],
 )
 def test_bad_specs_exit_1_with_a_one_line_error(fake_env, spec, message):
     code, stdout, stderr = finish(start(fake_env, spec))

@@ -19,6 +19,7 @@ from embedgate.converters.triton_config import (
     ONNX_FILE_PARAMETER,
     PACK_WIDTH_PARAMETER,
     WORKER_PARAMETER,
+    build_clip_image_config,
     build_text_model_config,
     render,
 )
@@ -131,21 +132,40 @@ def test_python_form_on_cpu_names_no_torchscript_graph():
     assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
 
 
-@pytest.mark.parametrize(
-    "fields",
-    [{"library": "open_clip"}, {"variant": "int8"}],
-    ids=["clip", "variant"],
-)
-def test_gpu_instances_of_the_python_form_are_for_plain_sentence_transformers(fields):
+def test_gpu_instances_of_the_python_form_are_for_models_without_a_variant():
     with pytest.raises(ValueError, match="run on CPU instances"):
         ConversionSpec(
-            model_name="m", triton_name="m", repository="/r", triton=TritonConfigOptions(instance_kind="gpu"), **fields
+            model_name="m", triton_name="m", repository="/r", triton=TritonConfigOptions(instance_kind="gpu"),
+            variant="int8",
         )
-    # The native form's GPU instances run the ONNX file: any model.
+    # OpenCLIP towers are traced for the GPU too; the native form's GPU instances run the ONNX file: any model.
+    ConversionSpec(
+        model_name="m", triton_name="m", repository="/r", triton=TritonConfigOptions(instance_kind="gpu"),
+        library="open_clip",
+    )
     ConversionSpec(
         model_name="m", triton_name="m", repository="/r",
-        triton=TritonConfigOptions(form="onnxruntime", instance_kind="gpu"), **fields,
+        triton=TritonConfigOptions(form="onnxruntime", instance_kind="gpu"), variant="int8",
     )
+
+
+def test_gpu_text_models_capture_graphs_of_batch_sizes_up_to_the_largest_and_widths_up_to_the_longest():
+    options = TritonConfigOptions(
+        instance_kind="gpu", max_batch_size=100, graph_rows=[1, 8, 64, 256], graph_widths=[16, 64, 512],
+        graph_max_tokens=4096,
+    )
+    config = build_text_model_config("m", EMBEDDING, 8, options, max_width=128)
+
+    assert config.parameters["graph_rows"].string_value == "1,8,64,100"
+    assert config.parameters["graph_widths"].string_value == "16,64,128"
+    assert config.parameters["graph_max_tokens"].string_value == "4096"
+    # No widths, no graphs (text is ragged); CLIP towers have fixed shapes: rows only.
+    eager = build_text_model_config("m", EMBEDDING, 8, options.model_copy(update={"graph_widths": []}), max_width=128)
+    assert (eager.parameters["graph_rows"].string_value, eager.parameters["graph_widths"].string_value) == ("", "")
+    image = build_clip_image_config("c", 32, 32, 8, options)
+    assert image.parameters["torch_file"].string_value == TORCH_FILE
+    assert (image.parameters["graph_rows"].string_value, image.parameters["graph_widths"].string_value) == ("1,8,64,100", "")
+    assert "graph_rows" not in build_clip_image_config("c", 32, 32, 8, TritonConfigOptions()).parameters
 
 
 def test_preferred_batch_size_above_max_is_refused():

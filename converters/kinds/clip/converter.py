@@ -21,11 +21,14 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import calibration
 from embedgate.converters.kinds.clip import parity as clip_parity
-from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower
+from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower, image_tower, text_tower
 from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.converters.library import gpu
 from embedgate.converters.spec import (
+    INPUT_IDS,
     ONNX_FILE,
+    PIXELS,
     TOKENIZER_DIR,
     ClipMetadata,
     ConversionSpec,
@@ -110,6 +113,24 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
     text_parity = clip_parity.check_text(text_onnx, token_ids, text_reference, threshold, sentences)
     image_parity = clip_parity.check_images(image_onnx, pixels, image_reference, threshold, labels)
     step(f"parity passed: min cosine text {text_parity.min_cosine:.6f}, image {image_parity.min_cosine:.6f}")
+    text_gpu = image_gpu = None
+    if spec.triton.form == "python" and spec.triton.instance_kind == "gpu":
+
+        def judged(half: bool) -> float:
+            return spec.half_parity_threshold if half else threshold
+
+        text_gpu = gpu.build_module(
+            lambda dtype, device: text_tower(model, dtype, device),
+            [tokens[:2]], text_dir / "1",
+            lambda run, half: clip_parity.check_text(run, token_ids, text_reference, judged(half), sentences),
+            step, input_names=[INPUT_IDS], half=spec.gpu_float16,
+        )
+        image_gpu = gpu.build_module(
+            lambda dtype, device: image_tower(model, preprocessing, dtype, device),
+            [torch.from_numpy(pixels[:2])], image_dir / "1",
+            lambda run, half: clip_parity.check_images(run, pixels, image_reference, judged(half), labels),
+            step, input_names=[PIXELS], half=spec.gpu_float16,
+        )
 
     return ModelMetadata(
         kind="clip",
@@ -128,8 +149,12 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         parity=text_parity,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
-        clip=ClipMetadata(pretrained=spec.pretrained or "", text=text, image=preprocessing, image_parity=image_parity),
+        clip=ClipMetadata(
+            pretrained=spec.pretrained or "", text=text, image=preprocessing, image_parity=image_parity,
+            image_gpu=image_gpu,
+        ),
         calibration=calibrated,
+        gpu=text_gpu,
     )
 
 

@@ -44,11 +44,27 @@ def _image_graph(model, preprocessing: ImagePreprocessing):
             self.register_buffer("std", torch.tensor(preprocessing.std, dtype=torch.float32).view(1, 3, 1, 1))
 
         def forward(self, pixels):
-            # ToTensor (HWC uint8 -> CHW in [0, 1]) then Normalize, as OpenCLIP's transform.
-            images = pixels.permute(0, 3, 1, 2).to(torch.float32).div(255)
+            # ToTensor (HWC uint8 -> CHW in [0, 1]) then Normalize, as OpenCLIP's transform,
+            # in the model's dtype (float16 on GPU instances, where parity allows).
+            images = pixels.permute(0, 3, 1, 2).to(self.mean.dtype).div(255)
             return self.model.encode_image((images - self.mean) / self.std).to(torch.float32)
 
     return ImageTower().eval()
+
+
+def text_tower(model, dtype, device: str):
+    """The text tower as a module of its own (a copy of ``model``) in ``dtype`` on ``device``:
+    what GPU instances trace (``converters/library/gpu.py``)."""
+    import copy
+
+    return _text_graph(copy.deepcopy(model).to(device=device, dtype=dtype))
+
+
+def image_tower(model, preprocessing: ImagePreprocessing, dtype, device: str):
+    """The image tower, likewise (pixels uint8 in, normalized in ``dtype``)."""
+    import copy
+
+    return _image_graph(copy.deepcopy(model), preprocessing).to(device=device, dtype=dtype)
 
 
 def export_text_tower(model, example_ids, onnx_file: Path) -> None:

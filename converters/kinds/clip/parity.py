@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from embedgate.converters.errors import ParityError
-from embedgate.converters.library.parity import cosines, parity_sentences
+from embedgate.converters.library.parity import Run, cosines, onnx_runner, parity_sentences
 from embedgate.converters.spec import (
     EMBEDDING,
     INPUT_IDS,
@@ -94,10 +94,11 @@ def check_tokenization(tokenizer_file: Path, text: AnyClipText, sentences: Seque
 
 
 def check_text(
-    onnx_file: Path, token_ids: np.ndarray, reference: np.ndarray, threshold: float, sentences: Sequence[str]
+    graph: Path | Run, token_ids: np.ndarray, reference: np.ndarray, threshold: float, sentences: Sequence[str]
 ) -> ParityResult:
+    """The text tower (an ONNX file, or a runner of another graph) against OpenCLIP's."""
     labels = [repr(sentence[:40]) for sentence in sentences]
-    min_cosine = _min_cosine(onnx_file, INPUT_IDS, token_ids, reference, threshold, labels)
+    min_cosine = _min_cosine(graph, INPUT_IDS, token_ids, reference, threshold, labels)
     return ParityResult(passed=True, threshold=threshold, min_cosine=min_cosine, sentences=len(token_ids))
 
 
@@ -114,25 +115,24 @@ def reference_pixels(images: Sequence[bytes], preprocess: Callable) -> list:
 
 
 def check_images(
-    onnx_file: Path, pixels: np.ndarray, reference: np.ndarray, threshold: float, labels: Sequence[str]
+    graph: Path | Run, pixels: np.ndarray, reference: np.ndarray, threshold: float, labels: Sequence[str]
 ) -> ImageParityResult:
-    min_cosine = _min_cosine(onnx_file, PIXELS, pixels, reference, threshold, labels)
+    """The image tower (an ONNX file, or a runner of another graph) against OpenCLIP's."""
+    min_cosine = _min_cosine(graph, PIXELS, pixels, reference, threshold, labels)
     return ImageParityResult(passed=True, threshold=threshold, min_cosine=min_cosine, images=len(pixels))
 
 
 def _min_cosine(
-    onnx_file: Path,
+    graph: Path | Run,
     input_name: str,
     inputs: np.ndarray,
     reference: np.ndarray,
     threshold: float,
     labels: Sequence[str],
 ) -> float:
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    (batched,) = session.run([EMBEDDING], {input_name: inputs})
-    alone = np.concatenate([session.run([EMBEDDING], {input_name: inputs[i : i + 1]})[0] for i in range(len(inputs))])
+    run = onnx_runner(graph, EMBEDDING) if isinstance(graph, Path) else graph
+    batched = run({input_name: inputs})
+    alone = np.concatenate([run({input_name: inputs[i : i + 1]}) for i in range(len(inputs))])
     if batched.shape != reference.shape:
         raise ParityError(
             f"the {input_name} graph's embeddings have shape {list(batched.shape)}, "

@@ -128,6 +128,6 @@ class SparseConverter(LibraryKind):
         return [
             build_text_model_config(
                 self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton,
-                versions=triton_versions(metadata),
+                versions=triton_versions(metadata), max_width=metadata.max_seq_length,
             )
         ]

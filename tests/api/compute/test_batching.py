@@ -98,12 +98,23 @@ def test_on_a_gpu_host_sentence_transformers_get_two_gpu_instances_running_whole
     ) == {"sub_batch_size": 32, "run_overhead_tokens": 100, "instance_count": 4}
 
 
-def test_on_a_gpu_host_clip_models_and_variants_stay_on_cpu_instances(host_gpu):
+def test_on_a_gpu_host_clip_towers_go_to_the_gpu_and_variants_stay_on_cpu_instances(host_gpu):
     host_gpu["gpu"] = True
     policy = BatchingPolicy(Settings())
-    assert policy.triton_options("open_clip").instance_kind == "cpu"
+    clip = policy.triton_options("open_clip")
+    assert (clip.instance_kind, clip.instance_count, clip.dynamic_batching) == ("gpu", 2, True)
     assert policy.triton_options("sentence_transformers", "int8").instance_kind == "cpu"
-    assert policy.triton_options("open_clip").instance_count == (os.cpu_count() or 1)
+    assert policy.triton_options("sentence_transformers", "int8").instance_count == (os.cpu_count() or 1)
+
+
+def test_gpu_models_capture_cuda_graphs_unless_turned_off(host_gpu):
+    host_gpu["gpu"] = True
+    captured = options()
+    assert captured.graph_rows and captured.graph_widths
+    eager = options(gpu_cuda_graphs=False)
+    assert (eager.graph_rows, eager.graph_widths) == ([], [])
+    # Eager runs cost a launch per operation: worth more padding before a batch is cut.
+    assert captured.run_overhead_tokens < eager.run_overhead_tokens
 
 
 def test_instance_kind_cpu_keeps_a_gpu_host_on_cpu_and_gpu_asks_for_it_anywhere(host_gpu):

@@ -115,3 +115,42 @@ def test_a_routes_and_a_multi_vector_stack_trace_as_their_graphs(tmp_path):
     assert tokens.shape[:2] == tuple(features[INPUT_IDS].shape)
     for row, mask, want in zip(tokens, features[ATTENTION_MASK].numpy().astype(bool), expected):
         np.testing.assert_allclose(row[mask], want, atol=1e-5)
+
+
+def test_both_clip_towers_trace_and_keep_parity_with_open_clip(tmp_path):
+    """OpenCLIP towers on GPU instances: the text and image towers, each a module of its own,
+    traced (on the CPU here) and checked by the CLIP parity checks on other batch sizes."""
+    import torch
+
+    from embedgate.converters.kinds.clip import parity as clip_parity
+    from embedgate.converters.kinds.clip.converter import image_preprocessing
+    from embedgate.converters.kinds.clip.export import image_tower, text_tower
+    from embedgate.converters.spec import PIXELS
+    from tests.clip_model import build_tiny_clip, reference_model
+
+    model, preprocess, tokenizer = reference_model(build_tiny_clip(tmp_path / "clip"))
+    sentences = ["a photo of a cat", "a diagram", "the quick brown fox " * 3]
+    labels, images = zip(*clip_parity.parity_images())
+    tokens = tokenizer(sentences)
+    with torch.no_grad():
+        text_reference = model.encode_text(tokens).float().numpy()
+        image_reference = model.encode_image(torch.stack(clip_parity.reference_pixels(images, preprocess))).numpy()
+    preprocessing = image_preprocessing(model)
+    pixels = clip_parity.gateway_pixels(images, preprocessing)
+
+    text = gpu.build_module(
+        lambda dtype, device: text_tower(model, dtype, device), [tokens[:2]], tmp_path / "text",
+        lambda run, half: clip_parity.check_text(run, tokens.numpy(), text_reference, 0.9999, sentences),
+        lambda line: None, input_names=[INPUT_IDS], half=False, device="cpu",
+    )
+    image = gpu.build_module(
+        lambda dtype, device: image_tower(model, preprocessing, dtype, device), [torch.from_numpy(pixels[:2])],
+        tmp_path / "image",
+        lambda run, half: clip_parity.check_images(run, pixels, image_reference, 0.9999, labels),
+        lambda line: None, input_names=[PIXELS], half=False, device="cpu",
+    )
+
+    assert (text.dtype, image.dtype) == ("float32", "float32")
+    assert text.parity.min_cosine >= 0.9999 and image.parity.images == len(images)
+    # The caller's model is left in float32 on the CPU.
+    assert next(model.parameters()).dtype == torch.float32
