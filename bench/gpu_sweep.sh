@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # The GPU benchmark of docs/gpu.md: a MiniLM-shaped and a base-size sentence-transformer
 # (random weights, the speed of a shape), served by `embedgate serve` on this host's GPU,
-# at 1, 8, 64 and 256 clients, single sentences and 32-sentence requests, each set against
-# sentence-transformers in this process on the same GPU (float16, length-sorted batches).
+# single sentences and 32-sentence requests at a few client counts, each set against
+# sentence-transformers in this process on the same GPU (float16, length-sorted batches)
+# and against the forward alone (the GPU's limit), measured in the same run.
 #
 #   bash bench/gpu_sweep.sh TOKENIZER_DIR OUT_DIR [minilm] [base]
 #
 # TOKENIZER_DIR: a model directory with a BERT WordPiece tokenizer (all-MiniLM-L6-v2's).
 # Writes OUT_DIR/<model>-<payload>-<clients>.json (benchmark.py reports),
-# OUT_DIR/<model>-<payload>-reference.json (bench/torch_reference.py) and serve.log.
+# OUT_DIR/<model>-<payload>-reference.json (bench/torch_reference.py), the load answers,
+# listings and GPU memory (<model>-gpu-memory.prom: the instances' embedgate_gpu_memory_bytes;
+# <model>-nvidia-smi.csv), and serve.log.
+#
+# Every row sends inputs of its own (its own --seed): the response cache on, no row is
+# answered with another's inputs, and each report counts the inputs answered from the
+# cache (cached_inputs), which the table shows.
+#
+# Environment: SINGLE_CLIENTS (default "1 256") and BATCH_CLIENTS ("64"): client counts of
+# the two payloads; DURATION (10) and WARMUP (3) seconds per row; LOAD_PROCESSES (4): load
+# generator processes at 64 clients or more (one Python process cannot send 15,000
+# requests/s); REFERENCE_REQUESTS_SINGLE (8192), REFERENCE_REQUESTS_BATCH (1024).
 set -euo pipefail
 TOKENIZER=$1 OUT=$2
 shift 2
@@ -17,32 +29,47 @@ PY=${PYTHON:-python3}
 PORT=${EMBEDGATE_PORT:-8686}
 URL=http://127.0.0.1:$PORT
 WORK=$(mktemp -d)
-CLIENTS=${CLIENTS:-1 8 64 256}
+SINGLE_CLIENTS=${SINGLE_CLIENTS:-1 256}
+BATCH_CLIENTS=${BATCH_CLIENTS:-64}
 DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-3}
+LOAD_PROCESSES=${LOAD_PROCESSES:-4}
 mkdir -p "$OUT"
 
-EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGHT_REQUESTS=1024 \
+EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGHT_REQUESTS=${EMBEDGATE_MAX_INFLIGHT_REQUESTS:-4096} \
   $PY -m embedgate.api serve >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
 for _ in $(seq 600); do curl -sf "$URL/health/ready" >/dev/null && break; sleep 0.2; done
 
+seed=0
 for name in $MODELS; do
   case $name in
     minilm) shape="--layers 6 --hidden 384" ;;
     base) shape="--layers 12 --hidden 768" ;;
   esac
-  $PY -m embedgate.bench.random_models --tokenizer "$TOKENIZER" $shape --out "$WORK/$name" >/dev/null
+  $PY -m embedgate.bench.random_models --tokenizer "$TOKENIZER" $shape --out "$WORK/$name" >/dev/null 2>&1
   curl -sf -X POST "$URL/load_sentence_transformer_model" -H 'content-type: application/json' \
     -d "{\"model_name\": \"random/$name\", \"model_path\": \"$WORK/$name\"}" >"$OUT/$name-load.json"
   curl -sf "$URL/loaded_models" >"$OUT/$name-listing.json"
+  curl -sf "$URL/metrics/prometheus" | grep '^embedgate_gpu_memory_bytes' >"$OUT/$name-gpu-memory.prom" || true
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >"$OUT/$name-nvidia-smi.csv" 2>&1 || true
   for payload in single batch; do
-    requests=$([ $payload = single ] && echo 20000 || echo 1000)
+    # The forward limit is measured once per model, on the 32-sentence payload's texts.
+    if [ $payload = single ]; then
+      clients_list=$SINGLE_CLIENTS requests=${REFERENCE_REQUESTS_SINGLE:-8192} forward=""
+    else
+      clients_list=$BATCH_CLIENTS requests=${REFERENCE_REQUESTS_BATCH:-1024} forward=512,2048
+    fi
     $PY -m embedgate.bench.torch_reference --model-path "$WORK/$name" --payload $payload \
-      --requests $requests --json "$OUT/$name-$payload-reference.json" >/dev/null
-    for clients in $CLIENTS; do
-      $PY benchmark.py --url "$URL" --model "random/$name" --no-load --payload $payload --concurrency $clients \
-        --duration "$DURATION" --warmup 3 --json "$OUT/$name-$payload-$clients.json" >/dev/null
+      --requests "$requests" --batch-sizes 256 --latency-calls 200 --forward-batch-sizes "$forward" \
+      --json "$OUT/$name-$payload-reference.json" >/dev/null 2>>"$OUT/reference.log"
+    for clients in $clients_list; do
+      seed=$((seed + 1))
+      processes=$([ "$clients" -ge 64 ] && echo "$LOAD_PROCESSES" || echo 1)
+      $PY benchmark.py --url "$URL" --model "random/$name" --no-load --payload $payload --concurrency "$clients" \
+        --load-processes "$processes" --seed $seed --duration "$DURATION" --warmup "$WARMUP" \
+        --json "$OUT/$name-$payload-$clients.json" >/dev/null
     done
   done
 done

@@ -1,5 +1,7 @@
 """The table of a GPU sweep (``bench/gpu_sweep.sh``): each model, payload and client count
-with its throughput, latency and ratio to the in-process reference on the same GPU.
+with its throughput, latency, the share of its inputs answered from the response cache, and
+its ratio to the in-process reference and to the forward alone (the GPU's limit), both
+measured on the same GPU in the same run.
 
 ``python -m embedgate.bench.gpu_table OUT_DIR`` prints it as Markdown (docs/gpu.md).
 """
@@ -22,6 +24,8 @@ def rows(out: Path) -> list[dict]:
             continue
         report = json.loads(path.read_text())
         reference = json.loads((out / f"{match['model']}-{match['payload']}-reference.json").read_text())
+        # The forward limit is the model's, measured on one payload's texts.
+        limits = [json.loads(p.read_text()).get("forward_limit_embeddings_per_s", 0) for p in out.glob(f"{match['model']}-*-reference.json")]
         load = report["load"]
         latency = load.get("response_time_s") or {}
         found.append(
@@ -34,7 +38,10 @@ def rows(out: Path) -> list[dict]:
                 "p50_ms": round(latency.get("p50", 0) * 1000, 2),
                 "p99_ms": round(latency.get("p99", 0) * 1000, 2),
                 "failed": load["failed_requests"],
+                "cached_inputs": load.get("cached_inputs", 0),
+                "cached_share": load.get("cached_inputs", 0) / max(load.get("embeddings", 0), 1),
                 "reference_embeddings_per_s": reference["best_embeddings_per_s"],
+                "forward_limit_embeddings_per_s": max(limits, default=0),
                 "reference_p50_ms": reference["latency_ms"]["p50"],
             }
         )
@@ -43,16 +50,18 @@ def rows(out: Path) -> list[dict]:
 
 def markdown(found: list[dict]) -> str:
     lines = [
-        "| model | texts/request | clients | embeddings/s | requests/s | p50 ms | p99 ms | failed "
-        "| in-process embeddings/s | ratio | in-process p50 ms (1 call) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| model | texts/request | clients | embeddings/s | requests/s | p50 ms | p99 ms | failed | cached "
+        "| in-process embeddings/s | ratio | forward limit embeddings/s | share of limit | in-process p50 ms (1 call) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in found:
         ratio = r["embeddings_per_s"] / r["reference_embeddings_per_s"] if r["reference_embeddings_per_s"] else 0
+        limit = r["forward_limit_embeddings_per_s"]
+        share = f"{r['embeddings_per_s'] / limit:.0%}" if limit else "-"
         lines.append(
             f"| {r['model']} | {1 if r['payload'] == 'single' else 32} | {r['clients']} | {r['embeddings_per_s']:,.0f} "
-            f"| {r['qps']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['failed']} "
-            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {r['reference_p50_ms']:.1f} |"
+            f"| {r['qps']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['failed']} | {r['cached_share']:.1%} "
+            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {limit:,.0f} | {share} | {r['reference_p50_ms']:.1f} |"
         )
     return "\n".join(lines)
 

@@ -7,7 +7,11 @@ run sends (the same payload and seed), with nothing between the texts and PyTorc
 - throughput: all inputs through ``SentenceTransformer.encode``, which sorts texts by
   length before cutting batches (the best batching an offline job gets), at each
   ``--batch-sizes`` value; tokenization included, as the server's is;
-- latency: one call at a time of one request's inputs (``--payload``), p50 and p99.
+- latency: one call at a time of one request's inputs (``--payload``), p50 and p99;
+- the forward limit (``--forward-batch-sizes``): the same texts tokenized beforehand,
+  sorted by length, through the model's forward alone at each batch size, tokenization
+  and copies out excluded: what the GPU itself can embed, the ceiling a server is put
+  against.
 
 Prints a JSON report (also written to ``--json``), the figure server runs are put against.
 """
@@ -50,6 +54,8 @@ def measure(args: argparse.Namespace) -> dict:
         seconds = time.perf_counter() - started
         throughput[str(batch_size)] = {"seconds": round(seconds, 4), "embeddings_per_s": round(len(texts) / seconds, 2)}
 
+    forward = _forward_limit(torch, model, texts, args.forward_batch_sizes, sync)
+
     latencies = []
     for index in range(args.latency_calls):
         inputs = payload.inputs(index)
@@ -67,8 +73,35 @@ def measure(args: argparse.Namespace) -> dict:
         "texts": len(texts),
         "throughput": throughput,
         "best_embeddings_per_s": max(entry["embeddings_per_s"] for entry in throughput.values()),
+        "forward_limit": forward,
+        "forward_limit_embeddings_per_s": max((entry["embeddings_per_s"] for entry in forward.values()), default=0),
         "latency_ms": {"calls": len(latencies), **{p: round(latency[p] * 1000, 3) for p in ("p50", "p99")}},
     }
+
+
+def _forward_limit(torch, model, texts: list[str], batch_sizes: list[int], sync) -> dict:
+    """Embeddings per second of the forward alone: texts tokenized once, sorted by length,
+    each batch padded to its longest (the best a batcher can do)."""
+    if not batch_sizes:
+        return {}
+    lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lengths.__getitem__)
+    results = {}
+    for batch_size in batch_sizes:
+        batches = []
+        for start in range(0, len(order), batch_size):
+            features = model.preprocess([texts[i] for i in order[start : start + batch_size]])
+            batches.append({key: value.to(model.device) for key, value in features.items() if torch.is_tensor(value)})
+        with torch.inference_mode():
+            model.forward(dict(batches[0]))  # warm-up at this size
+            sync()
+            started = time.perf_counter()
+            for features in batches:
+                model.forward(dict(features))
+            sync()
+        seconds = time.perf_counter() - started
+        results[str(batch_size)] = {"seconds": round(seconds, 4), "embeddings_per_s": round(len(texts) / seconds, 2)}
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,6 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-request", type=int, default=32, help="texts per request of --payload batch")
     parser.add_argument("--requests", type=int, default=20000, help="requests' inputs embedded for throughput")
     parser.add_argument("--batch-sizes", type=lambda text: [int(v) for v in text.split(",")], default=[32, 256])
+    parser.add_argument(
+        "--forward-batch-sizes", type=lambda text: [int(v) for v in text.split(",") if v], default=[512, 2048],
+        help="batch sizes of the forward-limit measure ('' skips it)",
+    )
     parser.add_argument("--latency-calls", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)

@@ -330,8 +330,7 @@ class TritonPythonModel:
         self.session = None
         self.torch = None
         if self.metrics is not None:
-            family, gauges = self.metrics
-            gauges.clear()  # a metric goes before its family
+            self.metrics[1].clear()  # the gauges go before their family
             self.metrics = None
 
 
@@ -399,7 +398,6 @@ class _TorchGraph:
 
     def __init__(self, path, device, instance_name, inputs, threads, buckets):
         import torch
-
         from torch_graphs import GraphRunner
 
         if threads > 0:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters.library import module_stack
 from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
+from embedgate.converters.library import module_stack
 from embedgate.converters.library.parity import Run
 from embedgate.converters.spec import (
     ATTENTION_MASK,

@@ -13,11 +13,14 @@ def _write(out, name, body):
 
 def test_runs_are_put_against_their_reference_in_model_payload_and_client_order(tmp_path):
     for payload, rate in (("single", 9000.0), ("batch", 10000.0)):
-        _write(tmp_path, f"minilm-{payload}-reference.json", {"best_embeddings_per_s": rate, "latency_ms": {"p50": 4.0}})
+        _write(
+            tmp_path, f"minilm-{payload}-reference.json",
+            {"best_embeddings_per_s": rate, "forward_limit_embeddings_per_s": 80000.0, "latency_ms": {"p50": 4.0}},
+        )
     for payload, clients, rate in (("batch", 64, 20000.0), ("single", 64, 1800.0), ("single", 8, 900.0)):
         load = {
             "embeddings_per_s": rate, "qps": rate / (32 if payload == "batch" else 1), "failed_requests": 0,
-            "response_time_s": {"p50": 0.01, "p99": 0.02},
+            "response_time_s": {"p50": 0.01, "p99": 0.02}, "embeddings": 1000, "cached_inputs": 25,
         }
         _write(tmp_path, f"minilm-{payload}-{clients}.json", {"load": load})
     _write(tmp_path, "minilm-load.json", {"status": "loaded"})  # not a run: left out
@@ -27,4 +30,4 @@ def test_runs_are_put_against_their_reference_in_model_payload_and_client_order(
     assert [(r["payload"], r["clients"]) for r in rows] == [("single", 8), ("single", 64), ("batch", 64)]
     table = gpu_table.markdown(rows).splitlines()
     assert len(table) == 2 + 3
-    assert "| minilm | 32 | 64 | 20,000 | 625 | 10.0 | 20.0 | 0 | 10,000 | 2.00x | 4.0 |" in table
+    assert "| minilm | 32 | 64 | 20,000 | 625 | 10.0 | 20.0 | 0 | 2.5% | 10,000 | 2.00x | 80,000 | 25% | 4.0 |" in table

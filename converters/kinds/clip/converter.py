@@ -14,16 +14,16 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.converters import calibration
+from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.converters.kinds.clip import parity as clip_parity
 from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower, image_tower, text_tower
 from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
-from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.converters.library import gpu
 from embedgate.converters.spec import (
     INPUT_IDS,
@@ -147,7 +147,7 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         dynamic_batching=spec.triton.dynamic_batching,
         instance_count=spec.triton.instance_count,
         parity=text_parity,
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
         clip=ClipMetadata(
             pretrained=spec.pretrained or "", text=text, image=preprocessing, image_parity=image_parity,
@@ -183,7 +183,7 @@ def load(spec: ConversionSpec, step: Step) -> Loaded:
         model, _, preprocess = open_clip.create_model_and_transforms(
             spec.model_name, pretrained=pretrained, device="cpu"
         )
-    except Exception as error:  # noqa: BLE001 - open_clip reports a bad checkpoint in many ways
+    except Exception as error:
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         if source.startswith("open_clip:"):
             raise ModelNotFoundError(
