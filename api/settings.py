@@ -145,9 +145,7 @@ class Settings(BaseSettings):
     max_queue_delay_us: int = Field(
         2000, ge=0, description="Dynamic batcher: longest wait to fill a batch (microseconds)."
     )
-    triton_max_queue_size: int = Field(
-        1024, ge=0, description="Requests queued in Triton per model before it rejects (503)."
-    )
+    triton_max_queue_size: int = Field(1024, ge=0, description="Requests queued in Triton per model before it rejects (503).")
     instance_count: int = Field(
         0, ge=0,
         description="Batches a model runs at once; 0: one per CPU core ('python' on CPU: one Triton instance, "
@@ -164,14 +162,10 @@ class Settings(BaseSettings):
         description="GPU instances: publish a sentence-transformer's float16 graph where it keeps "
         "gpu_half_parity_threshold against the float32 PyTorch model (false: float32 graphs only).",
     )
-    gpu_cuda_graphs: bool = Field(
-        True,
-        description="GPU instances: capture each model's forward as CUDA graphs of bucketed shapes when it "
-        "loads (false: eager PyTorch, a kernel launch per operation).",
-    )
-    gpu_half_parity_threshold: float = Field(
-        0.999, gt=0, le=1, description="GPU instances: the least cosine a float16 graph must keep against PyTorch."
-    )
+    gpu_cuda_graphs: bool = Field(True, description="GPU instances: capture each model's forward as CUDA graphs "
+                                  "of bucketed shapes when it loads (false: eager PyTorch, a launch per operation).")
+    gpu_half_parity_threshold: float = Field(0.999, gt=0, le=1, description="GPU instances: the least cosine a "
+                                             "float16 graph must keep against PyTorch.")
     ort_intra_op_threads: int = Field(
         0, ge=0, description="onnxruntime threads per instance; 0: cores / instances ('python'), onnxruntime's choice ('onnxruntime')."
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.api.triton import torch_graphs
+from embedgate.api.triton.torch_graphs import Buckets, GraphRunner, load_module
 from embedgate.converters.spec import ATTENTION_MASK, GRAPH_ROWS, GRAPH_WIDTHS, INPUT_IDS
 
 
@@ -58,17 +58,23 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as work:
         torch_file = Path(work) / "model.pt"
         gpu.trace(model, model.preprocess(["a short text", "another text to trace"]), torch_file, torch.float16)
-        module = torch.jit.load(str(torch_file), map_location="cuda").eval()
+        module = load_module(torch, str(torch_file), "cuda")
     widths = [w for w in GRAPH_WIDTHS if w < model.max_seq_length] + [model.max_seq_length]
     rows = [r for r in GRAPH_ROWS if r <= args.max_batch_size]
-    buckets = torch_graphs.Buckets(rows, widths, args.max_tokens)
+    buckets = Buckets(rows, widths, args.max_tokens)
     kinds = [np.int64, np.int64]
-    eager = torch_graphs.GraphRunner(torch, module, "cuda", names, kinds, [[-1], [-1]], torch_graphs.Buckets([], []), True, ATTENTION_MASK)
-    graphs = torch_graphs.GraphRunner(torch, module, "cuda", names, kinds, [[-1], [-1]], buckets, True, ATTENTION_MASK)
+    eager = GraphRunner(torch, module, "cuda", names, kinds, [[-1], [-1]], Buckets([], []), True, ATTENTION_MASK)
+    graphs = GraphRunner(torch, module, "cuda", names, kinds, [[-1], [-1]], buckets, True, ATTENTION_MASK)
     before = torch.cuda.memory_reserved()
     with torch.jit.optimized_execution(False):
-        graphs.capture()
+        try:
+            graphs.capture()
+            failure = None
+        except Exception as error:  # noqa: BLE001 - reported; the eager figures still stand
+            graphs.drop_graphs()
+            failure = f"{type(error).__name__}: {str(error)[:500]}"
         report = {
+            "capture_error": failure,
             "device": torch.cuda.get_device_name(0),
             "torch": torch.__version__,
             "graphs": len(graphs.captured),
@@ -104,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shapes", default="1x24,8x24,32x24,128x24,512x24,32x128")
     parser.add_argument("--max-batch-size", type=int, default=512)
     parser.add_argument("--max-tokens", type=int, default=65536)
-    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     text = json.dumps(measure(args), indent=2)

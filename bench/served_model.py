@@ -1,6 +1,6 @@
 """The model as Triton's Python stub runs it, in this process.
 
-The repository's own ``model.py`` (with the ``batch_layout.py`` copied beside it) is
+The repository's own ``model.py`` (with ``batch_layout.py`` and ``torch_graphs.py`` copied beside it) is
 imported with a stand-in for ``triton_python_backend_utils`` and handed batches of
 tokenized sentences as Triton hands them: each a request of ``rows`` texts, from one
 thread per worker (``worker_count`` in the model's config), as the stub's workers run

@@ -135,12 +135,16 @@ def test_the_gateway_takes_only_the_converters_contract():
 
 
 def test_the_converters_take_only_the_gateways_torch_free_preprocessing():
-    # The CLIP parity check runs the gateway's own preprocessing: what is checked is what serves.
-    assert crossing("converters", "embedgate.api", ("compute.preprocess",)) == []
+    # The CLIP parity check runs the gateway's own preprocessing, and the GPU parity check
+    # loads a graph as the GPU instances do (triton.torch_graphs): what is checked is what serves.
+    assert crossing("converters", "embedgate.api", ("compute.preprocess", "triton.torch_graphs")) == []
 
 
 def test_the_benchmark_takes_only_the_gateways_public_pieces():
-    assert crossing("bench", "embedgate.api", ("settings", "models.names", "compute.preprocess")) == []
+    # triton.torch_graphs: a GPU instance's forward, timed as the instance runs it.
+    assert crossing(
+        "bench", "embedgate.api", ("settings", "models.names", "compute.preprocess", "triton.torch_graphs")
+    ) == []
 
 
 def test_only_the_command_line_starts_the_benchmark():

@@ -1,10 +1,13 @@
-"""Where a batch's requests are cut between workers, and its text rows into onnxruntime
-runs and packed into rows: pure numpy, for the Python-backend model
-(``python_backend_model.py``), which imports it from beside itself in the model's version
-directory, where the converter copies both.
+"""Where a batch's requests are cut between workers (and the workers that run the parts
+side by side), and its text rows into onnxruntime runs and packed into rows: numpy and the
+standard library, for the Python-backend model (``python_backend_model.py``), which
+imports it from beside itself in the model's version directory, where the converter
+copies both.
 """
 
 import heapq
+import queue
+import threading
 
 import numpy as np
 
@@ -140,3 +143,58 @@ def request_part(values, start, rows, width, wide):
     """One request's part of a batch's output: its rows, and its own width (``width``: the
     rest of its first input's shape) if per token."""
     return np.ascontiguousarray(values[start : start + rows, : width[0]] if wide else values[start : start + rows])
+
+
+class Workers:
+    """``count`` threads, each running one batch at a time with ``answer`` and sending
+    each request its response (the final one: ``final_flag``) through the request's response
+    sender; a batch that raises gets ``failed(message)`` for each request. onnxruntime
+    releases the GIL while it runs, so the runs go side by side."""
+
+    def __init__(self, count, answer, rows, part_rows, final_flag, failed):
+        self.answer, self.rows, self.count, self.part_rows = answer, rows, count, part_rows
+        self.final_flag, self.failed = final_flag, failed
+        self.batches = queue.SimpleQueue()
+        self.free = threading.Semaphore(count)
+        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, requests):
+        """Hand the batch to the workers in parts (``split_requests``), each as one frees,
+        then wait until another is free: Triton sends the next batch only when ``execute``
+        returns. Whole, a merged batch would run on one worker while the others idled."""
+        for part in self._parts(requests):
+            self.free.acquire()
+            self.batches.put(part)
+        self.free.acquire()
+        self.free.release()
+
+    def _parts(self, requests):
+        rows = list(map(self.rows, requests)) if len(requests) > 1 else [1]  # one request: one part
+        parts = split_requests(rows, self.count, self.part_rows)
+        return [[requests[i] for i in part] for part in parts]
+
+    def stop(self):
+        for _ in self.threads:
+            self.batches.put(None)
+        for thread in self.threads:
+            thread.join(timeout=10)
+
+    def _work(self):
+        while True:
+            requests = self.batches.get()
+            if requests is None:
+                return
+            try:
+                try:
+                    responses = self.answer(requests)
+                except Exception as error:  # noqa: BLE001 - reported to every request of the batch
+                    responses = [self.failed(f"the model failed: {error}")] * len(requests)
+                for request, response in zip(requests, responses):
+                    try:
+                        request.get_response_sender().send(response, flags=self.final_flag)
+                    except Exception:  # noqa: BLE001 - the request is gone (cancelled); answer the rest
+                        pass
+            finally:
+                self.free.release()

@@ -39,16 +39,21 @@ Runs inside Triton's Python stub: numpy, onnxruntime, triton_python_backend_util
 
 import json
 import os
-import queue
-import threading
 
 import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
-from batch_layout import PART_ROWS, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part, split_requests
-from torch_graphs import GRAPH_ROWS_PARAMETER, GRAPH_TOKENS_PARAMETER, GRAPH_WIDTHS_PARAMETER, Buckets, parse_sizes
+from batch_layout import PART_ROWS, Workers, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part
+from torch_graphs import (
+    GRAPH_ROWS_PARAMETER,
+    GRAPH_TOKENS_PARAMETER,
+    GRAPH_WIDTHS_PARAMETER,
+    Buckets,
+    TorchScriptGraph,
+    parse_sizes,
+)
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
 ONNX_FILE = "model.onnx"
@@ -69,7 +74,6 @@ INTER_OP_PARAMETER = "inter_op_thread_count"
 WORKER_PARAMETER = "worker_count"
 # The Triton metric (a gauge per instance and part) of a GPU instance's memory.
 GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
-MASK_INPUT = "attention_mask"
 # Config data types of the tensors we publish.
 DTYPES = {
     "TYPE_INT64": np.int64,
@@ -104,11 +108,11 @@ class _Input:
 
 
 class TritonPythonModel:
-    # The GPU graph (_TorchGraph) where the config names one; onnxruntime otherwise.
+    # The GPU graph (torch_graphs.TorchScriptGraph) where the config names one; onnxruntime otherwise.
     torch = None
     # Its memory gauges (kept alive while the model is loaded), where Triton has metrics.
     metrics = None
-    # The threads that run batches side by side (_Workers), in a decoupled model.
+    # The threads that run batches side by side (batch_layout.Workers), in a decoupled model.
     workers = None
 
     def initialize(self, args):
@@ -118,7 +122,9 @@ class TritonPythonModel:
         if config.get("model_transaction_policy", {}).get("decoupled", False):
             count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
             part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
-            self.workers = _Workers(count, self.answer, self._rows, part_rows)
+            self.workers = Workers(
+                count, self.answer, self._rows, part_rows, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL, _error_response
+            )
         self.outputs = [entry["name"] for entry in config["output"]]
         self.per_token = [per_token(entry) for entry in config["output"]]
         path = os.path.join(
@@ -138,13 +144,14 @@ class TritonPythonModel:
                 parse_sizes(_parameter(config, GRAPH_WIDTHS_PARAMETER, "")),
                 int(_parameter(config, GRAPH_TOKENS_PARAMETER, "0")),
             )
-            self.torch = _TorchGraph(
+            self.torch = TorchScriptGraph(
                 os.path.join(os.path.dirname(path), torch_file),
                 _parameter(config, TORCH_DEVICE_PARAMETER, "cuda"),
                 args.get("model_instance_name", ""),
-                self.inputs,
+                [(spec.name, spec.dtype, spec.dims, spec.ragged) for spec in self.inputs],
                 int(_parameter(config, INTRA_OP_PARAMETER, "0")),
                 buckets,
+                _log,
             )
             self.metrics = _report_memory(config.get("name", ""), args.get("model_instance_name", ""), self.torch)
             self.packed = False
@@ -332,106 +339,6 @@ class TritonPythonModel:
         if self.metrics is not None:
             self.metrics[1].clear()  # the gauges go before their family
             self.metrics = None
-
-
-class _Workers:
-    """``count`` threads, each running one batch at a time with ``answer`` and sending
-    each request its response (the final one) through the request's response sender.
-    onnxruntime releases the GIL while it runs, so the runs go side by side."""
-
-    def __init__(self, count, answer, rows, part_rows=0):
-        self.answer, self.rows, self.count, self.part_rows = answer, rows, count, part_rows
-        self.batches = queue.SimpleQueue()
-        self.free = threading.Semaphore(count)
-        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
-        for thread in self.threads:
-            thread.start()
-
-    def submit(self, requests):
-        """Hand the batch to the workers in parts (``split_requests``), each as one frees,
-        then wait until another is free: Triton sends the next batch only when ``execute``
-        returns. Whole, a merged batch would run on one worker while the others idled."""
-        for part in self._parts(requests):
-            self.free.acquire()
-            self.batches.put(part)
-        self.free.acquire()
-        self.free.release()
-
-    def _parts(self, requests):
-        rows = list(map(self.rows, requests)) if len(requests) > 1 else [1]  # one request: one part
-        parts = split_requests(rows, self.count, self.part_rows)
-        return [[requests[i] for i in part] for part in parts]
-
-    def stop(self):
-        for _ in self.threads:
-            self.batches.put(None)
-        for thread in self.threads:
-            thread.join(timeout=10)
-
-    def _work(self):
-        while True:
-            requests = self.batches.get()
-            if requests is None:
-                return
-            try:
-                try:
-                    responses = self.answer(requests)
-                except Exception as error:  # noqa: BLE001 - reported to every request of the batch
-                    responses = [_error_response(f"the model failed: {error}")] * len(requests)
-                for request, response in zip(requests, responses):
-                    try:
-                        request.get_response_sender().send(
-                            response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-                        )
-                    except Exception:  # noqa: BLE001 - the request is gone (cancelled); answer the rest
-                        pass
-            finally:
-                self.free.release()
-
-
-class _TorchGraph:
-    """The TorchScript graph on one GPU: inputs in, the one output back as float32 numpy,
-    through CUDA graphs of the ``buckets`` (``torch_graphs.GraphRunner``) captured here,
-    at load time. Triton sees a CPU instance; with several GPUs, instance ``<model>_<n>``
-    takes GPU ``n`` modulo their count. TorchScript's profiling optimizations are off:
-    shapes differ from batch to batch, and nothing may compile during a capture."""
-
-    def __init__(self, path, device, instance_name, inputs, threads, buckets):
-        import torch
-        from torch_graphs import GraphRunner
-
-        if threads > 0:
-            torch.set_num_threads(threads)
-        if device == "cuda" and torch.cuda.device_count() > 1:
-            number = instance_name.rsplit("_", 1)[-1]
-            device = f"cuda:{int(number) % torch.cuda.device_count() if number.isdigit() else 0}"
-        self.torch = torch
-        self.device = device
-        names = [spec.name for spec in inputs]
-        module = torch.jit.load(path, map_location=device).eval()
-        self.runner = GraphRunner(
-            torch,
-            module,
-            device,
-            names,
-            [spec.dtype for spec in inputs],
-            [spec.dims for spec in inputs],
-            buckets,
-            any(spec.ragged for spec in inputs),
-            MASK_INPUT if MASK_INPUT in names else None,
-        )
-        with torch.jit.optimized_execution(False):
-            try:
-                self.runner.capture()
-            except Exception as error:  # noqa: BLE001 - served eagerly, and said so
-                self.runner.drop_graphs()
-                _log(f"{instance_name}: CUDA graphs not captured ({type(error).__name__}: {error}); running eagerly")
-            else:
-                _log(f"{instance_name}: {self.runner.describe()}")
-
-    def run(self, feeds):
-        with self.torch.jit.optimized_execution(False):
-            return self.runner.run(feeds)
 
 
 def _log(message):

@@ -29,8 +29,8 @@ from embedgate.converters.repository import is_s3, open_repository, parse_s3, tr
 
 from ..settings import Settings
 from . import bundle, instances, stalls
-from .command import Ports, build_command, choose_ports, log_level
 from .children import tied_to_parent
+from .command import Ports, build_command, choose_ports, log_level
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
 
 log = logging.getLogger("embedgate.triton")

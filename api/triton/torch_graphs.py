@@ -29,11 +29,25 @@ GRAPH_WIDTHS_PARAMETER = "graph_widths"
 GRAPH_TOKENS_PARAMETER = "graph_max_tokens"
 # Warm-up runs of a bucket before its capture (cuBLAS picks its kernels on the first).
 WARMUP_RUNS = 2
+# The input whose 1s mark attended tokens (padding rows get one).
+MASK_INPUT = "attention_mask"
 
 
 def parse_sizes(text):
     """``"1,2,4"`` -> ``[1, 2, 4]``, sorted, without repeats; ``""`` -> ``[]``."""
     return sorted({int(part) for part in text.split(",") if part.strip()})
+
+
+def load_module(torch, path, device):
+    """A TorchScript file for ``device``, its tensors where they were saved: a traced model's
+    shape arithmetic keeps small tensors on the CPU (``seq_length + 0`` for BERT's position
+    ids, read back with ``int``), and moved to the GPU each read would wait for the GPU,
+    which a CUDA graph capture forbids. The converter traces on ``cuda:0``; an instance on
+    another GPU gets everything moved there (its captures may then fail: it runs eagerly)."""
+    target = torch.device(device)
+    if target.type == "cuda" and (target.index or 0) != 0:
+        return torch.jit.load(path, map_location=target).eval()
+    return torch.jit.load(path).eval()
 
 
 class Buckets:
@@ -222,3 +236,48 @@ class GraphRunner:
         weights = sum(t.numel() * t.element_size() for t in list(self.module.parameters()) + list(self.module.buffers()))
         total = torch.cuda.memory_reserved(self.device) if self.graphs else 0
         return {"weights": int(weights), "total": int(total)}
+
+
+class TorchScriptGraph:
+    """A GPU instance's model: the TorchScript graph on one GPU, inputs in, its one output
+    back as float32 numpy, through CUDA graphs of the ``buckets`` captured here, at load
+    time (eagerly where a capture fails, which ``log`` says). ``inputs``: (name, numpy
+    dtype, dims, ragged) of each input. Triton sees a CPU instance; with several GPUs,
+    instance ``<model>_<n>`` takes GPU ``n`` modulo their count. TorchScript's profiling
+    optimizations are off: shapes differ from batch to batch, and nothing may compile
+    during a capture."""
+
+    def __init__(self, path, device, instance_name, inputs, threads, buckets, log):
+        import torch
+
+        if threads > 0:
+            torch.set_num_threads(threads)
+        if device == "cuda" and torch.cuda.device_count() > 1:
+            number = instance_name.rsplit("_", 1)[-1]
+            device = f"cuda:{int(number) % torch.cuda.device_count() if number.isdigit() else 0}"
+        self.torch = torch
+        self.device = device
+        names = [name for name, *_ in inputs]
+        self.runner = GraphRunner(
+            torch,
+            load_module(torch, path, device),
+            device,
+            names,
+            [dtype for _, dtype, _, _ in inputs],
+            [dims for _, _, dims, _ in inputs],
+            buckets,
+            any(ragged for *_, ragged in inputs),
+            MASK_INPUT if MASK_INPUT in names else None,
+        )
+        with torch.jit.optimized_execution(False):
+            try:
+                self.runner.capture()
+            except Exception as error:  # noqa: BLE001 - served eagerly, and said so
+                self.runner.drop_graphs()
+                log(f"{instance_name}: CUDA graphs not captured ({type(error).__name__}: {error}); running eagerly")
+            else:
+                log(f"{instance_name}: {self.runner.describe()}")
+
+    def run(self, feeds):
+        with self.torch.jit.optimized_execution(False):
+            return self.runner.run(feeds)

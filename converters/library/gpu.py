@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.api.triton.torch_graphs import load_module
 from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
 from embedgate.converters.library import module_stack
 from embedgate.converters.library.parity import Run
@@ -43,7 +44,7 @@ def runner(torch_file: Path, input_names: Sequence[str], device: str = DEVICE) -
     float32 numpy; TorchScript's profiling optimizations off (shapes change every batch)."""
     import torch
 
-    module = torch.jit.load(str(torch_file), map_location=device).eval()
+    module = load_module(torch, str(torch_file), device)
 
     def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
         with torch.inference_mode(), torch.jit.optimized_execution(False):

@@ -29,7 +29,8 @@ def publish(model_dir: Path, vocab: int, options: TritonConfigOptions) -> None:
     table = np.random.default_rng(0).normal(size=(vocab, 4)).astype(np.float32)
     onnx.save(mean_pool_graph(table), str(version / "model.onnx"))
     shutil.copy(BACKEND_MODEL, version / served_model.STUB_FILE)
-    shutil.copy(BACKEND_MODEL.parent / "batch_layout.py", version / "batch_layout.py")
+    for module in ("batch_layout.py", "torch_graphs.py"):
+        shutil.copy(BACKEND_MODEL.parent / module, version / module)
     config = triton_config.build_text_model_config(model_dir.name, EMBEDDING, 4, options)
     (model_dir / "config.pbtxt").write_text(triton_config.render(config))
 

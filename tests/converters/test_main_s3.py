@@ -128,7 +128,8 @@ def test_publishes_into_the_bucket_and_stages_nothing_in_it(converter, s3_bucket
     assert code == 0, stderr
     assert result["triton_name"] == "fake"
     assert s3_bucket.keys() == [
-        "fake/1/batch_layout.py", "fake/1/model.onnx", "fake/1/model.onnx.data", "fake/1/model.py", *(f"fake/1/weights-{n}.bin" for n in range(4)),
+        "fake/1/batch_layout.py", "fake/1/model.onnx", "fake/1/model.onnx.data", "fake/1/model.py", "fake/1/torch_graphs.py",
+        *(f"fake/1/weights-{n}.bin" for n in range(4)),
         "fake/config.pbtxt", "fake/metadata.json", "fake/tokenizer/tokenizer.json",
     ]
     assert f"publishing to {s3_bucket.url}/fake" in stderr

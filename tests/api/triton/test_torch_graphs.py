@@ -110,10 +110,9 @@ def test_without_buckets_batches_run_as_they_come(mean_pool):
     assert run.run(feeds).shape == (5, 6)
 
 
-def test_the_module_imports_nothing_beyond_numpy_and_the_standard_library():
-    # Copied beside model.py into Triton's stub, where the gateway's packages are absent
-    # (torch is handed in by model.py).
+def test_the_module_imports_nothing_beyond_numpy_torch_and_the_standard_library():
+    # Copied beside model.py into Triton's stub, where the gateway's packages are absent.
     tree = ast.parse(Path(torch_graphs.__file__).read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"numpy"} | set(sys.stdlib_module_names)
+    assert imported <= {"numpy", "torch"} | set(sys.stdlib_module_names)

@@ -168,7 +168,7 @@ def test_no_scratch_files_are_published(quantized, optimized, repository):
     for directory in (quantized, optimized):
         files = sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
         assert [f for f in files if not f.startswith("tokenizer/")] == [
-            "1/batch_layout.py", "1/model.onnx", "1/model.onnx.data", "1/model.py", "config.pbtxt", "metadata.json",
+            "1/batch_layout.py", "1/model.onnx", "1/model.onnx.data", "1/model.py", "1/torch_graphs.py", "config.pbtxt", "metadata.json",
         ]
     assert not (repository / STAGING_DIR).exists()
 
