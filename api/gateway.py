@@ -133,6 +133,14 @@ class Gateway:
         )
         return scrape.own_text(state)
 
+    async def gpu_memory(self) -> dict[str, int]:
+        """GPU memory per Triton model (graphs included), as its GPU instances report it to
+        Triton's metrics; empty where no loaded model has GPU instances (nothing asked)."""
+        if not any(m.metadata.gpu is not None for m in self.registry.loaded()):
+            return {}
+        text = await scrape.fetch_triton_metrics(self.triton.metrics_url)
+        return scrape.gpu_memory_by_model(text) if text else {}
+
     async def metrics_text(self) -> bytes:
         """One scrape of the whole server: every gateway process's metrics (summed where
         several serve), then Triton's."""

@@ -20,7 +20,8 @@
 # Environment: SINGLE_CLIENTS (default "1 256") and BATCH_CLIENTS ("64"): client counts of
 # the two payloads; DURATION (10) and WARMUP (3) seconds per row; LOAD_PROCESSES (4): load
 # generator processes at 64 clients or more (one Python process cannot send 15,000
-# requests/s); REFERENCE_REQUESTS_SINGLE (8192), REFERENCE_REQUESTS_BATCH (1024).
+# requests/s); REFERENCE_REQUESTS_SINGLE (8192), REFERENCE_REQUESTS_BATCH (1024) and
+# REFERENCE_LATENCY_CALLS (200): the in-process reference's inputs and timed calls.
 set -euo pipefail
 TOKENIZER=$1 OUT=$2
 shift 2
@@ -40,7 +41,11 @@ EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGH
   $PY -m embedgate.api serve >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
-for _ in $(seq 600); do curl -sf "$URL/health/ready" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 600); do
+  curl -sf "$URL/health/ready" >/dev/null && break
+  kill -0 $SERVER 2>/dev/null || { echo "embedgate serve exited:"; tail -20 "$OUT/serve.log"; exit 1; }
+  sleep 0.2
+done
 
 seed=0
 for name in $MODELS; do
@@ -62,7 +67,7 @@ for name in $MODELS; do
       clients_list=$BATCH_CLIENTS requests=${REFERENCE_REQUESTS_BATCH:-1024} forward=512,2048
     fi
     $PY -m embedgate.bench.torch_reference --model-path "$WORK/$name" --payload $payload \
-      --requests "$requests" --batch-sizes 256 --latency-calls 200 --forward-batch-sizes "$forward" \
+      --requests "$requests" --batch-sizes 256 --latency-calls "${REFERENCE_LATENCY_CALLS:-200}" --forward-batch-sizes "$forward" \
       --json "$OUT/$name-$payload-reference.json" >/dev/null 2>>"$OUT/reference.log"
     for clients in $clients_list; do
       seed=$((seed + 1))

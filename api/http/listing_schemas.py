@@ -42,6 +42,11 @@ class _ModelInfo(BaseModel):
     gpu_parity_min_cosine: float | None = Field(
         None, description="Lowest cosine of the GPU graph against the float32 PyTorch model, measured on the GPU."
     )
+    gpu_memory_bytes: int | None = Field(
+        None,
+        description="GPU memory the model's GPU instances hold (weights, CUDA graphs, buffers), as they report "
+        "it (/loaded_models only; none: CPU instances).",
+    )
     prompts: dict[str, str] | None = Field(
         None,
         description="The model's prompts (name -> text put before every text), as sentence-transformers holds "

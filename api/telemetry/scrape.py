@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import httpx
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .merge import merged
@@ -132,6 +133,25 @@ async def fetch_triton_metrics(url: str) -> bytes | None:
         return None
     text = response.content
     return text if text.endswith(b"\n") else text + b"\n"
+
+
+# Set by each GPU instance of a Triton model (api/triton/torch_graphs.py's model): its
+# weights and all it holds on the GPU (weights, CUDA graphs, buffers), per instance.
+GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
+
+
+def gpu_memory_by_model(text: bytes) -> dict[str, int]:
+    """Each Triton model's GPU memory in bytes (its instances' ``total``s summed), read
+    from Triton's metrics text."""
+    memory: dict[str, int] = {}
+    for family in text_string_to_metric_families(text.decode()):
+        if family.name != GPU_MEMORY_METRIC:
+            continue
+        for sample in family.samples:
+            if sample.labels.get("part") == "total" and "model" in sample.labels:
+                model = sample.labels["model"]
+                memory[model] = memory.get(model, 0) + int(sample.value)
+    return memory
 
 
 def cache_state(stats) -> CacheState:

@@ -165,6 +165,7 @@ class FakeGateway:
     cluster = None
     own_metrics = Gateway.own_metrics
     metrics_text = Gateway.metrics_text
+    gpu_memory = Gateway.gpu_memory
 
     def __init__(self, settings):
         self.settings = settings

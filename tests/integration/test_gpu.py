@@ -134,6 +134,7 @@ def test_each_gpu_instance_reports_its_memory_graphs_included(gpu_gateway, dense
     listed, _ = dense
     with gpu_gateway.client() as http:
         text = http.get("/metrics/prometheus").text
+        (now,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == "gpu/bert"]
     samples = [
         sample
         for family in text_string_to_metric_families(text)
@@ -147,6 +148,8 @@ def test_each_gpu_instance_reports_its_memory_graphs_included(gpu_gateway, dense
     assert len(by_instance) == 2, samples
     for parts in by_instance.values():
         assert 0 < parts["weights"] < parts["total"]
+    # The listing shows the model's share: its instances' totals.
+    assert now["gpu_memory_bytes"] == sum(parts["total"] for parts in by_instance.values())
 
 
 def test_both_openclip_towers_serve_on_gpu_instances_at_parity(gpu_gateway, tiny_clip):

@@ -35,12 +35,14 @@ CHANGE_ANSWERS = errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
 READ_ANSWERS = errors(500, 503)
 
 
-def _info(metadata: ModelMetadata, loaded: bool) -> ModelInfo:
+def _info(metadata: ModelMetadata, loaded: bool, gpu_memory: dict[str, int] | None = None) -> ModelInfo:
     kind = kind_of(metadata)
+    parts = list(kind.parts(metadata.triton_name))
+    reported = [gpu_memory[part] for part in parts if part in (gpu_memory or {})]
     return ModelInfo(
         model_name=metadata.model_name,
         triton_name=metadata.triton_name,
-        triton_parts=list(kind.parts(metadata.triton_name)),
+        triton_parts=parts,
         kind=metadata.kind,
         embedding_dim=metadata.embedding_dim,
         max_seq_length=metadata.max_seq_length,
@@ -53,6 +55,7 @@ def _info(metadata: ModelMetadata, loaded: bool) -> ModelInfo:
         parity_mean_cosine=metadata.parity.mean_cosine,
         gpu_dtype=metadata.gpu.dtype if metadata.gpu else None,
         gpu_parity_min_cosine=metadata.gpu.parity.min_cosine if metadata.gpu else None,
+        gpu_memory_bytes=sum(reported) if reported else None,
         prompts=metadata.prompts,
         default_prompt_name=metadata.default_prompt_name,
         prompts_refused=metadata.prompts_refused,
@@ -162,7 +165,8 @@ async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gatewa
 
 @listing.get("/loaded_models", response_model=ModelList, responses=READ_ANSWERS)
 async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
-    return ModelList(models=[_info(m.metadata, True) for m in gateway.registry.loaded()])
+    gpu_memory = await gateway.gpu_memory()
+    return ModelList(models=[_info(m.metadata, True, gpu_memory) for m in gateway.registry.loaded()])
 
 
 @listing.get("/repository_models", response_model=ModelList, responses=READ_ANSWERS)
