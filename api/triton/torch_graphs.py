@@ -255,6 +255,8 @@ class TorchScriptGraph:
         if device == "cuda" and torch.cuda.device_count() > 1:
             number = instance_name.rsplit("_", 1)[-1]
             device = f"cuda:{int(number) % torch.cuda.device_count() if number.isdigit() else 0}"
+        if device.startswith("cuda") and torch.device(device).index is not None:
+            torch.cuda.set_device(torch.device(device))  # captures and their pool on this GPU
         self.torch = torch
         self.device = device
         names = [name for name, *_ in inputs]

@@ -1,5 +1,5 @@
-"""The graph GPU instances run: a sentence-transformers model's module stack traced with
-TorchScript on CUDA.
+"""The graph GPU instances run: a sentence-transformers model's module stack (or an
+OpenCLIP tower: ``build_module``) traced with TorchScript on CUDA.
 
 The Python-backend model on a GPU instance runs this file with PyTorch (the GPU runtime
 a pip install has: onnxruntime's CUDA provider comes only with ``onnxruntime-gpu`` and
@@ -8,7 +8,9 @@ CUDA libraries of its own). The trace is the very module stack the ONNX export t
 and one gateway serve both. It is traced on the GPU, in float16 where that keeps
 ``half_parity_threshold`` against the float32 PyTorch model (what the kind's own check
 measures, on the saved file, each input in one padded batch and alone), else in float32
-at the model's own threshold. Runs in the conversion subprocess.
+at the model's own threshold. GPU instances replay it as CUDA graphs
+(``api/triton/torch_graphs.py``, which also loads it here, for the parity check, as the
+instances load it). Runs in the conversion subprocess.
 """
 
 from __future__ import annotations
