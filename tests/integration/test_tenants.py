@@ -162,21 +162,34 @@ def test_ownership_holds_across_gateway_workers(gateway, minilm_loaded, tmp_path
         server.stop()
 
 
+FLOOD_S = 5.0
+FLOOD_TEXTS = 32
+LIGHT_PER_S = 4
+INFLIGHT_LIMIT = 24
+CALIBRATION_CLIENTS = 8
+
+
+def light_per_s(capacity: float) -> float:
+    """B's rate: light whatever the machine's speed. B holds its rate times its latency in
+    flight, and its latency under the flood is about two merged calls (one running, then
+    its own), each what a calibration request took (its clients over the capacity); B is
+    refused only at its share (the limit over the two keys), so it stays under half that."""
+    latency_s = 2 * CALIBRATION_CLIENTS / capacity
+    return min(LIGHT_PER_S, (INFLIGHT_LIMIT / 2 / 2) / latency_s)
+
+
 @pytest.fixture
 def flooded(gateway, minilm_loaded, tmp_path):
-    keyed = own_gateway(gateway, tmp_path, max_inflight_requests="24")
+    keyed = own_gateway(gateway, tmp_path, max_inflight_requests=str(INFLIGHT_LIMIT))
     try:
         yield keyed
     finally:
         keyed.stop()
 
 
-FLOOD_S = 5.0
-FLOOD_TEXTS = 32
-LIGHT_PER_S = 4
-
-
-async def answered_per_s(client: httpx.AsyncClient, sentence, seconds: float = 3.0, clients: int = 8) -> float:
+async def answered_per_s(
+    client: httpx.AsyncClient, sentence, seconds: float = 3.0, clients: int = CALIBRATION_CLIENTS
+) -> float:
     """What the server answers of the flood's requests, a second, with ``clients`` of them
     always in flight: the flood is sent at several times that, whatever the machine."""
     done, deadline = 0, time.monotonic() + seconds
@@ -227,10 +240,10 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
     ):
         capacity = await answered_per_s(a, sentence)
         flood_per_s = min(400.0, max(20.0, 5 * capacity))
-        await asyncio.gather(open_loop(a, flood_per_s, flood_one), open_loop(b, LIGHT_PER_S, light_one))
+        await asyncio.gather(open_loop(a, flood_per_s, flood_one), open_loop(b, light_per_s(capacity), light_one))
 
     waits = sorted(response.elapsed.total_seconds() for _, response in light)
-    print(f"\ncapacity {capacity:.1f} requests/s; flood: {len(flood)} sent, "
+    print(f"\ncapacity {capacity:.1f} requests/s; light {light_per_s(capacity):.1f}/s; flood: {len(flood)} sent, "
           f"{sum(r.status_code == 200 for r in flood)} answered; "
           f"light: {len(light)} sent, {sum(r.status_code == 200 for _, r in light)} answered, "
           f"median {waits[len(waits) // 2]:.2f}s, slowest {waits[-1]:.2f}s")
