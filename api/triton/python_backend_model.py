@@ -341,10 +341,11 @@ class TritonPythonModel:
             self.metrics = None
 
 
-def _log(message):
+def _log(message, warning=False):
+    """To Triton's log (a warning reaches the gateway's log at info level; info, at debug)."""
     logger = getattr(pb_utils, "Logger", None)
     if logger is not None:
-        logger.log_info(message)
+        (logger.log_warn if warning else logger.log_info)(message)
 
 
 def _report_memory(model, instance, graph):

@@ -241,7 +241,7 @@ class GraphRunner:
 class TorchScriptGraph:
     """A GPU instance's model: the TorchScript graph on one GPU, inputs in, its one output
     back as float32 numpy, through CUDA graphs of the ``buckets`` captured here, at load
-    time (eagerly where a capture fails, which ``log`` says). ``inputs``: (name, numpy
+    time (eagerly where a capture fails, which ``log`` warns of). ``inputs``: (name, numpy
     dtype, dims, ragged) of each input. Triton sees a CPU instance; with several GPUs,
     instance ``<model>_<n>`` takes GPU ``n`` modulo their count. TorchScript's profiling
     optimizations are off: shapes differ from batch to batch, and nothing may compile
@@ -276,7 +276,8 @@ class TorchScriptGraph:
                 self.runner.capture()
             except Exception as error:  # noqa: BLE001 - served eagerly, and said so
                 self.runner.drop_graphs()
-                log(f"{instance_name}: CUDA graphs not captured ({type(error).__name__}: {error}); running eagerly")
+                log(f"{instance_name}: CUDA graphs not captured ({type(error).__name__}: {error}); running eagerly",
+                    warning=True)
             else:
                 log(f"{instance_name}: {self.runner.describe()}")
 
