@@ -19,17 +19,25 @@ class Ports:
     metrics: int
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _free_port(taken: set[int]) -> int:
+    """A port nothing listens on now, none of ``taken`` (which it joins)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
 
 
 def choose_ports(settings: Settings) -> Ports:
+    """Triton's ports: those set, else free ones. Never the gateway's own port, which
+    Triton starts before the gateway binds: a free port may be the one it is about to take."""
+    taken = {settings.port, settings.triton_http_port, settings.triton_grpc_port, settings.triton_metrics_port}
     return Ports(
-        http=settings.triton_http_port or _free_port(),
-        grpc=settings.triton_grpc_port or _free_port(),
-        metrics=settings.triton_metrics_port or _free_port(),
+        http=settings.triton_http_port or _free_port(taken),
+        grpc=settings.triton_grpc_port or _free_port(taken),
+        metrics=settings.triton_metrics_port or _free_port(taken),
     )
 
 
