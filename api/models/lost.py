@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ..compute.served import ServedModel
-from ..errors import EmbedgateError, ModelNotLoaded
+from ..errors import EmbedgateError, ModelNotLoaded, TritonConnectionLost
 from ..triton.client import TritonClient
 
 log = logging.getLogger("embedgate.registry")
@@ -83,5 +83,10 @@ class LostProcesses:
                 return
         try:
             await self.reload(model.name, part, seen_at)
+        except TritonConnectionLost:
+            # tritonserver went down too: a stub killed while it held the lock of the
+            # memory it shares with Triton makes Triton abort. Triton's own supervisor
+            # restarts it and loads every model again.
+            log.info("tritonserver went down with the process of %s; its restart loads the model again", model.name)
         except EmbedgateError as exc:
             log.error("could not load %s again after it lost its process: %s", model.name, exc.message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import re
 import shutil
 import signal
 import time
@@ -53,16 +54,19 @@ async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_
 
 async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answered(gateway, minilm_loaded, minilm):
     """The promise of docs/limits.md: Triton runs on, but the model's own process (its
-    Python-backend stub) is killed under eight steady clients. The gateway loads the model
-    again and sends the requests that met the dead process once more: every answer is 200
-    with its own text's vector, and Triton itself was never restarted."""
+    Python-backend stub) is killed, and eight steady clients' requests meet the dead
+    process at once. The gateway loads the model again and sends those requests once more:
+    every answer is 200 with its own text's vector, and Triton itself was never restarted.
+
+    The stub dies between requests: one killed while it holds the lock of the memory it
+    shares with Triton makes tritonserver abort too, which is the test above."""
     (triton_pid,) = gateway.children("tritonserver")
     name = MINILM.replace("/", "--")
     (stub,) = model_stubs(triton_pid, name)
+    assert httpx.post(f"{gateway.url}/infer", json={"model_name": MINILM, "text": ["before"]}, timeout=120).status_code == 200
     log_start = len(gateway.log())
-    async with steady_clients(gateway.url, "in flight while the model's process dies") as answers:
-        await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
-        os.kill(stub, signal.SIGKILL)
+    os.kill(stub, signal.SIGKILL)
+    async with steady_clients(gateway.url, "meeting the dead process") as answers:
         await asyncio.to_thread(gateway.wait_log, "has a new process in Triton", 120, log_start)
         reloaded = len(answers)
         await wait_until_async(lambda: len(answers) >= reloaded + 16, 120, "answers after the reload")
@@ -73,6 +77,35 @@ async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answe
     assert gateway.children("tritonserver") == [triton_pid]
     (new_stub,) = model_stubs(triton_pid, name)
     assert new_stub != stub
+
+
+async def test_a_model_process_killed_under_eight_steady_clients_leaves_no_request_unanswered(
+    gateway, minilm_loaded, minilm
+):
+    """The stub is SIGKILLed while eight clients each keep a request in flight. Where it
+    died holding the lock of the memory it shares with Triton, tritonserver aborts too
+    (``boost::interprocess::lock_exception``) and is restarted; otherwise Triton runs on
+    and the model is loaded again. Either way every answer is 200 with its own text's
+    vector."""
+    (triton_pid,) = gateway.children("tritonserver")
+    (stub,) = model_stubs(triton_pid, MINILM.replace("/", "--"))
+    log_start = len(gateway.log())
+    async with steady_clients(gateway.url, "in flight while the model's process dies") as answers:
+        await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
+        os.kill(stub, signal.SIGKILL)
+        recovered = await asyncio.to_thread(
+            gateway.wait_log, re.compile("has a new process in Triton|tritonserver restarted in"), 120, log_start
+        )
+        at_recovery = len(answers)
+        await wait_until_async(lambda: len(answers) >= at_recovery + 16, 120, "answers after the recovery")
+    assert_each_got_its_embedding(answers, minilm)
+    log = gateway.log()[log_start:]
+    if "tritonserver restarted in" in gateway.log()[log_start:recovered]:
+        assert "tritonserver exited unexpectedly" in log
+        assert gateway.children("tritonserver") != [triton_pid]
+    else:
+        assert log.count(f"model {MINILM} lost its process in Triton") == 1
+        assert gateway.children("tritonserver") == [triton_pid]
 
 
 def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, minilm_loaded, tmp_path, minilm):

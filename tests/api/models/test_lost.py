@@ -7,6 +7,7 @@ import asyncio
 import collections
 from types import SimpleNamespace
 
+from embedgate.api.errors import TritonConnectionLost, TritonUnavailable
 from embedgate.api.models.lost import LostProcesses
 
 
@@ -14,8 +15,11 @@ class FakeClient:
     def __init__(self):
         self.reloaded: list[str] = []
         self.abandoned: list[str] = []
+        self.failure: Exception | None = None
 
     async def reload(self, part: str) -> None:
+        if self.failure is not None:
+            raise self.failure
         self.reloaded.append(part)
 
     def abandon(self, part: str, replaced_at: float) -> None:
@@ -73,3 +77,26 @@ async def test_a_loss_from_an_unload_under_way_loads_nothing():
     lock.release()
     await asyncio.wait_for(told, 5)
     assert registry.client.reloaded == []
+
+
+async def test_a_loss_that_took_tritonserver_down_is_left_to_its_restart(caplog):
+    """Triton aborted with the stub (it does when the stub died holding their shared
+    lock): the reload finds no server, which is no error of the model's; the restart that
+    follows loads every model again."""
+    registry = FakeRegistry()
+    registry.client.failure = TritonConnectionLost("the inference server is unavailable; retry shortly")
+    lost = LostProcesses(registry)
+    with caplog.at_level("INFO", logger="embedgate.registry"):
+        await lost.exited("org--m")
+    assert registry.client.abandoned == []
+    assert [r.levelname for r in caplog.records if "went down with the process" in r.message] == ["INFO"]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+async def test_a_reload_that_fails_otherwise_is_logged_as_an_error(caplog):
+    registry = FakeRegistry()
+    registry.client.failure = TritonUnavailable("model 'org--m' is not available in the inference server right now")
+    lost = LostProcesses(registry)
+    with caplog.at_level("INFO", logger="embedgate.registry"):
+        await lost.exited("org--m")
+    assert [r.levelname for r in caplog.records if "could not load org/m again" in r.message] == ["ERROR"]
