@@ -10,8 +10,8 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraint
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
-	# torch first and pinned: a free resolution would pull a multi-GB CUDA build.
-	$(PIP) torch==2.13.0
+	# torch and torchvision first, pinned as a pair built together (constraints.txt).
+	$(PIP) torch==2.14.1 torchvision==0.29.1
 	$(PIP) -e ".[convert,test,triton,s3]"
 	# For the install test (tests/integration/test_wheel.py): a user's environment with
 	# numpy 2 and protobuf 7, whose Triton gets its own (nvidia-pytriton, numpy 1), offline.

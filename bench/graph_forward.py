@@ -45,9 +45,6 @@ def _time(run, feeds, calls: int, sync) -> float:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import SentenceTransformer
 

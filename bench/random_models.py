@@ -15,9 +15,6 @@ from pathlib import Path
 
 
 def build(tokenizer_dir: Path, out: Path, layers: int, hidden: int, max_seq_length: int = 256, seed: int = 0) -> Path:
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel

@@ -28,9 +28,6 @@ from .report import describe
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import SentenceTransformer
 

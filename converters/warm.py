@@ -36,9 +36,6 @@ POLL_S = 0.2
 
 
 def _preload() -> None:
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import onnx  # noqa: F401
     import onnxruntime  # noqa: F401
     import sentence_transformers  # noqa: F401

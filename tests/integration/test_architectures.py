@@ -113,9 +113,6 @@ class Served:
 
 
 def _reference(model_dir):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(model_dir), device="cpu")

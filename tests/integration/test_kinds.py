@@ -43,9 +43,6 @@ def computed(response):
 
 
 def _library(name):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import sentence_transformers
 
     return getattr(sentence_transformers, name)

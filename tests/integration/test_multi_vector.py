@@ -40,9 +40,6 @@ def models(gateway, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def references(models):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import MultiVectorEncoder
 
     return {name: MultiVectorEncoder(str(directory), device="cpu") for name, directory in models.items()}

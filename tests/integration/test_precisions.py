@@ -19,9 +19,6 @@ TEXTS = ["A man is eating food.", "The girl is carrying a baby.", "A much longer
 
 @pytest.fixture(scope="module")
 def quantize_embeddings():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers.quantization import quantize_embeddings
 
     return quantize_embeddings

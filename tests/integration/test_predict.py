@@ -29,9 +29,6 @@ def models(gateway, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def references(models):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers import CrossEncoder
 

@@ -20,9 +20,6 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(model_dir):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(model_dir), device="cpu")

@@ -23,9 +23,6 @@ TEXTS = ["which fox jumps over the dog", "the bank fell on monday", "a", " ".joi
 
 
 def _library(name: str, directory):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import sentence_transformers
 
     return getattr(sentence_transformers, name)(str(directory), device="cpu")

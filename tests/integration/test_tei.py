@@ -44,9 +44,6 @@ def models(gateway, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def library(models):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import CrossEncoder, MultiVectorEncoder, SparseEncoder
 
     return {

@@ -145,9 +145,6 @@ def test_every_worker_serves_routes_and_token_vectors_from_the_repository(served
     """What a worker serves a model with comes from the repository, never from the process
     that loaded it: an inference-free model's static query weights, a multi-vector model's
     tokenization per task."""
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import MultiVectorEncoder, SparseEncoder
 
     directories = {

@@ -36,7 +36,6 @@ from embedgate.converters.spec import (
     ModelMetadata,
     clip_part_names,
 )
-from embedgate.converters.torch_compat import ensure_torchvision_importable
 from embedgate.converters.triton_config import build_clip_image_config, build_clip_text_config
 
 from ..base import KindConverter, Step
@@ -159,7 +158,6 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
 
 
 def load(spec: ConversionSpec, step: Step) -> Loaded:
-    ensure_torchvision_importable()
     import open_clip
 
     if spec.clip_model_config_dir:

@@ -10,9 +10,6 @@ from embedgate.api.compute.late_interaction import maxsim, normalized, token_row
 
 @pytest.fixture(scope="module")
 def library_maxsim():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers.util import maxsim
 
     return maxsim

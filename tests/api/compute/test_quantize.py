@@ -11,9 +11,6 @@ from embedgate.converters.calibration import calibrate, calibration_texts
 
 @pytest.fixture(scope="module")
 def quantize_embeddings():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers.quantization import quantize_embeddings
 
     return quantize_embeddings

@@ -9,9 +9,6 @@ from embedgate.api.compute.static import static_vectors
 
 
 def test_the_stored_weight_of_each_token_a_text_has_once():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import torch
     from sentence_transformers.sparse_encoder.models import SparseStaticEmbedding
 

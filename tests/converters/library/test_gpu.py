@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters.library import gpu, parity
 from embedgate.converters.errors import ConversionError
+from embedgate.converters.library import gpu, parity
 from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS
 from tests import tiny_models
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(tiny_models.dense_model(tmp_path_factory.mktemp("gpu") / "bert")), device="cpu")
@@ -85,12 +82,9 @@ def test_a_routes_and_a_multi_vector_stack_trace_as_their_graphs(tmp_path):
     traced as they are exported: the GPU graph of each route, of each token."""
     import numpy as np
     import torch
+    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
 
     from embedgate.converters.library.routes import routes
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
-    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
 
     routed = SentenceTransformer(str(tiny_models.routed_model(tmp_path / "routed")), device="cpu").eval()
     query = next(route for route in routes(routed) if route.name == "query")

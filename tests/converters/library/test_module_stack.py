@@ -12,9 +12,6 @@ from embedgate.converters.library import module_stack
 
 @pytest.fixture(scope="module")
 def masks():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from transformers import masking_utils
 
     return masking_utils

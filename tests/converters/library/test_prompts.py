@@ -7,7 +7,6 @@ import pytest
 from embedgate.converters.errors import ConversionError
 from embedgate.converters.library.prompts import read_prompts
 from embedgate.converters.spec import ModelMetadata
-from embedgate.converters.torch_compat import ensure_torchvision_importable
 from tests import prompt_models, tiny_models
 from tests.api.conftest import fake_metadata
 
@@ -31,7 +30,6 @@ def test_the_metadata_carries_the_prompts_and_the_default(tmp_path):
 
 
 def _model(tmp_path, *, include_prompt: bool, **prompts):
-    ensure_torchvision_importable()
     from sentence_transformers import SentenceTransformer, models
 
     bert = tiny_models.save_bert(tmp_path / "bert")

@@ -11,9 +11,6 @@ from embedgate.converters.library.routes import TASKS, describe, routes
 
 @pytest.fixture(scope="module")
 def modules():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers.base.modules import Dense, Normalize, Router
 
     def dense():

@@ -8,9 +8,6 @@ from embedgate.api.compute.kinds import sparsify
 
 @pytest.fixture(scope="module")
 def select_max_active_dims():
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers.util import select_max_active_dims
 
     return select_max_active_dims

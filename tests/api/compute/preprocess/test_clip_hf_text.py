@@ -29,9 +29,6 @@ def tokenizer_dirs(tmp_path_factory):
 
 
 def hf_tokenizer(directory, **options):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from open_clip.tokenizer import HFTokenizer
 
     return HFTokenizer(str(directory), **{"context_length": CONTEXT_LENGTH, **options})

@@ -13,9 +13,6 @@ from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_
 
 
 def simple_tokenizer(**options):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from open_clip.tokenizer import SimpleTokenizer
 
     return SimpleTokenizer(**options)

@@ -32,9 +32,6 @@ def encode(image: Image.Image, fmt: str = "PNG", **options) -> bytes:
 
 def open_clip_pixels(data: bytes, preprocessing: ImagePreprocessing) -> np.ndarray:
     """OpenCLIP's eval transform without its normalization, back in uint8 HWC."""
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from open_clip.transform import image_transform
 
     transform = image_transform(

@@ -15,9 +15,6 @@ TEXTS = ["[Q] which fox jumps, quickly?", "a", "[D] " + " ".join(["the lazy dog.
 
 @pytest.fixture(scope="module", params=[False, True], ids=["not attending", "attending"])
 def model(request, tmp_path_factory):
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     from sentence_transformers import MultiVectorEncoder
 
     directory = tiny_models.multi_vector_model(tmp_path_factory.mktemp("mve") / "model", attend=request.param)

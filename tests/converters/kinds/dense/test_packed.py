@@ -105,11 +105,9 @@ def test_one_text_per_row_feeds_the_packed_graph_what_model_py_feeds_it(load_pyt
 
 
 def test_roberta_family_positions_start_past_the_padding_index():
-    from embedgate.converters.kinds.dense.packed import position_offset
-    from embedgate.converters.torch_compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     import transformers
+
+    from embedgate.converters.kinds.dense.packed import position_offset
 
     small = {"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}
     assert position_offset(transformers.XLMRobertaModel(transformers.XLMRobertaConfig(pad_token_id=1, **small))) == 2
