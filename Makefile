@@ -10,7 +10,8 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraint
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
-	# torch and torchvision first, pinned as a pair built together (constraints.txt).
+	# torch and torchvision first, pinned as a pair built together (constraints.txt):
+	# PyPI's build, which runs on the CPU where there is no GPU.
 	$(PIP) torch==2.14.1 torchvision==0.29.1
 	$(PIP) -e ".[convert,test,triton,s3]"
 	# For the install test (tests/integration/test_wheel.py): a user's environment with
