@@ -59,7 +59,7 @@ async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answe
     every answer is 200 with its own text's vector, and Triton itself was never restarted.
 
     The stub dies between requests: one killed while it holds the lock of the memory it
-    shares with Triton makes tritonserver abort too, which is the test above."""
+    shares with Triton makes tritonserver abort too (the next test kills it under load)."""
     (triton_pid,) = gateway.children("tritonserver")
     name = MINILM.replace("/", "--")
     (stub,) = model_stubs(triton_pid, name)
