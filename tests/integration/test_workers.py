@@ -294,7 +294,7 @@ async def test_a_model_process_killed_is_replaced_once_for_every_worker(served, 
     once: the primary loads the model again once, both workers send their lost calls
     again, every request gets its vector. (The stub dies between requests: one killed
     while it holds the lock of the memory it shares with Triton takes tritonserver down
-    too, which is the test above.)"""
+    too, and is recovered as in the test above.)"""
     (triton_pid,) = served.children("tritonserver")
     name = MINILM.replace("/", "--")
     (stub,) = model_stubs(triton_pid, name)
