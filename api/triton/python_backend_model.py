@@ -197,8 +197,9 @@ class TritonPythonModel:
             try:
                 results = self._run([arrays for _, arrays in batch])
             except Exception as error:  # noqa: BLE001 - reported to every request of this batch
+                engine = "onnxruntime" if self.torch is None else "PyTorch"
                 for index, _ in batch:
-                    responses[index] = _error_response(f"onnxruntime failed: {error}")
+                    responses[index] = _error_response(f"{engine} failed: {error}")
             else:
                 start = 0
                 for index, arrays in batch:

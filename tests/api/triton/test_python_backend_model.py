@@ -263,6 +263,13 @@ def test_a_config_naming_a_torch_file_runs_that_graph_with_pytorch(mean_pool_onn
         assert not torch_answer.has_error()
         np.testing.assert_allclose(torch_answer.output(EMBEDDING), onnx_answer.output(EMBEDDING), rtol=1e-5, atol=1e-6)
 
+    class OutOfMemory:
+        def run(self, feeds):
+            raise RuntimeError("CUDA out of memory")
+
+    on_torch.torch = OutOfMemory()
+    assert [answer.error.message() for answer in on_torch.answer(requests[:2])] == ["PyTorch failed: CUDA out of memory"] * 2
+
 
 def test_model_py_reads_the_parameters_the_config_writer_names(load_python_model):
     module = load_python_model()
