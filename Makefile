@@ -3,9 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# No bytecode at install: Python writes it for the modules it imports, on first use (most of
-# torch's thousands of files never are).
-PIP := $(BIN)/python -m pip install --disable-pip-version-check -q --no-compile -c constraints.txt
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
 
 .PHONY: install serve test test-unit test-integration docs docs-serve bench clean
 
