@@ -21,7 +21,10 @@
 # the two payloads; DURATION (10) and WARMUP (3) seconds per row; LOAD_PROCESSES (4): load
 # generator processes at 64 clients or more (one Python process cannot send 15,000
 # requests/s); REFERENCE_REQUESTS_SINGLE (8192), REFERENCE_REQUESTS_BATCH (1024) and
-# REFERENCE_LATENCY_CALLS (200): the in-process reference's inputs and timed calls.
+# REFERENCE_LATENCY_CALLS (200): the in-process reference's inputs and timed calls;
+# REFERENCE_DIR: a sweep of the same models whose references (and forward limits) this one
+# reuses instead of measuring its own (a run of the same server with other settings, given
+# as EMBEDGATE_* variables, which settings.txt lists).
 set -euo pipefail
 TOKENIZER=$1 OUT=$2
 shift 2
@@ -36,6 +39,7 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 LOAD_PROCESSES=${LOAD_PROCESSES:-4}
 mkdir -p "$OUT"
+env | grep '^EMBEDGATE_' | sort >"$OUT/settings.txt" || true
 
 EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGHT_REQUESTS=${EMBEDGATE_MAX_INFLIGHT_REQUESTS:-4096} \
   $PY -m embedgate.api serve >"$OUT/serve.log" 2>&1 &
@@ -66,9 +70,13 @@ for name in $MODELS; do
     else
       clients_list=$BATCH_CLIENTS requests=${REFERENCE_REQUESTS_BATCH:-1024} forward=512,2048
     fi
-    $PY -m embedgate.bench.torch_reference --model-path "$WORK/$name" --payload $payload \
-      --requests "$requests" --batch-sizes 256 --latency-calls "${REFERENCE_LATENCY_CALLS:-200}" --forward-batch-sizes "$forward" \
-      --json "$OUT/$name-$payload-reference.json" >/dev/null 2>>"$OUT/reference.log"
+    if [ -n "${REFERENCE_DIR:-}" ]; then
+      cp "$REFERENCE_DIR/$name-$payload-reference.json" "$OUT/"
+    else
+      $PY -m embedgate.bench.torch_reference --model-path "$WORK/$name" --payload $payload \
+        --requests "$requests" --batch-sizes 256 --latency-calls "${REFERENCE_LATENCY_CALLS:-200}" --forward-batch-sizes "$forward" \
+        --json "$OUT/$name-$payload-reference.json" >/dev/null 2>>"$OUT/reference.log"
+    fi
     for clients in $clients_list; do
       seed=$((seed + 1))
       processes=$([ "$clients" -ge 64 ] && echo "$LOAD_PROCESSES" || echo 1)

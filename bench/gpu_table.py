@@ -1,7 +1,8 @@
 """The table of a GPU sweep (``bench/gpu_sweep.sh``): each model, payload and client count
 with its throughput, latency, the share of its inputs answered from the response cache, and
 its ratio to the in-process reference and to the forward alone (the GPU's limit), both
-measured on the same GPU in the same run.
+measured on the same GPU in the same run, and where the time went: the rows Triton ran per
+model execution and the CPU each request cost the gateway's processes.
 
 ``python -m embedgate.bench.gpu_table OUT_DIR`` prints it as Markdown (docs/gpu.md).
 """
@@ -43,6 +44,8 @@ def rows(out: Path) -> list[dict]:
                 "reference_embeddings_per_s": reference["best_embeddings_per_s"],
                 "forward_limit_embeddings_per_s": max(limits, default=0),
                 "reference_p50_ms": reference["latency_ms"]["p50"],
+                "rows_per_execution": (report.get("triton") or {}).get("average_batch_size"),
+                "gateway_cpu_ms": (report.get("cpu_ms_per_request") or {}).get("gateway"),
             }
         )
     return sorted(found, key=lambda r: (r["model"], r["payload"] != "single", r["clients"]))
@@ -51,8 +54,9 @@ def rows(out: Path) -> list[dict]:
 def markdown(found: list[dict]) -> str:
     lines = [
         "| model | texts/request | clients | embeddings/s | requests/s | p50 ms | p99 ms | failed | cached "
-        "| in-process embeddings/s | ratio | forward limit embeddings/s | share of limit | in-process p50 ms (1 call) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| in-process embeddings/s | ratio | forward limit embeddings/s | share of limit | in-process p50 ms (1 call) "
+        "| rows per Triton execution | gateway CPU ms per request |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in found:
         ratio = r["embeddings_per_s"] / r["reference_embeddings_per_s"] if r["reference_embeddings_per_s"] else 0
@@ -61,9 +65,14 @@ def markdown(found: list[dict]) -> str:
         lines.append(
             f"| {r['model']} | {1 if r['payload'] == 'single' else 32} | {r['clients']} | {r['embeddings_per_s']:,.0f} "
             f"| {r['qps']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['failed']} | {r['cached_share']:.1%} "
-            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {limit:,.0f} | {share} | {r['reference_p50_ms']:.1f} |"
+            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {limit:,.0f} | {share} | {r['reference_p50_ms']:.1f} "
+            f"| {_number(r['rows_per_execution'])} | {_number(r['gateway_cpu_ms'], 2)} |"
         )
     return "\n".join(lines)
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def main(argv: list[str] | None = None) -> None:

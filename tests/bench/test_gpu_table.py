@@ -22,7 +22,10 @@ def test_runs_are_put_against_their_reference_in_model_payload_and_client_order(
             "embeddings_per_s": rate, "qps": rate / (32 if payload == "batch" else 1), "failed_requests": 0,
             "response_time_s": {"p50": 0.01, "p99": 0.02}, "embeddings": 1000, "cached_inputs": 25,
         }
-        _write(tmp_path, f"minilm-{payload}-{clients}.json", {"load": load})
+        report = {"load": load}
+        if clients == 64:
+            report |= {"triton": {"average_batch_size": 12.5}, "cpu_ms_per_request": {"gateway": 0.61}}
+        _write(tmp_path, f"minilm-{payload}-{clients}.json", report)
     _write(tmp_path, "minilm-load.json", {"status": "loaded"})  # not a run: left out
 
     rows = gpu_table.rows(tmp_path)
@@ -30,4 +33,6 @@ def test_runs_are_put_against_their_reference_in_model_payload_and_client_order(
     assert [(r["payload"], r["clients"]) for r in rows] == [("single", 8), ("single", 64), ("batch", 64)]
     table = gpu_table.markdown(rows).splitlines()
     assert len(table) == 2 + 3
-    assert "| minilm | 32 | 64 | 20,000 | 625 | 10.0 | 20.0 | 0 | 2.5% | 10,000 | 2.00x | 80,000 | 25% | 4.0 |" in table
+    assert "| minilm | 32 | 64 | 20,000 | 625 | 10.0 | 20.0 | 0 | 2.5% | 10,000 | 2.00x | 80,000 | 25% | 4.0 | 12.5 | 0.61 |" in table
+    # A report without Triton's statistics or CPU figures: dashes, not zeros.
+    assert table[2].endswith("| 4.0 | - | - |")
