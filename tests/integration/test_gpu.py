@@ -85,19 +85,25 @@ def test_a_sentence_transformer_serves_on_gpu_instances_in_float16_at_parity(gpu
 
 
 def _texts_of(tokenizer, tokens: int, count: int, rng: random.Random, words: list[str]) -> list[str]:
-    """``count`` distinct texts of exactly ``tokens`` tokens (special tokens included)."""
-    texts = []
-    while len(texts) < count:
+    """``count`` distinct texts of exactly ``tokens`` tokens (special tokens included), of
+    words that are one token each; ``count`` at most the texts of that many words there are."""
+    assert count <= len(words) ** (tokens - 2), f"{len(words)} words make fewer than {count} texts of {tokens} tokens"
+    texts: list[str] = []
+    for _ in range(100 * count):
         text = " ".join(rng.choice(words) for _ in range(tokens - 2))
         if len(tokenizer(text)["input_ids"]) == tokens and text not in texts:
             texts.append(text)
-    return texts
+            if len(texts) == count:
+                return texts
+    raise AssertionError(f"found {len(texts)} of {count} distinct texts of {tokens} tokens")
 
 
 def test_cuda_graphs_keep_parity_at_every_edge_of_their_buckets(gpu_gateway, dense):
     """For buckets across the widths: the shortest and the longest text the bucket holds,
     each alone (a batch of one) and as a full bucket of texts of one length (which the
-    model runs as one batch: equal lengths are not cut)."""
+    model runs as one batch: equal lengths are not cut). The narrowest bucket's shortest
+    text is one word: its full bucket takes the shortest texts there are enough of (the
+    tiny tokenizer has fewer one-token words than a bucket has rows)."""
     listed, reference_model_ = dense
     config = parse((gpu_gateway.repository / listed["triton_name"] / "config.pbtxt").read_text())
     rows = [int(v) for v in config.parameters["graph_rows"].string_value.split(",")]
@@ -114,7 +120,10 @@ def test_cuda_graphs_keep_parity_at_every_edge_of_their_buckets(gpu_gateway, den
         shortest = (widths[index - 1] if index else 2) + 1
         full = max(r for r in rows if not limit or r * width <= limit)
         for tokens in (shortest, width):
-            batch = _texts_of(tokenizer, tokens, full, rng, words)
+            batch_tokens = tokens
+            while len(words) ** (batch_tokens - 2) < 2 * full:
+                batch_tokens += 1
+            batch = _texts_of(tokenizer, batch_tokens, full, rng, words)
             lone = _texts_of(tokenizer, tokens, 1, rng, words)
             with gpu_gateway.client() as http:
                 for texts in (batch, lone):
@@ -123,7 +132,8 @@ def test_cuda_graphs_keep_parity_at_every_edge_of_their_buckets(gpu_gateway, den
                     assert response.headers["x-cached-inputs"] == "0"
                     served = np.asarray(response.json()["text_embeddings"])
                     worst = cosine_rows(served, reference_model_.encode(texts)).min()
-                    checked.append((width, tokens, len(texts), round(float(worst), 6)))
+                    checked.append((width, len(reference_model_.tokenizer(texts[0])["input_ids"]), len(texts),
+                                    round(float(worst), 6)))
     assert min(worst for *_, worst in checked) >= HALF_THRESHOLD, checked
     assert len(checked) >= 8
 
