@@ -24,7 +24,7 @@
 # REFERENCE_LATENCY_CALLS (200): the in-process reference's inputs and timed calls;
 # REFERENCE_DIR: a sweep of the same models whose references (and forward limits) this one
 # reuses instead of measuring its own (a run of the same server with other settings, given
-# as EMBEDGATE_* variables, which settings.txt lists).
+# as EMBEDGATE_* variables or TOKENIZERS_PARALLELISM, which settings.txt lists).
 set -euo pipefail
 TOKENIZER=$1 OUT=$2
 shift 2
@@ -39,7 +39,7 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 LOAD_PROCESSES=${LOAD_PROCESSES:-4}
 mkdir -p "$OUT"
-env | grep '^EMBEDGATE_' | sort >"$OUT/settings.txt" || true
+env | grep -E '^(EMBEDGATE|TOKENIZERS)_' | sort >"$OUT/settings.txt" || true
 
 EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGHT_REQUESTS=${EMBEDGATE_MAX_INFLIGHT_REQUESTS:-4096} \
   $PY -m embedgate.api serve >"$OUT/serve.log" 2>&1 &

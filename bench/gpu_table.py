@@ -65,8 +65,8 @@ def markdown(found: list[dict]) -> str:
         lines.append(
             f"| {r['model']} | {1 if r['payload'] == 'single' else 32} | {r['clients']} | {r['embeddings_per_s']:,.0f} "
             f"| {r['qps']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['failed']} | {r['cached_share']:.1%} "
-            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {limit:,.0f} | {share} | {r['reference_p50_ms']:.1f} "
-            f"| {_number(r['rows_per_execution'])} | {_number(r['gateway_cpu_ms'], 2)} |"
+            f"| {r['reference_embeddings_per_s']:,.0f} | {ratio:.2f}x | {limit:,.0f} | {share} "
+            f"| {r['reference_p50_ms']:.1f} | {_number(r['rows_per_execution'])} | {_number(r['gateway_cpu_ms'], 2)} |"
         )
     return "\n".join(lines)
 
