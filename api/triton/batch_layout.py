@@ -28,11 +28,22 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
     fixed part often. The cut with the least total cost is found by dynamic programming
     over the sorted lengths (``O(rows * max_rows)``, vectorised per row).
     With ``overhead_tokens <= 0`` the rows are cut into runs of exactly ``max_rows``.
+
+    Where every row fits one run (``max_rows`` at least the rows, as on a GPU instance),
+    two shortcuts give the same cost in far less Python: one run, where all its padding
+    costs no more than one more run would (more runs cannot pad less than none); else the
+    same search over the ends of runs of equal length only (a cut inside such a run never
+    helps: moving the rest of it into the run before costs that run what it saves the
+    next, and where that empties the next, saves its fixed part).
     """
     count = len(lengths)
     if overhead_tokens <= 0:
         return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
     widths = np.asarray(lengths, dtype=np.float64)
+    if count <= max_rows:
+        if count * widths[-1] - widths.sum() <= overhead_tokens:
+            return [(0, count)]
+        return _plan_by_length(widths, overhead_tokens)
     best = np.zeros(count + 1)  # best[j]: least cost of rows [0, j)
     cut = np.zeros(count + 1, dtype=np.int64)  # where the last run of that best cut starts
     for end in range(1, count + 1):
@@ -47,6 +58,25 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
     while end > 0:
         runs.append((int(cut[end]), end))
         end = int(cut[end])
+    return runs[::-1]
+
+
+def _plan_by_length(widths, overhead_tokens):
+    """``plan_sub_batches`` where one run may hold every row: runs end only where the
+    (sorted) length changes, or at the last row."""
+    ends = np.append(np.flatnonzero(np.diff(widths)) + 1, len(widths))
+    starts = np.append(0, ends[:-1])  # the runs of equal length: candidate run starts
+    best = np.zeros(len(ends) + 1)  # best[j]: least cost of the rows before ends[j - 1]
+    cut = np.zeros(len(ends) + 1, dtype=np.int64)  # best[j]'s last run starts at starts[cut[j]]
+    for j, end in enumerate(ends, start=1):
+        costs = best[:j] + overhead_tokens + (end - starts[:j]) * widths[end - 1]
+        pick = int(np.argmin(costs))
+        best[j], cut[j] = costs[pick], pick
+    runs = []
+    j = len(ends)
+    while j > 0:
+        runs.append((int(starts[cut[j]]), int(ends[j - 1])))
+        j = int(cut[j])
     return runs[::-1]
 
 

@@ -164,6 +164,39 @@ def test_the_cut_is_the_cheapest_one(load_python_model, seed):
     assert run_cost(lengths, runs, overhead) == pytest.approx(cheapest)
 
 
+def cheapest_cost(lengths, max_rows, overhead):
+    """The least cost of any cut, by the plain dynamic programme over every row."""
+    best = [0.0] + [float("inf")] * len(lengths)
+    for end in range(1, len(lengths) + 1):
+        for start in range(max(0, end - max_rows), end):
+            best[end] = min(best[end], best[start] + overhead + (end - start) * lengths[end - 1])
+    return best[-1]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_batch_that_fits_one_run_is_cut_as_cheaply_as_any_cut_over_every_row(load_python_model, seed):
+    """A GPU instance's batches (every row may go in one run): the shortcuts find a cut
+    as cheap as the search over every row, on batches of up to 300 rows."""
+    plan = load_python_model().plan_sub_batches
+    rng = np.random.default_rng(100 + seed)
+    lengths = np.sort(rng.integers(1, int(rng.integers(2, 200)), size=int(rng.integers(1, 300))))
+    overhead = float(rng.choice([0.5, 32.0, 300.0, 2048.0, 5000.0]))
+    max_rows = len(lengths) + int(rng.integers(0, 50))
+
+    runs = plan(lengths, max_rows, overhead)
+
+    assert [start for start, _ in runs] == [0] + [end for _, end in runs[:-1]]
+    assert runs[-1][1] == len(lengths)
+    assert run_cost(lengths, runs, overhead) == pytest.approx(cheapest_cost(lengths.tolist(), max_rows, overhead))
+
+
+def test_a_batch_whose_padding_costs_less_than_a_run_is_one_run(load_python_model):
+    plan = load_python_model().plan_sub_batches
+    lengths = np.array([8] * 40 + [30] * 10)  # 880 padded tokens
+    assert plan(lengths, 64, 2048.0) == [(0, 50)]
+    assert plan(lengths, 64, 32.0) == [(0, 40), (40, 50)]
+
+
 def test_equal_lengths_make_as_few_runs_as_allowed(load_python_model):
     plan = load_python_model().plan_sub_batches
     runs = plan(np.full(10, 12), 4, 32.0)
