@@ -197,6 +197,11 @@ class Settings(BaseSettings):
         description="New sentence-transformers in the python form get no Triton dynamic batcher: the gateway "
         "merges their requests, one call running per model instance and one waiting.",
     )
+    gateway_calls_in_flight: int = Field(
+        0, ge=0, le=1024,
+        description="Models the gateway batches: merged calls each gateway process keeps in flight per model "
+        "(0: one per model instance and one waiting). Fewer make each call carry more requests.",
+    )
     coalesce_max_texts: int = Field(
         8, ge=0, le=4096,
         description="Requests of at most this many texts are merged with others waiting for the same model "

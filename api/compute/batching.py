@@ -127,7 +127,8 @@ class BatchingPolicy:
     def calls_in_flight(self, metadata: ModelMetadata) -> int:
         """Merged calls the coalescer keeps in flight for the model. Without Triton's
         batcher: one running on each instance and one waiting for the first to free, so
-        no instance waits for the gateway."""
+        no instance waits for the gateway (``gateway_calls_in_flight`` where set: with
+        several gateway workers, each keeps that many)."""
         if metadata.dynamic_batching:
             return self.settings.coalesce_in_flight
-        return metadata.instance_count + 1
+        return self.settings.gateway_calls_in_flight or metadata.instance_count + 1

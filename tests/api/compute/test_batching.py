@@ -32,8 +32,10 @@ def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: i
 def test_without_tritons_batcher_the_coalescer_merges_all_that_fits_one_call():
     policy = BatchingPolicy(Settings(coalesce_max_texts=8, coalesce_in_flight=24))
     assert policy.coalesced_texts(published(False, max_batch_size=256)) == 256
-    # One call running per instance and one waiting.
+    # One call running per instance and one waiting, unless set.
     assert policy.calls_in_flight(published(False, instance_count=2)) == 3
+    assert BatchingPolicy(Settings(gateway_calls_in_flight=1)).calls_in_flight(published(False, instance_count=2)) == 1
+    assert BatchingPolicy(Settings(gateway_calls_in_flight=1)).calls_in_flight(published(True)) == 24
 
 
 def test_with_tritons_batcher_the_coalescer_merges_small_requests_only():
