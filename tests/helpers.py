@@ -33,6 +33,19 @@ async def eventually(condition, timeout: float = 30.0, what: str = "the conditio
         await asyncio.sleep(0.001)
 
 
+def counted(read, at_least: int, timeout: float = 10.0) -> int:
+    """``read()`` once it reaches ``at_least``, or its value after ``timeout``. For Triton's
+    inference counts, which can trail the answer by a moment: a decoupled model's worker
+    thread sends the answer, and its ``execute`` (after which Triton counts the request)
+    may return just after (once seen on a loaded machine: a count still 0 after the answer)."""
+    deadline = time.monotonic() + timeout
+    value = read()
+    while value < at_least and time.monotonic() < deadline:
+        time.sleep(0.02)
+        value = read()
+    return value
+
+
 def python_path(*first) -> str:
     """PYTHONPATH for a subprocess: ``first``, then whatever this process was started with
     (an environment that points ``embedgate`` at a checkout keeps it in its children)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import tiny_models
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, counted
 
 from .conftest import MINILM, models_loaded
 
@@ -38,7 +38,7 @@ def test_a_repeated_input_is_answered_without_running_the_model(gateway, http, m
     computed = np.asarray(first.json()["text_embeddings"])
     assert cosine_rows(computed, minilm.encode(TEXTS)).min() >= 0.9999
     # The request's repeated input ran once.
-    assert triton_inferences(gateway, MINILM) - inferences == 2
+    assert counted(lambda: triton_inferences(gateway, MINILM), inferences + 2) - inferences == 2
 
     inferences = triton_inferences(gateway, MINILM)
     again = http.post("/infer", json={"model_name": MINILM, "text": TEXTS})
