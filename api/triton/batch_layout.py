@@ -40,7 +40,7 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
     if overhead_tokens <= 0:
         return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
     widths = np.asarray(lengths, dtype=np.float64)
-    if count <= max_rows:
+    if 0 < count <= max_rows:
         if count * widths[-1] - widths.sum() <= overhead_tokens:
             return [(0, count)]
         return _plan_by_length(widths, overhead_tokens)
