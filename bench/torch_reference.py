@@ -91,9 +91,9 @@ def _forward_limit(torch, model, texts: list[str], batch_sizes: list[int], sync)
             features = model.preprocess([texts[i] for i in order[start : start + batch_size]])
             batches.append({key: value.to(model.device) for key, value in features.items() if torch.is_tensor(value)})
         with torch.inference_mode():
-            # Every batch once, untimed: the first forward of each new shape costs tens of
-            # milliseconds (measured on an H200: 30 ms a forward of 512 rows when only the
-            # first batch was warmed up), which a server running for a while has paid.
+            # Every batch once, untimed, as a server running for a while has seen its shapes:
+            # warmed up on the first batch only, the timed pass averaged 30 ms a forward of
+            # 512 rows on an H200, slower than encode() with its tokenizing.
             for features in batches:
                 model.forward(dict(features))
             sync()
