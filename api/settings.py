@@ -157,11 +157,9 @@ class Settings(BaseSettings):
         "with CUDA ('python': sentence-transformers models, traced for the GPU at conversion), else CPU; "
         "GPU for 'onnxruntime'.",
     )
-    gpu_float16: bool = Field(
-        True,
-        description="GPU instances: publish a sentence-transformer's float16 graph where it keeps "
-        "gpu_half_parity_threshold against the float32 PyTorch model (false: float32 graphs only).",
-    )
+    gpu_float16: bool = Field(True, description="GPU instances: publish a sentence-transformer's float16 graph where "
+                              "it keeps gpu_half_parity_threshold against the float32 PyTorch model (false: float32 "
+                              "graphs only).")
     gpu_cuda_graphs: bool = Field(True, description="GPU instances: capture each model's forward as CUDA graphs "
                                   "of bucketed shapes when it loads (false: eager PyTorch, a launch per operation).")
     gpu_half_parity_threshold: float = Field(0.999, gt=0, le=1, description="GPU instances: the least cosine a "
@@ -197,11 +195,8 @@ class Settings(BaseSettings):
         description="New sentence-transformers in the python form get no Triton dynamic batcher: the gateway "
         "merges their requests, one call running per model instance and one waiting.",
     )
-    gateway_calls_in_flight: int = Field(
-        0, ge=0, le=1024,
-        description="Models the gateway batches: merged calls each gateway process keeps in flight per model "
-        "(0: one per model instance and one waiting). Fewer make each call carry more requests.",
-    )
+    gateway_calls_in_flight: int = Field(0, ge=0, le=1024, description="Models the gateway batches: merged calls "
+                                         "each gateway process keeps in flight per model (0: instances + 1).")
     coalesce_max_texts: int = Field(
         8, ge=0, le=4096,
         description="Requests of at most this many texts are merged with others waiting for the same model "
