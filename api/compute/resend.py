@@ -1,16 +1,18 @@
 """A Triton call sent again when what was to answer it died: Triton itself (its
 supervisor restarts it and reloads the models), or the model's own process in Triton
 (whoever loads models here loads it again). Embedding is idempotent, so the client sees a
-slower answer instead of a 503."""
+slower answer instead of a 503. A call that reaches a Triton its supervisor is bringing
+back, before its models are loaded again, waits for them too."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
-from ..errors import ModelProcessLost, TritonConnectionLost
+from ..errors import ModelProcessLost, TritonConnectionLost, TritonUnavailable
 
 log = logging.getLogger("embedgate.embedding")
 T = TypeVar("T")
@@ -20,9 +22,14 @@ class Restartable(Protocol):
     """A Triton the gateway restarts when it dies (the embedded supervisor)."""
 
     restarts: int
+    # Runs with its models loaded (false from its death until they are back).
+    serving: bool
 
     async def wait_restarted(self, since: int) -> bool: ...
 
+
+# How often a request that reached a Triton being brought back looks whether its models are.
+SERVING_POLL_S = 0.05
 
 # Loads a model part again whose process died under a request sent at a monotonic time.
 ReloadLost = Callable[[str, str, float], Awaitable[None]]
@@ -36,10 +43,12 @@ async def surviving(
     a Triton that dies again during its restart is waited out too); and sent again once
     after the model's own process died under it and the model was loaded again (a second
     death is answered: an input that kills the process must not take it down again and
-    again)."""
+    again); and sent again once the models are back where it reached a Triton being
+    brought back (the model not loaded yet: unknown to it, or not ready)."""
     resent_after_reload = False
     while True:
         restarts = triton.restarts if triton is not None else 0
+        serving = triton.serving if triton is not None else True
         sent_at = time.monotonic()
         try:
             return await call()
@@ -62,4 +71,29 @@ async def surviving(
         except TritonConnectionLost:
             if triton is None or not await triton.wait_restarted(restarts):
                 raise
+        except TritonUnavailable:  # (after its subclasses, the two above)
+            if triton is None or (serving and triton.restarts == restarts):
+                raise  # the model is not in a Triton that runs on: the answer
+            while not triton.serving:
+                await asyncio.sleep(SERVING_POLL_S)
+            log.info("a request reached triton while it was being brought back; sending it again")
+            continue
         log.info("triton restarted under a request; sending it again")
+
+
+async def unloaded(
+    unload: Callable[[str], Awaitable[None]],
+    parts: Sequence[str],
+    model: str,
+    triton: Restartable | None,
+    timeout_s: float,
+) -> None:
+    """Each of a model's ``parts`` unloaded from Triton (``unload``); where Triton is down or
+    being brought back, once it is (its restart may load them again: the manifest it read
+    held them), within ``timeout_s``. Triton answers the unload of a model it lacks with OK."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            for part in parts:
+                await surviving(lambda part=part: unload(part), model, triton, None)
+    except TimeoutError:
+        raise TritonConnectionLost("the inference server did not come back; retry shortly") from None

@@ -19,7 +19,7 @@ from embedgate.converters.spec import ConversionSpec, ModelMetadata
 
 from ..compute.batching import BatchingPolicy
 from ..compute.kinds import KINDS, kind_of
-from ..compute.resend import Restartable
+from ..compute.resend import Restartable, unloaded
 from ..compute.served import ServedModel
 from ..errors import (
     ConversionTargetExists,
@@ -305,8 +305,7 @@ class ModelRegistry:
             model = self._served.pop(ref.key)
             await self._write_manifest()
             await self._changed()
-            for part in model.triton_names:
-                await self.client.unload(part)
+            await self._unload(model)
             log.info("model %s unloaded", ref.key)
 
     async def delete(self, name: str, pretrained: str | None = None) -> None:
@@ -319,14 +318,16 @@ class ModelRegistry:
             if model is not None:
                 await self._write_manifest()
                 await self._changed()
-                for part in model.triton_names:
-                    await self.client.unload(part)
+                await self._unload(model)
             # The first part first: without it the model is no longer listed.
             for part in ref.parts():
                 # A missing part (of an interrupted publish) is no error.
                 await off_loop(self.repository.delete, part)
                 self._seen.discard(part)
             log.info("model %s deleted from the repository", ref.key)
+
+    async def _unload(self, model: ServedModel) -> None:
+        await unloaded(self.client.unload, model.triton_names, model.name, self.triton, self.settings.request_timeout_s)
 
     def lock(self, triton_name: str) -> asyncio.Lock:
         """The lock that serializes the loads, unloads and deletes of one model."""

@@ -147,6 +147,7 @@ class FakeSupervisor:
     def __init__(self, comes_back: bool):
         self.restarts = 0
         self.comes_back = comes_back
+        self.serving = True
 
     async def wait_restarted(self, since):
         if self.comes_back:
