@@ -33,9 +33,10 @@ from ..triton import gpus
 
 # GPU instances of the python form (PyTorch on the GPU): two per model, so one instance
 # copies inputs and pads while the other computes; four, each a process with its own CUDA
-# context time-sliced on the GPU, were 41% slower at 256 clients (H200). A run's fixed cost is one CUDA graph
-# replay (about 0.3 ms, measured on an H100), the time a MiniLM-shaped forward takes for
-# some 2,000 tokens (512 rows of 24 tokens in 1.79 ms); eager PyTorch's was 4.7 ms.
+# context time-sliced on the GPU, were 41% slower at 256 clients (H200). A run's fixed
+# cost is one CUDA graph replay (about 0.3 ms, measured on an H100), the time a
+# MiniLM-shaped forward takes for some 2,000 tokens (512 rows of 24 tokens in 1.79 ms);
+# eager PyTorch's was 4.7 ms.
 GPU_INSTANCES = 2
 GPU_RUN_OVERHEAD_TOKENS = 2048.0
 EAGER_GPU_RUN_OVERHEAD_TOKENS = 4096.0

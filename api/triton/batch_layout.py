@@ -26,52 +26,45 @@ def plan_sub_batches(lengths, max_rows, overhead_tokens):
     token-steps: a fixed part (onnxruntime streams every weight once per run, whatever
     its size) and the padded tokens. Few long runs pad much; many short ones pay the
     fixed part often. The cut with the least total cost is found by dynamic programming
-    over the sorted lengths (``O(rows * max_rows)``, vectorised per row).
+    over the places a run may end (``_cheapest_cut``): after any row.
     With ``overhead_tokens <= 0`` the rows are cut into runs of exactly ``max_rows``.
 
     Where every row fits one run (``max_rows`` at least the rows, as on a GPU instance),
-    two shortcuts give the same cost in far less Python: one run, where all its padding
-    costs no more than one more run would (more runs cannot pad less than none); else the
-    same search over the ends of runs of equal length only (a cut inside such a run never
-    helps: moving the rest of it into the run before costs that run what it saves the
-    next, and where that empties the next, saves its fixed part).
+    the same cost is found with far less work: one run, where all its padding costs no
+    more than one more run would (more runs cannot pad less than none); else runs end only
+    where the length changes (a cut inside rows of one length never helps: moving the rest
+    of them into the run before costs that run what it saves the next, and where that
+    empties the next, saves its fixed part).
     """
     count = len(lengths)
     if overhead_tokens <= 0:
         return [(start, min(start + max_rows, count)) for start in range(0, count, max_rows)]
+    if count == 0:
+        return []
     widths = np.asarray(lengths, dtype=np.float64)
-    if 0 < count <= max_rows:
-        if count * widths[-1] - widths.sum() <= overhead_tokens:
-            return [(0, count)]
-        return _plan_by_length(widths, overhead_tokens)
-    best = np.zeros(count + 1)  # best[j]: least cost of rows [0, j)
-    cut = np.zeros(count + 1, dtype=np.int64)  # where the last run of that best cut starts
-    for end in range(1, count + 1):
-        first = max(0, end - max_rows)
-        starts = np.arange(first, end)
-        costs = best[first:end] + overhead_tokens + (end - starts) * widths[end - 1]
-        pick = int(np.argmin(costs))
-        best[end] = costs[pick]
-        cut[end] = first + pick
-    runs = []
-    end = count
-    while end > 0:
-        runs.append((int(cut[end]), end))
-        end = int(cut[end])
-    return runs[::-1]
+    if count > max_rows:
+        ends = np.arange(1, count + 1)
+    elif count * widths[-1] - widths.sum() <= overhead_tokens:
+        return [(0, count)]
+    else:
+        ends = np.append(np.flatnonzero(np.diff(widths)) + 1, count)
+    return _cheapest_cut(widths, ends, max_rows, overhead_tokens)
 
 
-def _plan_by_length(widths, overhead_tokens):
-    """``plan_sub_batches`` where one run may hold every row: runs end only where the
-    (sorted) length changes, or at the last row."""
-    ends = np.append(np.flatnonzero(np.diff(widths)) + 1, len(widths))
-    starts = np.append(0, ends[:-1])  # the runs of equal length: candidate run starts
+def _cheapest_cut(widths, ends, max_rows, overhead_tokens):
+    """The runs of least cost over sorted ``widths`` that end only at ``ends`` (ascending,
+    the last one every row), each of at most ``max_rows``: each candidate end's best cut,
+    from the best cuts before it (vectorised over the runs it may close)."""
+    starts = np.append(0, ends[:-1])  # where a run that ends at the next candidate starts
     best = np.zeros(len(ends) + 1)  # best[j]: least cost of the rows before ends[j - 1]
     cut = np.zeros(len(ends) + 1, dtype=np.int64)  # best[j]'s last run starts at starts[cut[j]]
-    for j, end in enumerate(ends, start=1):
-        costs = best[:j] + overhead_tokens + (end - starts[:j]) * widths[end - 1]
-        pick = int(np.argmin(costs))
-        best[j], cut[j] = costs[pick], pick
+    first, opens = 0, starts.tolist()
+    for j, end in enumerate(ends.tolist(), start=1):
+        while opens[first] < end - max_rows:  # the first run it may close: at most max_rows
+            first += 1
+        costs = best[first:j] + overhead_tokens + (end - starts[first:j]) * widths[end - 1]
+        pick = first + int(np.argmin(costs))
+        best[j], cut[j] = costs[pick - first], pick
     runs = []
     j = len(ends)
     while j > 0:
