@@ -27,9 +27,8 @@ class Restartable(Protocol):
 
     async def wait_restarted(self, since: int) -> bool: ...
 
-
-# How often a request that reached a Triton being brought back looks whether its models are.
-SERVING_POLL_S = 0.05
+    # Waits until it runs with its models loaded (False when it is being stopped).
+    async def wait_serving(self) -> bool: ...
 
 # Loads a model part again whose process died under a request sent at a monotonic time.
 ReloadLost = Callable[[str, str, float], Awaitable[None]]
@@ -74,8 +73,8 @@ async def surviving(
         except TritonUnavailable:  # (after its subclasses, the two above)
             if triton is None or (serving and triton.restarts == restarts):
                 raise  # the model is not in a Triton that runs on: the answer
-            while not triton.serving:
-                await asyncio.sleep(SERVING_POLL_S)
+            if not await triton.wait_serving():
+                raise
             log.info("a request reached triton while it was being brought back; sending it again")
             continue
         log.info("triton restarted under a request; sending it again")

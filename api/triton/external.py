@@ -36,6 +36,9 @@ class ExternalTriton:
     async def wait_restarted(self, since: int) -> bool:
         return False  # nobody here restarts it
 
+    async def wait_serving(self) -> bool:
+        return True  # serving as far as the gateway can tell: its answers say otherwise
+
     async def watch_load(self, triton_name: str) -> None:
         pass  # its processes are not ours to see
 

@@ -136,6 +136,10 @@ class TritonSupervisor:
             if self._serving.is_set() and time.monotonic() > noticed and self._running():
                 return False
             await asyncio.sleep(0.05)
+        return await self.wait_serving()
+
+    async def wait_serving(self) -> bool:
+        """Wait until Triton runs with its models loaded; False when it is being stopped."""
         if self._stopping:
             return False
         await self._serving.wait()

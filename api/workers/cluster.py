@@ -81,6 +81,11 @@ class SharedTriton:
             if self.serving and time.monotonic() > noticed and self._triton_runs():
                 return False
             await asyncio.sleep(POLL_S)
+        return await self.wait_serving()
+
+    async def wait_serving(self) -> bool:
+        """Wait until the primary tells Triton runs with its models loaded; False when
+        this worker is stopping."""
         while not self.serving and not self._stopping:
             await asyncio.sleep(POLL_S)
         return not self._stopping

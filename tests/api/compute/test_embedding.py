@@ -154,6 +154,9 @@ class FakeSupervisor:
             self.restarts = since + 1
         return self.comes_back
 
+    async def wait_serving(self):
+        return True
+
 
 async def test_a_request_is_sent_again_after_each_restart_when_triton_dies_again_while_it_restarts(minilm_path):
     client = DiesOnceClient(deaths=3)

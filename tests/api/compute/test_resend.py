@@ -22,6 +22,11 @@ class FakeTriton:
         self.restarts = since + 1
         return True
 
+    async def wait_serving(self) -> bool:
+        while not self.serving:
+            await asyncio.sleep(0.01)
+        return True
+
 
 def calls(*outcomes):
     """A call that raises or returns each outcome in turn."""
@@ -82,6 +87,15 @@ async def test_a_request_that_reaches_triton_before_its_models_are_back_is_sent_
 
     assert await surviving(call, "m", triton, None) == "answer"
     assert sent == [False, True]
+
+
+async def test_a_request_that_reaches_a_triton_being_stopped_is_answered():
+    class Stopping(FakeTriton):
+        async def wait_serving(self):
+            return False
+
+    with pytest.raises(TritonUnavailable):
+        await surviving(calls(TritonUnavailable("not available"), "answer"), "m", Stopping(serving=False), None)
 
 
 async def test_a_model_a_serving_triton_does_not_have_is_the_answer():
