@@ -47,6 +47,20 @@ async def start_fake_triton(code: str, instance: str = "m_0_0") -> tuple[asyncio
     return triton, stub
 
 
+async def settled(triton_pid: int) -> None:
+    """Waits until the sleeping stub has finished starting Python (its start-up uses CPU
+    that a busy machine may spread over the test's poll): its CPU the same over 0.2 s."""
+    deadline = time.monotonic() + 30
+    last = stub_cpu_seconds(triton_pid, "m")
+    while True:
+        await asyncio.sleep(0.2)
+        now = stub_cpu_seconds(triton_pid, "m")
+        if now == last:
+            return
+        assert time.monotonic() < deadline, "the sleeping stub never settled"
+        last = now
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -88,6 +102,7 @@ async def test_a_busy_stub_is_not_idle_and_a_sleeping_one_is():
     busy, busy_stub = await start_fake_triton(BUSY)
     idle, idle_stub = await start_fake_triton(IDLE)
     try:
+        await settled(idle.pid)
         looks = [(stub_cpu_seconds(busy.pid, "m"), stub_cpu_seconds(idle.pid, "m"))]
         await asyncio.sleep(1.0)
         looks.append((stub_cpu_seconds(busy.pid, "m"), stub_cpu_seconds(idle.pid, "m")))
