@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from .compute.embedding import EmbeddingService
+from .compute.service import EmbeddingService
 from .jobs.checkpoint import open_coordinator
 from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
+from .jobs.runner import BatchEndpoint
 from .jobs.service import JobService
-from .jobs.worker import BatchEndpoint
 from .models.control import ModelControl
 from .models.host import ModelHost, Triton
 from .models.registry import ModelRegistry

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from embedgate.converters.repository.location import normalize as _repository_location
-from embedgate.converters.repository.s3_client import check_supported as _repository_supported
+from embedgate.contract.repository.location import normalize as _repository_location
+from embedgate.contract.repository.s3_client import check_supported as _repository_supported
 
 from .key_names import parse_key_names
 

@@ -28,15 +28,14 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
+from embedgate.bench import compare, inprocess, job, plot, processes, served_model, server_stats, sweep
+from embedgate.bench.connection import Target
+from embedgate.bench.endpoints import build_endpoint
+from embedgate.bench.loadgen import LoadRun, run_load_split
+from embedgate.bench.options import build_parser, validate
+from embedgate.bench.payloads import Payload, build_payload
+from embedgate.bench.report import format_summary, load_summary, machine, per_request, write_json
 from embedgate.converters import weights
-
-from . import compare, inprocess, job, plot, processes, served_model, server_stats, sweep
-from .connection import Target
-from .endpoints import build_endpoint
-from .loadgen import LoadRun, run_load_split
-from .options import build_parser, validate
-from .payloads import Payload, build_payload
-from .report import format_summary, load_summary, machine, per_request, write_json
 
 LOAD_TIMEOUT_S = 1800
 # In-process inputs before a timed server run (the run after embeds what the server got).
@@ -169,7 +168,7 @@ async def _server_run(
 def _open_model(args: argparse.Namespace) -> inprocess.LocalModel:
     from embedgate.api.models.names import to_triton_name
     from embedgate.api.settings import Settings
-    from embedgate.converters.repository import RepositoryError, open_repository
+    from embedgate.contract.repository import RepositoryError, open_repository
 
     settings = Settings()
     try:

@@ -7,7 +7,7 @@ the ratios are measured minutes apart on one machine rather than across sessions
 
 from __future__ import annotations
 
-from .report import format_summary
+from embedgate.bench.report import format_summary
 
 
 def _latency_ms(report: dict, percentile: int) -> float | None:

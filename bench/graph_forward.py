@@ -1,6 +1,6 @@
 """One GPU instance's forward, timed as the Python-backend model runs it: the model's
 TorchScript graph (traced as the converter traces it, float16) through
-``api/triton/torch_graphs.py``, eager and as CUDA graphs of the default buckets, from
+``python_backend/torch_graphs.py``, eager and as CUDA graphs of the default buckets, from
 numpy in to numpy out (padding and copies included), at a few batch shapes.
 
 ``python -m embedgate.bench.graph_forward --model-path DIR [--shapes 1x24,32x24,512x24]``
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.api.triton.torch_graphs import Buckets, GraphRunner, load_module
-from embedgate.converters.spec import ATTENTION_MASK, GRAPH_ROWS, GRAPH_WIDTHS, INPUT_IDS
+from embedgate.contract.spec import ATTENTION_MASK, GRAPH_ROWS, GRAPH_WIDTHS, INPUT_IDS
+from embedgate.python_backend.torch_graphs import Buckets, GraphRunner, load_module
 
 
 def _feeds(rows: int, width: int, vocab: int, seed: int) -> dict[str, np.ndarray]:

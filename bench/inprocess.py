@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.api.compute.preprocess.text import TextTokenizer, TokenBatch
 from embedgate.api.models.names import to_triton_name
-from embedgate.converters.spec import (
+from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch
+from embedgate.contract.spec import (
     ATTENTION_MASK,
     EMBEDDING,
     INPUT_IDS,

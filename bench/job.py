@@ -24,11 +24,11 @@ from typing import Any
 
 import aiohttp
 
-from .connection import Target
-from .endpoints import build_endpoint
-from .loadgen import run_load
-from .payloads import SentencePayload
-from .report import load_summary
+from embedgate.bench.connection import Target
+from embedgate.bench.endpoints import build_endpoint
+from embedgate.bench.loadgen import run_load
+from embedgate.bench.payloads import SentencePayload
+from embedgate.bench.report import load_summary
 
 POLL_S = 0.1
 FINISHED = ("completed", "failed", "cancelled", "expired")
@@ -135,7 +135,7 @@ async def online_beside_a_job(
 
 async def run(args, report: dict, *, load_model, open_model, progress) -> None:
     """The three measurements (see the module's docstring) into ``report``."""
-    from . import inprocess
+    from embedgate.bench import inprocess
 
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     # No keep-alive for these few calls: the in-process runs between them block this loop

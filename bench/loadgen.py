@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .connection import Connection, Response, Target
-from .endpoints import Endpoint
-from .payloads import Payload
+from embedgate.bench.connection import Connection, Response, Target
+from embedgate.bench.endpoints import Endpoint
+from embedgate.bench.payloads import Payload
 
 
 @dataclass

@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from .endpoints import ENDPOINTS
-from .payloads import PAYLOAD_KINDS
-from .sweep import DEFAULT_CLIENTS
+from embedgate.bench.endpoints import ENDPOINTS
+from embedgate.bench.payloads import PAYLOAD_KINDS
+from embedgate.bench.sweep import DEFAULT_CLIENTS
 
 DEFAULT_URL = "http://127.0.0.1:8686"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .loadgen import LoadRun
+from embedgate.bench.loadgen import LoadRun
 
 PERCENTILES = (50, 90, 95, 99)
 

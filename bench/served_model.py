@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .inprocess import CONFIG_FILE, LocalModel
+from embedgate.bench.inprocess import CONFIG_FILE, LocalModel
 
 STUB_FILE = "model.py"
 PB_UTILS = "triton_python_backend_utils"

@@ -33,9 +33,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import inprocess
-from .payloads import SentencePayload
-from .report import describe
+from embedgate.bench import inprocess
+from embedgate.bench.payloads import SentencePayload
+from embedgate.bench.report import describe
 
 DEFAULT_CLIENTS = (1, 8, 64)
 PAYLOADS = ("single", "batch")

@@ -23,8 +23,8 @@ import json
 import time
 from pathlib import Path
 
-from .payloads import build_payload
-from .report import describe
+from embedgate.bench.payloads import build_payload
+from embedgate.bench.report import describe
 
 
 def measure(args: argparse.Namespace) -> dict:

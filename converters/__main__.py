@@ -29,19 +29,17 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
+from embedgate.contract.errors import ConversionError, DiskFullError, OutOfMemoryError
+from embedgate.contract.repository import ModelRepository, open_repository
+from embedgate.contract.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
 from embedgate.converters import hub_access, kinds, weights
-from embedgate.converters.errors import ConversionError, DiskFullError, OutOfMemoryError
-from embedgate.converters.repository import ModelRepository, open_repository
-from embedgate.converters.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
 from embedgate.converters.triton_config import render, validate_options
 
 CONFIG_FILE = "config.pbtxt"
 # The Python-backend model Triton runs: every python-form model gets a copy of each file
 # in its version directory (1/model.py and the module it imports).
 PYTHON_BACKEND_FILES = {
-    "model.py": resources.files("embedgate.api.triton") / "python_backend_model.py",
-    "batch_layout.py": resources.files("embedgate.api.triton") / "batch_layout.py",
-    "torch_graphs.py": resources.files("embedgate.api.triton") / "torch_graphs.py",
+    name: resources.files("embedgate.python_backend") / name for name in ("model.py", "batch_layout.py", "torch_graphs.py")
 }
 MAX_ERROR_CHARS = 500
 

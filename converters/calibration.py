@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedgate.converters.spec import Calibration
+from embedgate.contract.spec import Calibration
 
 CALIBRATION_TEXTS = 256
 

@@ -2,7 +2,7 @@
 
 Two forms share one ONNX file and one I/O signature (see ``TritonConfigOptions.form``):
 
-- ``python``: Triton's Python backend runs ``api/triton/python_backend_model.py``, which pads the
+- ``python``: Triton's Python backend runs ``python_backend/model.py``, which pads the
   requests of a dynamic batch itself (onnxruntime on CPU instances; on GPU instances,
   sentence-transformers models only, PyTorch runs the TorchScript graph
   ``converters/library/gpu.py`` traced). Inputs are ragged so that Triton batches requests of
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.spec import (
+from embedgate.contract.spec import (
     ATTENTION_MASK,
     EMBEDDING,
     INPUT_IDS,
@@ -51,7 +51,7 @@ PACK_WIDTH_PARAMETER = "pack_width"
 # Python form, GPU instances: the TorchScript graph model.py runs with PyTorch, and where.
 TORCH_FILE_PARAMETER = "torch_file"
 TORCH_DEVICE_PARAMETER = "torch_device"
-# ... and the shapes it captures as CUDA graphs (api/triton/torch_graphs.py).
+# ... and the shapes it captures as CUDA graphs (python_backend/torch_graphs.py).
 GRAPH_ROWS_PARAMETER = "graph_rows"
 GRAPH_WIDTHS_PARAMETER = "graph_widths"
 GRAPH_TOKENS_PARAMETER = "graph_max_tokens"

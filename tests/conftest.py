@@ -7,7 +7,7 @@ import os
 import pytest
 
 # The Python-backend model in-process, for the converter and Triton tests.
-from tests.python_backend import (  # noqa: F401
+from tests.backend_model import (  # noqa: F401
     fake_pb_utils,
     load_python_model,
     make_request,

@@ -1,68 +1,172 @@
-"""The package's layers, as the architecture page draws them, kept true by reading the
-imports: each layer of the gateway imports only itself and the layers below it (not its
-siblings of the same rank), no module imports another in a circle, and between the three
-packages only their contracts cross: the gateway uses the converters' spec and repository,
-the converters the gateway's torch-free preprocessing, the benchmark the gateway's public
-pieces."""
+"""The package's layers, as the architecture page draws them, kept true by reading every
+module's imports (absolute, relative at any depth, and ``from package import module``):
+
+- between the top-level packages, only what the architecture allows crosses: the gateway
+  (``api``) and the converters share the contract (``contract``) and neither imports the
+  other; the code that runs inside Triton (``python_backend``) imports nothing of
+  embedgate; the benchmark takes the gateway's public pieces; only the command line
+  starts the benchmark;
+- inside the gateway, each layer imports only itself and the layers below it (not its
+  siblings of the same rank);
+- no module imports another in a circle, anywhere.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = "embedgate.api"
+# package -> its folder (pyproject.toml's package-dir)
+FOLDERS = {"api": "api", "bench": "bench", "contract": "contract", "converters": "converters",
+           "python_backend": "python_backend"}
 
-# Top to bottom. A module's layer is the longest prefix listed here.
+# The gateway's layers, top to bottom. A module's layer is the longest prefix listed here.
 LAYERS = [
-    ("__main__",),
-    ("cli",),
-    ("ray_serve", "workers"),
-    ("http",),
-    ("gateway",),
-    ("jobs",),
-    ("models",),
-    ("compute",),
-    ("compute.preprocess", "triton"),
-    ("telemetry", "errors", "settings", "collector", "__init__"),
-    ("key_names",),
+    ("api.__main__",),
+    ("api.cli",),
+    ("api.ray_serve", "api.workers"),
+    ("api.http",),
+    ("api.gateway",),
+    ("api.jobs",),
+    ("api.endpoints",),
+    ("api.models",),
+    ("api.compute.service",),
+    ("api.compute.cache", "api.compute.tokens", "api.compute.images", "api.compute.backend"),
+    ("api.compute.scheduling",),
+    ("api.compute.requests",),
+    ("api.compute",),
+    ("api.triton",),
+    ("api.telemetry", "api.errors", "api.settings", "api.collector", "api"),
+    ("api.key_names",),
 ]
+
+# What each package may import of the others (prefixes of module names).
+ALLOWED = {
+    "api": ("contract",),
+    "converters": ("contract", "python_backend.torch_graphs"),
+    "contract": (),
+    "python_backend": (),
+    # python_backend.torch_graphs: a GPU instance's forward, timed as the instance runs it.
+    "bench": ("contract", "converters.weights", "converters.triton_config", "converters.library.gpu",
+              "python_backend.torch_graphs", "api.settings", "api.models.names"),
+}
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT / "api").with_suffix("").parts
-    if parts[-1] == "__init__" and len(parts) > 1:
-        parts = parts[:-1]
-    return ".".join(parts)
+    for package, folder in FOLDERS.items():
+        base = ROOT / folder
+        if path.is_relative_to(base):
+            parts = (package, *path.relative_to(base).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise AssertionError(path)
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in (ROOT / "api").rglob("*.py")}
+MODULES = {
+    module_name(path): path
+    for folder in FOLDERS.values()
+    for path in (ROOT / folder).rglob("*.py")
+    if "__pycache__" not in path.parts
+}
 
 
-def imports(name: str, path: Path) -> set[str]:
-    """The api modules ``name`` imports (relative imports resolved), at any depth."""
+def _resolve(target: str, names: list[str]) -> set[str]:
+    """The modules ``from target import names`` reaches: each name that is a module, else
+    the module ``target`` itself."""
+    reached = {f"{target}.{name}" for name in names if f"{target}.{name}" in MODULES}
+    if len(reached) < len(names) and target in MODULES:
+        reached.add(target)
+    return reached
+
+
+def _typing_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes under ``if TYPE_CHECKING:`` (imported for annotations, never run)."""
+    return {
+        inner
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+
+
+def imports(name: str, *, typing: bool = True) -> set[str]:
+    """Every module of the packages that ``name`` imports, at any depth of its code (those
+    imported for annotations only too, unless not ``typing``)."""
+    path = MODULES[name]
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    found: set[str] = set()
+    tree = ast.parse(path.read_text())
+    skipped = set() if typing else _typing_only(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
+                assert node.level <= len(package), f"{name}: a relative import climbs above its package"
                 base = package[: len(package) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
-            elif node.module and node.module.startswith(PACKAGE + "."):
-                target = node.module[len(PACKAGE) + 1 :]
+            elif node.module and node.module.startswith("embedgate."):
+                target = node.module[len("embedgate."):]
             else:
                 continue
-            candidates = [f"{target}.{alias.name}" if target else alias.name for alias in node.names]
-            known = modules()
-            resolved = [c for c in candidates if c in known]
-            found.update(resolved or ([target] if target in known else []))
+            reached = _resolve(target, [alias.name for alias in node.names])
+            assert reached, f"{name}: imports {target}, which is no module of the packages"
+            found |= reached
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith(PACKAGE + "."):
-                    found.add(alias.name[len(PACKAGE) + 1 :])
+                if alias.name.startswith("embedgate."):
+                    found.add(alias.name[len("embedgate."):])
     found.discard(name)
     return found
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+# What runs: a cycle through imports made for annotations only is none.
+RUNTIME_GRAPH = {name: imports(name, typing=False) for name in MODULES}
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_the_import_reader_resolves_every_form():
+    # ``from ..x import y`` climbing out of a subpackage, ``from embedgate.api import X``
+    # (a name, not a module: the package itself), and ``from .pkg import module``.
+    assert "api.compute.requests.asks" in GRAPH["api.compute.requests.kinds.base"]
+    assert "api.errors" in GRAPH["api.compute.requests.kinds.base"]
+    assert "api" in GRAPH["api.http.tei.info"]
+    assert "api.compute.scheduling.tenants" in GRAPH["api.compute.scheduling.rates"]
+
+
+def test_packages_import_only_what_the_architecture_allows():
+    crossing = [
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if top(target) != top(name)
+        and not any(target == p or target.startswith(p + ".") for p in ALLOWED[top(name)])
+        and not (top(target) == "bench" and name == "api.cli.main")
+    ]
+    assert crossing == []
+
+
+def test_only_the_command_line_starts_the_benchmark():
+    users = {name for name, targets in GRAPH.items() if top(name) != "bench" and any(top(t) == "bench" for t in targets)}
+    assert users <= {"api.cli.main"}
+
+
+def test_the_code_that_runs_inside_triton_imports_nothing_of_embedgate():
+    # It runs in the stub's Python, where embedgate is not installed: its siblings are
+    # imported by their plain names, from beside model.py.
+    for name, path in MODULES.items():
+        if top(name) == "python_backend":
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    assert not node.level and not node.module.startswith("embedgate"), (name, node.module)
+                elif isinstance(node, ast.Import):
+                    assert not any(alias.name.startswith("embedgate") for alias in node.names), name
 
 
 def layer(name: str) -> int:
@@ -71,21 +175,8 @@ def layer(name: str) -> int:
         for prefix in prefixes:
             if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
                 best, rank = len(prefix), index
-    assert rank is not None, f"api/{name.replace('.', '/')}.py is in no layer: add it to LAYERS"
+    assert rank is not None, f"{name} is in no layer: add it to LAYERS"
     return rank
-
-
-GRAPH = {name: imports(name, path) for name, path in modules().items()}
-
-
-def test_each_layer_imports_only_itself_and_the_layers_below():
-    upward = [
-        f"{name} -> {target}"
-        for name, targets in GRAPH.items()
-        for target in targets
-        if name != "__init__" and layer(target) < layer(name)
-    ]
-    assert upward == []
 
 
 def group(name: str) -> str:
@@ -93,64 +184,27 @@ def group(name: str) -> str:
     return max((p for p in LAYERS[layer(name)] if name == p or name.startswith(p + ".")), key=len)
 
 
+GATEWAY = {name: {t for t in targets if top(t) == "api"} for name, targets in GRAPH.items() if top(name) == "api"}
+
+
+def test_each_layer_imports_only_itself_and_the_layers_below():
+    upward = [
+        f"{name} -> {target}"
+        for name, targets in GATEWAY.items()
+        for target in targets
+        if name != "api" and layer(target) < layer(name)
+    ]
+    assert upward == []
+
+
 def test_siblings_of_one_layer_do_not_import_each_other():
     sideways = [
         f"{name} -> {target}"
-        for name, targets in GRAPH.items()
+        for name, targets in GATEWAY.items()
         for target in targets
-        if name != "__init__" and layer(target) == layer(name) and group(target) != group(name)
+        if name != "api" and layer(target) == layer(name) and group(target) != group(name)
     ]
     assert sideways == []
-
-
-def absolute_imports(folder: str, package: str) -> dict[str, set[str]]:
-    """File (relative to the root) -> the modules of ``package`` it imports by name."""
-    found: dict[str, set[str]] = {}
-    for path in (ROOT / folder).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            for name in names:
-                if name == package or name.startswith(package + "."):
-                    found.setdefault(str(path.relative_to(ROOT)), set()).add(name[len(package) + 1 :])
-    return found
-
-
-def crossing(folder: str, package: str, allowed: tuple[str, ...]) -> list[str]:
-    return [
-        f"{path} -> {package}.{name}"
-        for path, names in sorted(absolute_imports(folder, package).items())
-        for name in sorted(names)
-        if not any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
-    ]
-
-
-def test_the_gateway_takes_only_the_converters_contract():
-    # The spec (conversion job, metadata.json) and the repository code both sides publish
-    # and read with; conversions themselves run in a subprocess (python -m embedgate.converters).
-    assert crossing("api", "embedgate.converters", ("spec", "repository")) == []
-
-
-def test_the_converters_take_only_the_gateways_torch_free_preprocessing():
-    # The CLIP parity check runs the gateway's own preprocessing, and the GPU parity check
-    # loads a graph as the GPU instances do (triton.torch_graphs): what is checked is what serves.
-    assert crossing("converters", "embedgate.api", ("compute.preprocess", "triton.torch_graphs")) == []
-
-
-def test_the_benchmark_takes_only_the_gateways_public_pieces():
-    # triton.torch_graphs: a GPU instance's forward, timed as the instance runs it.
-    assert crossing(
-        "bench", "embedgate.api", ("settings", "models.names", "compute.preprocess", "triton.torch_graphs")
-    ) == []
-
-
-def test_only_the_command_line_starts_the_benchmark():
-    users = {path for path, names in absolute_imports("api", "embedgate.bench").items()}
-    assert users <= {"api/cli/main.py"}
-    assert absolute_imports("converters", "embedgate.bench") == {}
 
 
 def test_no_module_imports_another_in_a_circle():
@@ -158,28 +212,26 @@ def test_no_module_imports_another_in_a_circle():
 
     def visit(name: str, stack: list[str]) -> None:
         state[name] = "open"
-        for target in sorted(GRAPH.get(name, ())):
+        for target in sorted(RUNTIME_GRAPH.get(name, ())):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(stack[stack.index(target) :] + [target]))
+                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
             elif target not in state:
                 visit(target, stack + [target])
         state[name] = "done"
 
-    for name in sorted(GRAPH):
+    for name in sorted(RUNTIME_GRAPH):
         if name not in state:
             visit(name, [name])
     assert cycles == []
 
 
 def test_domain_errors_carry_no_http_status():
-    import importlib
-
     from embedgate.api.errors import EmbedgateError
 
-    for name in modules():
-        # __main__ would run the command line; the backend model runs inside Triton only.
-        if name not in ("__main__", "triton.python_backend_model"):
-            importlib.import_module(f"{PACKAGE}.{name}" if name != "__init__" else PACKAGE)
+    for name in MODULES:
+        # __main__ would run the command line.
+        if top(name) == "api" and name != "api.__main__":
+            importlib.import_module(f"embedgate.{name}")
     seen, todo = [], [EmbedgateError]
     while todo:
         cls = todo.pop()
@@ -191,8 +243,6 @@ def test_domain_errors_carry_no_http_status():
 
 def test_no_module_is_over_400_lines():
     long = {
-        str(path.relative_to(ROOT)): n
-        for path in list((ROOT / "api").rglob("*.py")) + list((ROOT / "converters").rglob("*.py")) + list((ROOT / "bench").rglob("*.py"))
-        if (n := len(path.read_text().splitlines())) > 400
+        str(path.relative_to(ROOT)): n for path in MODULES.values() if (n := len(path.read_text().splitlines())) > 400
     }
     assert long == {}

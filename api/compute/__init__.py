@@ -1,2 +1,11 @@
-"""The compute path: texts or images in, vectors out (embedding service, batching policy,
-coalescing, admission, preprocessing)."""
+"""The compute path: texts, pairs or images in, vectors or scores out.
+
+- ``service.py``: :class:`~.service.EmbeddingService`, what the endpoints call;
+- ``requests/``: what a request means (asks and plans, prompts, routes, kinds, precisions,
+  activations, results);
+- ``scheduling/``: how work is scheduled (coalescing, admission, pacing, backlog, fair
+  queueing, spreading, per-key rates);
+- ``backend/``: the one seam to what runs the model (Triton, or no model at all);
+- ``cache.py``, ``tokens.py``, ``images/``: the response cache, tokenizing in full, and
+  image inputs (fetched, decoded, resized).
+"""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .results import Embeddings, stack_rows
+from .requests.results import Embeddings, stack_rows
 
 # What a stored row costs besides its vector and text: the key tuple, the entry, the
 # dictionary's slot (measured with tracemalloc on CPython 3.11: about 300 bytes).

@@ -14,11 +14,12 @@ import asyncio
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from embedgate.contract.preprocess.text import TextTokenizer
+
 from ..errors import WrongModelKind
-from .asks import Served
-from .preprocess.text import TextTokenizer
-from .prompts import PromptChoice, prompt_for
-from .routes import route_for
+from .requests.asks import Served
+from .requests.prompts import PromptChoice, prompt_for
+from .requests.routes import route_for
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from .auth import KeyRing, key_guard
 from .batch_lines import EmbeddingsLines, RerankLines
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
-from .responses import JSONResponse
 from .openapi import openai_errors, tei_errors
-from .routes import batches, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
+from .paths import batches, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
+from .responses import JSONResponse
 
 # Requests on these paths (and on those under these prefixes) are cancelled when their client disconnects.
 INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict", "/tei")

@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPBearer
 
-from ..compute.tenants import Tenant, serve_as
+from ..compute.scheduling.tenants import Tenant, serve_as
 from ..errors import Forbidden, Unauthorized
 from ..settings import Settings
 from ..telemetry import tag_key

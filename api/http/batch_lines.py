@@ -16,22 +16,22 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..compute.asks import Ask
-from ..compute.embedding import EmbeddingService
-from ..compute.results import Embeddings
-from ..compute.served import ServedModel
+from ..compute.requests.asks import Ask
+from ..compute.requests.results import Embeddings
+from ..compute.requests.served import ServedModel
+from ..compute.service import EmbeddingService
 from ..errors import EmbedgateError
 from ..jobs.chunks import Measure
 from ..jobs.lines import RequestLine
-from ..jobs.worker import Outcome
+from ..jobs.runner import Outcome
 from ..models.names import split_clip_key
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from .errors import openai_error_of
 from .openai import embeddings
 from .openai.schemas import EmbeddingsRequest
+from .paths import rerank
 from .rerank_schemas import RerankRequest
-from .routes import rerank
 
 
 class _Lines(abc.ABC):

@@ -25,8 +25,8 @@ from ..errors import EmbedgateError
 from ..telemetry import note_error
 from .openai.errors import is_openai_path, openai_error
 from .openai.rate_limits import rate_limit_headers
-from .tei.errors import is_tei_path, tei_error
 from .responses import JSONResponse
+from .tei.errors import is_tei_path, tei_error
 
 log = logging.getLogger("embedgate.errors")
 

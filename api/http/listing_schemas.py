@@ -1,5 +1,5 @@
 """The model listings' bodies (``GET /loaded_models``, ``/repository_models``): the fields
-every model has, and those of each kind, which its type declares (``compute/kinds/<kind>.py``'s
+every model has, and those of each kind, which its type declares (``compute/requests/kinds/<kind>.py``'s
 ``listing_fields``), so a new kind's fields need no change here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from ..compute.kinds import KINDS
+from ..compute.requests.kinds import KINDS
 from .schemas import KIND_DESCRIPTION, ModelKindName
 
 
@@ -62,7 +62,7 @@ class _ModelInfo(BaseModel):
 
 
 # The listing of a model: the fields every model has, and those of each kind (its type
-# declares them: compute/kinds/<kind>.py's listing_fields).
+# declares them: compute/requests/kinds/<kind>.py's listing_fields).
 ModelInfo = create_model(
     "ModelInfo",
     __base__=_ModelInfo,

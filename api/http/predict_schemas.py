@@ -12,6 +12,7 @@ from . import patterns
 from .rerank_schemas import MAX_DOCUMENT_CHARS
 from .schemas import FROM_SETTINGS, ONE_PROMPT, PromptName, PromptText
 
+
 def inputs_schema(min_length: int = 0) -> dict[str, Any]:
     """TEI's PredictInput, its texts of at least ``min_length`` characters."""
     text = {"type": "string", "maxLength": MAX_DOCUMENT_CHARS, **({"minLength": min_length} if min_length else {})}

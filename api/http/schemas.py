@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from embedgate.converters.spec import variant_model_name
+from embedgate.contract.spec import variant_model_name
 
-from ..compute.kinds import KINDS
-from ..compute.quantize import Precision
+from ..compute.requests.kinds import KINDS
+from ..compute.requests.quantize import Precision
 from ..models.names import split_variant
 from . import patterns
 
@@ -193,7 +193,7 @@ class LoadClipRequest(_Body):
         return data
 
 
-# The kinds the gateway serves, read from its one registry of them (compute/kinds/).
+# The kinds the gateway serves, read from its one registry of them (compute/requests/kinds/).
 ModelKindName = Literal[tuple(KINDS)]  # type: ignore[valid-type]
 KIND_DESCRIPTION = "What the model computes, as its directory declares it: " + ", ".join(
     f"'{name}' ({kind.title.partition(' (')[2].rstrip(')') or kind.title})" for name, kind in KINDS.items()

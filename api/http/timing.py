@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..telemetry.metrics import STAGE_SECONDS
 
 if TYPE_CHECKING:
-    from ..compute.results import Embeddings
+    from ..compute.requests.results import Embeddings
 
 QUEUE_HEADER = "x-queue-time-ms"
 TOKENIZE_HEADER = "x-tokenize-time-ms"

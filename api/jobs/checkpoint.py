@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from embedgate.converters.repository.location import is_s3
+from embedgate.contract.repository.location import is_s3
 
 from .coordinator import Coordinator
 from .files import JobFiles, open_files

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from embedgate.converters.repository.location import S3Location, is_s3, parse_s3
-from embedgate.converters.repository.s3_client import make_client
+from embedgate.contract.repository.location import S3Location, is_s3, parse_s3
+from embedgate.contract.repository.s3_client import make_client
 
 JOBS_DIR = ".embedgate-jobs"
 READ_BLOCK = 1 << 20

@@ -20,8 +20,8 @@ from . import chunks, lines
 from .coordinator import file_name
 from .files import JobFiles
 from .queue import JobQueue
+from .runner import BatchEndpoint, JobWorker
 from .store import Access, BatchRecord, FileRecord, Progress
-from .worker import BatchEndpoint, JobWorker
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..compute.served import ServedModel
+from ..compute.requests.served import ServedModel
 from .progress import Progress
 
 

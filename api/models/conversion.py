@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from embedgate.converters.spec import ConversionSpec, ModelMetadata
+from embedgate.contract.spec import ConversionSpec, ModelMetadata
 
 from ..errors import (
     ConversionCrashed,

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from ..compute.served import ServedModel
+from ..compute.requests.served import ServedModel
 from ..errors import EmbedgateError, ModelNotLoaded, TritonConnectionLost
 from ..triton.client import TritonClient
 

@@ -17,7 +17,7 @@ import hashlib
 import re
 from pathlib import PurePath
 
-from embedgate.converters.spec import VARIANT_MARK, VARIANTS, Variant, clip_part_names
+from embedgate.contract.spec import VARIANT_MARK, VARIANTS, Variant, clip_part_names
 
 from ..errors import InvalidModelName
 

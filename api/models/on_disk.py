@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
-from embedgate.converters.spec import ModelMetadata
+from embedgate.contract.spec import ModelMetadata
 
 from .refs import ModelRef
 

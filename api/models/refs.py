@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedgate.converters.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
+from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
 
 from .names import clip_key, clip_triton_name, split_clip_key, split_variant, to_triton_name
 

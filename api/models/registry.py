@@ -14,13 +14,13 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from embedgate.converters.repository import RepositoryError
-from embedgate.converters.spec import ConversionSpec, ModelMetadata
+from embedgate.contract.repository import RepositoryError
+from embedgate.contract.spec import ConversionSpec, ModelMetadata
 
-from ..compute.batching import BatchingPolicy
-from ..compute.kinds import KINDS, kind_of
-from ..compute.resend import Restartable, unloaded
-from ..compute.served import ServedModel
+from ..compute.backend.resend import Restartable, unloaded
+from ..compute.requests.kinds import KINDS, kind_of
+from ..compute.requests.served import ServedModel
+from ..compute.scheduling.batching import BatchingPolicy
 from ..errors import (
     ConversionTargetExists,
     EmbedgateError,

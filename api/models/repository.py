@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-from embedgate.converters.repository import ModelRepository, RepositoryError, open_repository
+from embedgate.contract.repository import ModelRepository, RepositoryError, open_repository
 
 from ..errors import RepositoryUnavailable
 from ..settings import Settings

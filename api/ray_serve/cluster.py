@@ -9,9 +9,9 @@ import logging
 from typing import Any
 
 from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed, TritonUnavailable
+from ..models.control import LoadOutcome
 from ..models.names import clip_key, split_clip_key
 from ..models.progress import Progress
-from ..models.control import LoadOutcome
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from .board import board_for

@@ -22,7 +22,6 @@ from ..settings import Settings
 from .board import NAMESPACE
 
 
-
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class JobCoordinator:
     def __init__(self, repository: str, state_dir: str, lease_s: float):

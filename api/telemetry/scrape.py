@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from .merge import merged
 from .metrics import REGISTRY
@@ -135,7 +135,7 @@ async def fetch_triton_metrics(url: str) -> bytes | None:
     return text if text.endswith(b"\n") else text + b"\n"
 
 
-# Set by each GPU instance of a Triton model (api/triton/torch_graphs.py's model): its
+# Set by each GPU instance of a Triton model (python_backend/torch_graphs.py's model): its
 # weights and all it holds on the GPU (weights, CUDA graphs, buffers), per instance.
 GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
 

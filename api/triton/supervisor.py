@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from embedgate.converters.repository import is_s3, open_repository, parse_s3, triton_location
+from embedgate.contract.repository import is_s3, open_repository, parse_s3, triton_location
 
 from ..settings import Settings
 from . import bundle, instances, stalls
@@ -252,7 +252,7 @@ class TritonSupervisor:
         assert self._prepared is not None
         if not self._remote:
             return self._prepared.env
-        from embedgate.converters.repository.s3_client import triton_environment
+        from embedgate.contract.repository.s3_client import triton_environment
 
         self._mount = tempfile.mkdtemp(prefix=f"{self._shm_prefix}s3-")
         return {

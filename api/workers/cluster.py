@@ -19,8 +19,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbedgateError, TritonError
-from ..models.progress import Event, Progress
 from ..models.control import LoadOutcome
+from ..models.progress import Event, Progress
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from ..triton import instances

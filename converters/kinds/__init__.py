@@ -9,23 +9,22 @@
 A load names a library; for sentence-transformers the directory itself says which class it
 is (``converters/library/declared.py``), and that class's converter runs, or the load is refused
 with the reason. A new kind is a new module here and a line in :data:`LIBRARY_KINDS` (the
-gateway's side is ``api/compute/kinds/``; a test keeps the two registries' kinds in step).
+gateway's side is ``api/compute/requests/kinds/``; a test keeps the two registries' kinds in step).
 """
 
 from __future__ import annotations
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
+from embedgate.contract.spec import ConversionSpec
+from embedgate.converters.kinds.base import KindConverter, Step
+from embedgate.converters.kinds.clip.converter import ClipConverter
+from embedgate.converters.kinds.cross_encoder import CrossEncoderConverter
+from embedgate.converters.kinds.dense.converter import DenseConverter
+from embedgate.converters.kinds.library import LibraryKind
+from embedgate.converters.kinds.multi_vector import MultiVectorConverter
+from embedgate.converters.kinds.sparse.converter import SparseConverter
 from embedgate.converters.library import declared
 from embedgate.converters.library.module_stack import resolve_source
-from embedgate.converters.spec import ConversionSpec
-
-from .base import KindConverter, Step
-from .clip.converter import ClipConverter
-from .cross_encoder import CrossEncoderConverter
-from .dense.converter import DenseConverter
-from .library import LibraryKind
-from .multi_vector import MultiVectorConverter
-from .sparse.converter import SparseConverter
 
 # sentence-transformers' model_type -> the converter of that kind.
 LIBRARY_KINDS: dict[str, type[LibraryKind]] = {

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.spec import ConversionSpec, ModelKind, ModelMetadata
+from embedgate.contract.spec import ConversionSpec, ModelKind, ModelMetadata
 
 Step = Callable[[str], None]
 

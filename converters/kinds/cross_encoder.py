@@ -24,21 +24,21 @@ from pathlib import Path
 import numpy as np
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.errors import ParityError
-from embedgate.converters.kinds.library import Converted, LibraryKind
-from embedgate.converters.library import module_stack, parity
-from embedgate.converters.spec import (
+from embedgate.contract.errors import ParityError
+from embedgate.contract.spec import (
     ATTENTION_MASK,
+    GATEWAY_ACTIVATIONS,
     INPUT_IDS,
     LOGITS,
     ONNX_FILE,
     SCORES,
     TOKEN_TYPE_IDS,
-    GATEWAY_ACTIVATIONS,
     CrossEncoderInfo,
     ModelMetadata,
     ParityResult,
 )
+from embedgate.converters.kinds.library import Converted, LibraryKind
+from embedgate.converters.library import module_stack, parity
 from embedgate.converters.triton_config import build_text_model_config
 
 

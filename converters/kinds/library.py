@@ -12,14 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from embedgate.converters.errors import UnsupportedModelError
-from embedgate.converters.library import gpu, module_stack, parity
-from embedgate.converters.library import routes as model_routes
-from embedgate.converters.library.declared import Declared
-from embedgate.converters.library.module_stack import Source
-from embedgate.converters.library.prompts import Prompts, read_prompts
-from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import (
+from embedgate.contract.errors import UnsupportedModelError
+from embedgate.contract.spec import (
     EMBEDDING,
     ONNX_FILE,
     ROUTES_DIR,
@@ -30,8 +24,13 @@ from embedgate.converters.spec import (
     ParityResult,
     RouteInfo,
 )
-
-from .base import KindConverter, Step
+from embedgate.converters.kinds.base import KindConverter, Step
+from embedgate.converters.library import gpu, module_stack, parity
+from embedgate.converters.library import routes as model_routes
+from embedgate.converters.library.declared import Declared
+from embedgate.converters.library.module_stack import Source
+from embedgate.converters.library.prompts import Prompts, read_prompts
+from embedgate.converters.library.routes import Route
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The graph runs the module stack but ``MultiVectorMask`` (Transformer, a token-level Dense,
 Normalize) and gives every position's vector; which positions a text keeps, how a query is
 expanded (``[MASK]`` up to the expansion length) and how long each task's texts may be are
-the tokenization's, which the gateway does per task (``api/compute/preprocess/multi_vector.py``)
+the tokenization's, which the gateway does per task (``contract/preprocess/multi_vector.py``)
 with what is recorded here. Checked for each task against ``encode_query``,
 ``encode_document`` and ``encode`` (each with the prompt it applies: ColBERT's ``[Q]`` and
 ``[D]`` markers): the same tokens kept, every token vector at cosine 0.9999, one padded batch
@@ -19,10 +19,8 @@ from pathlib import Path
 import numpy as np
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.errors import ParityError, UnsupportedModelError
-from embedgate.converters.kinds.library import Converted, LibraryKind
-from embedgate.converters.library import module_stack, parity
-from embedgate.converters.spec import (
+from embedgate.contract.errors import ParityError, UnsupportedModelError
+from embedgate.contract.spec import (
     ATTENTION_MASK,
     INPUT_IDS,
     ONNX_FILE,
@@ -33,6 +31,8 @@ from embedgate.converters.spec import (
     ParityResult,
     QueryExpansion,
 )
+from embedgate.converters.kinds.library import Converted, LibraryKind
+from embedgate.converters.library import module_stack, parity
 from embedgate.converters.triton_config import build_text_model_config
 
 MASK = "MultiVectorMask"
@@ -212,7 +212,7 @@ def _maxsim_error(queries: list[np.ndarray], documents: list[np.ndarray], librar
 def _check_task(run, tokenizer_file: Path, task: MultiVectorTask, strip: bool, texts, reference, threshold):
     """The gateway's tokenization and kept vectors of ``texts`` for one task against the
     library's (``reference``: one [tokens, dim] array per text), in a batch and alone."""
-    from embedgate.api.compute.preprocess.multi_vector import MultiVectorTokenizer
+    from embedgate.contract.preprocess.multi_vector import MultiVectorTokenizer
 
     tokenizer = MultiVectorTokenizer(tokenizer_file, task, strip)
 

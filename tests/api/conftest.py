@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.compute.asks import Output
-from embedgate.api.compute.rates import KeyRates
-from embedgate.api.compute.results import Embeddings
-from embedgate.api.compute.routes import EVERY_TASK, Route
+from embedgate.api.compute.requests.asks import Output
+from embedgate.api.compute.requests.results import Embeddings
+from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.compute.scheduling.rates import KeyRates
 from embedgate.api.compute.tokens import Token
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.gateway import Gateway
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
-from embedgate.converters.spec import ModelMetadata, ParityResult
+from embedgate.contract.spec import ModelMetadata, ParityResult
 
 
 def fake_metadata(name: str, **changes) -> ModelMetadata:
@@ -47,7 +47,7 @@ class FakeModel:
 
     @property
     def kind(self):
-        from embedgate.api.compute.kinds import kind_of
+        from embedgate.api.compute.requests.kinds import kind_of
 
         return kind_of(self.metadata)
 

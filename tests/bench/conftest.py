@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from embedgate.api.compute.preprocess.text import TextTokenizer
+from embedgate.contract.preprocess.text import TextTokenizer
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ import pytest
 from embedgate.bench import served_model
 from embedgate.bench.inprocess import LocalModel
 from embedgate.bench.payloads import SentencePayload
+from embedgate.contract.spec import EMBEDDING, TritonConfigOptions
 from embedgate.converters import triton_config
-from embedgate.converters.spec import EMBEDDING, TritonConfigOptions
-from tests.python_backend import BACKEND_MODEL, mean_pool_graph
+from tests.backend_model import BACKEND_MODEL, mean_pool_graph
 
 VOCAB = 30522  # MiniLM's tokenizer
 

@@ -18,7 +18,7 @@ from tests.helpers import python_path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CLIP_CONVERTER = textwrap.dedent(
     """
-    from embedgate.converters.spec import (
+    from embedgate.contract.spec import (
         ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata, ParityResult,
     )
     from tests.converters.fake_kinds import tiny_onnx

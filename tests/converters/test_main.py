@@ -21,7 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CONVERTER = textwrap.dedent(
     """
     import os, sys, time
-    from embedgate.converters.spec import ModelMetadata, ParityResult
+    from embedgate.contract.spec import ModelMetadata, ParityResult
     from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, out_dir, step):

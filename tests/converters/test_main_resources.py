@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from embedgate.contract.spec import ConversionSpec
 from embedgate.converters.__main__ import _out_of_memory
-from embedgate.converters.spec import ConversionSpec
-
 from tests.helpers import python_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -16,16 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.converters.test_clip_publish import FAKE_CLIP_CONVERTER
-from tests.s3 import SECRET_ACCESS_KEY
-
 from tests.helpers import python_path
+from tests.s3 import SECRET_ACCESS_KEY
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CONVERTER = textwrap.dedent(
     """
     import time
-    from embedgate.converters.errors import ParityError
-    from embedgate.converters.spec import ModelMetadata, ParityResult
+    from embedgate.contract.errors import ParityError
+    from embedgate.contract.spec import ModelMetadata, ParityResult
     from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, out_dir, step):
@@ -53,7 +52,7 @@ RACING_CLIP_CONVERTER = textwrap.dedent(
     """
     import boto3
     from botocore.config import Config
-    from embedgate.converters.repository import parse_s3
+    from embedgate.contract.repository import parse_s3
     import fake_clip_converter
 
     def convert(spec, text_dir, image_dir, step):

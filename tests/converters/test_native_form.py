@@ -15,8 +15,8 @@ import onnxruntime as ort
 import pytest
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.api.compute.preprocess.text import TextTokenizer, bucket_length
-from embedgate.converters.spec import METADATA_FILE, ONNX_FILE, TOKENIZER_DIR, ModelMetadata
+from embedgate.contract.preprocess.text import TextTokenizer, bucket_length
+from embedgate.contract.spec import METADATA_FILE, ONNX_FILE, TOKENIZER_DIR, ModelMetadata
 from embedgate.converters.triton_config import parse
 from tests.helpers import cosine_rows
 

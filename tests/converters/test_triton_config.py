@@ -4,7 +4,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.spec import (
+from embedgate.contract.spec import (
     ATTENTION_MASK,
     EMBEDDING,
     INPUT_IDS,

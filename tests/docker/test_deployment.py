@@ -13,9 +13,9 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.api.compute.batching import BatchingPolicy
+from embedgate.api.compute.scheduling.batching import BatchingPolicy
 from embedgate.api.settings import Settings
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
 from embedgate.converters.triton_config import build_text_model_config, parse, render
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"

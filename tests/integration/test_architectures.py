@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedgate.converters.spec import PACKED_ONNX_FILE, TORCH_FILE, TritonConfigOptions
+from embedgate.contract.spec import PACKED_ONNX_FILE, TORCH_FILE, TritonConfigOptions
 from tests import tiny_models
 from tests.helpers import cosine_rows
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from embedgate.api.triton import gpus
-from embedgate.converters.spec import TORCH_FILE
+from embedgate.contract.spec import TORCH_FILE
 from embedgate.converters.triton_config import parse
 from tests import tiny_models
 from tests.clip_model import build_tiny_clip, reference_model

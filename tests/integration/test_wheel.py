@@ -101,7 +101,7 @@ def test_the_wheel_holds_only_the_embedgate_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"embedgate", wheel.name.split("-py3")[0] + ".dist-info"}
     # The model Triton runs is shipped as a file the converter copies.
-    assert "embedgate/api/triton/python_backend_model.py" in names
+    assert "embedgate/python_backend/model.py" in names
 
 
 def requirements(wheel: Path) -> dict[str, list[tuple[str, str]]]:

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ...compute.asks import Ask, Options, Output
-from ...compute.prompts import PromptChoice
-from ...compute.quantize import CALIBRATED, PRECISIONS, Precision, quantize
-from ...compute.served import ServedModel
+from ...compute.requests.asks import Ask, Options, Output
+from ...compute.requests.prompts import PromptChoice
+from ...compute.requests.quantize import CALIBRATED, PRECISIONS, Precision, quantize
+from ...compute.requests.served import ServedModel
 from ...errors import InvalidInput, TooManyInputs
 from .schemas import EmbeddingsRequest
 from .vectors import encode_rows, shorten

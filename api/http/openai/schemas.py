@@ -10,7 +10,6 @@ from .. import patterns
 from ..schemas import FROM_SETTINGS, Count, texts_not_token_ids
 from .vectors import EncodingFormat
 
-
 # An empty list is refused too (400), as are token id arrays.
 _INPUT_SCHEMA = {
     "anyOf": [

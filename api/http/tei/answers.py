@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ...compute.asks import Ask, Options, Output
-from ...compute.prompts import PromptChoice
-from ...compute.results import Embeddings
-from ...compute.served import ServedModel
+from ...compute.requests.asks import Ask, Options, Output
+from ...compute.requests.prompts import PromptChoice
+from ...compute.requests.results import Embeddings
+from ...compute.requests.served import ServedModel
 from ...errors import InvalidInput
 from ..openai.vectors import shorten
 from .errors import InputTooLong

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import __version__
-from ...compute.asks import Output
-from ...compute.served import ServedModel
+from ...compute.requests.asks import Output
+from ...compute.requests.served import ServedModel
 from ...settings import Settings
 
 # What TEI calls the pooling of each kind that answers as an embedding model.

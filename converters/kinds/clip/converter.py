@@ -19,13 +19,8 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters import calibration
-from embedgate.converters.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
-from embedgate.converters.kinds.clip import parity as clip_parity
-from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower, image_tower, text_tower
-from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
-from embedgate.converters.library import gpu
-from embedgate.converters.spec import (
+from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.spec import (
     INPUT_IDS,
     ONNX_FILE,
     PIXELS,
@@ -36,9 +31,13 @@ from embedgate.converters.spec import (
     ModelMetadata,
     clip_part_names,
 )
+from embedgate.converters import calibration
+from embedgate.converters.kinds.base import KindConverter, Step
+from embedgate.converters.kinds.clip import parity as clip_parity
+from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower, image_tower, text_tower
+from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
+from embedgate.converters.library import gpu
 from embedgate.converters.triton_config import build_clip_image_config, build_clip_text_config
-
-from ..base import KindConverter, Step
 
 
 class ClipConverter(KindConverter):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PIXELS, ImagePreprocessing
+from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, ImagePreprocessing
 
 OPSET = 17
 

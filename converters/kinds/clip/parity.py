@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedgate.converters.errors import ParityError
-from embedgate.converters.library.parity import Run, cosines, onnx_runner, parity_sentences
-from embedgate.converters.spec import (
+from embedgate.contract.errors import ParityError
+from embedgate.contract.spec import (
     EMBEDDING,
     INPUT_IDS,
     PIXELS,
@@ -28,6 +27,7 @@ from embedgate.converters.spec import (
     ImagePreprocessing,
     ParityResult,
 )
+from embedgate.converters.library.parity import Run, cosines, onnx_runner, parity_sentences
 
 _CLIP_SENTENCES = (
     "a photo of a cat",
@@ -81,7 +81,7 @@ def parity_images() -> list[tuple[str, bytes]]:
 
 def check_tokenization(tokenizer_file: Path, text: AnyClipText, sentences: Sequence[str], expected: np.ndarray) -> np.ndarray:
     """The gateway's token ids for ``sentences``, which must equal OpenCLIP's ``expected``."""
-    from embedgate.api.compute.preprocess.clip_text import clip_tokenizer
+    from embedgate.contract.preprocess.clip_text import clip_tokenizer
 
     ids = clip_tokenizer(tokenizer_file, text).encode(list(sentences)).input_ids
     for row, sentence in enumerate(sentences):
@@ -103,7 +103,7 @@ def check_text(
 
 
 def gateway_pixels(images: Sequence[bytes], preprocessing: ImagePreprocessing) -> np.ndarray:
-    from embedgate.api.compute.preprocess.images import prepare_image
+    from embedgate.contract.preprocess.images import prepare_image
 
     return np.stack([prepare_image(data, preprocessing, max_pixels=_UNLIMITED_PIXELS) for data in images])
 

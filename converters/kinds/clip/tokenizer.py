@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embedgate.converters.errors import ConversionError
-from embedgate.converters.spec import AnyClipText, ClipClean, ClipsLayout, ClipText, HFClipText
+from embedgate.contract.errors import ConversionError
+from embedgate.contract.spec import AnyClipText, ClipClean, ClipsLayout, ClipText, HFClipText
 
 TOKENIZER_FILE = "tokenizer.json"
 

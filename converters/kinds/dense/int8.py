@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.contract.spec import EMBEDDING
 from embedgate.converters.library import parity
-from embedgate.converters.spec import EMBEDDING
 
 Step = Callable[[str], None]
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
 from embedgate.converters.library import parity
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PACKED_ONNX_FILE, ParityResult
 
 POSITION_IDS = "position_ids"
 SEGMENT_IDS = "segment_ids"

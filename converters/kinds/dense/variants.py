@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.contract.errors import ParityError
+from embedgate.contract.spec import ConversionSpec, ParityResult, VariantInfo
 from embedgate.converters import weights
 from embedgate.converters.kinds.dense import int8
 from embedgate.converters.library import parity
-from embedgate.converters.errors import ParityError
-from embedgate.converters.spec import ConversionSpec, ParityResult, VariantInfo
 
 Step = Callable[[str], None]
 

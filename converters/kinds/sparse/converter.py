@@ -21,14 +21,13 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
+from embedgate.contract.spec import EMBEDDING, ModelMetadata, SparseInfo
 from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
+from embedgate.converters.kinds.sparse import static
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import EMBEDDING, ModelMetadata, SparseInfo
 from embedgate.converters.triton_config import build_text_model_config
-
-from . import static
 
 STATIC_MODULE = "SparseStaticEmbedding"
 

@@ -1,6 +1,6 @@
 """The route of an inference-free sparse model that the gateway computes itself: a
 ``SparseStaticEmbedding`` (a weight per vocabulary token) and its tokenizer, saved for the
-gateway (``api/compute/static.py``, held to the module's own computation by its tests), and
+gateway (``api/compute/requests/static.py``, held to the module's own computation by its tests), and
 the gateway's tokenization of the parity sentences, through the module, checked against the
 library's ``encode`` for the route's task."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, STATIC_WEIGHTS_FILE, TOKENIZER_DIR
 from embedgate.converters.kinds.library import Converted
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS, STATIC_WEIGHTS_FILE, TOKENIZER_DIR
 
 
 def refusal(route: Route) -> str | None:

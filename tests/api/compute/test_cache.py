@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from embedgate.api.compute.cache import ENTRY_OVERHEAD_BYTES, ResponseCache
-from embedgate.api.compute.embedding import EmbeddingService
-from embedgate.api.compute.preprocess.text import TextTokenizer
-from embedgate.api.compute.prompts import PromptChoice
+from embedgate.api.compute.requests.prompts import PromptChoice
+from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
+from embedgate.contract.preprocess.text import TextTokenizer
 
-from .test_embedding import EchoClient, Meta
+from .test_service import EchoClient, Meta
 
 
 def rows(*values: float) -> np.ndarray:

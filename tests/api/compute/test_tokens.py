@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 import pytest
 from tokenizers import Tokenizer
 
-from embedgate.api.compute.kinds import kind_of
-from embedgate.api.compute.preprocess.text import TextTokenizer
-from embedgate.api.compute.prompts import PromptChoice
-from embedgate.api.compute.routes import EVERY_TASK, Route
+from embedgate.api.compute.requests.kinds import kind_of
+from embedgate.api.compute.requests.prompts import PromptChoice
+from embedgate.api.compute.requests.routes import EVERY_TASK, Route
 from embedgate.api.compute.tokens import Token, Tokens, tokenized
 from embedgate.api.errors import WrongModelKind
+from embedgate.contract.preprocess.text import TextTokenizer
 from tests.api.conftest import fake_metadata
 
 

@@ -4,7 +4,7 @@ a body it was sent in the wrong content type. Always the error shape of the path
 
 import pytest
 
-from .routes.test_openai import assert_openai_error
+from .paths.test_openai import assert_openai_error
 
 
 def assert_native_error(response, status: int, code: str) -> None:

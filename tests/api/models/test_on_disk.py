@@ -5,7 +5,7 @@ import pytest
 
 from embedgate.api.models.on_disk import OnDisk, find_on_disk
 from embedgate.api.models.refs import ModelRef
-from embedgate.converters.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata
+from embedgate.contract.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata
 from tests.api.conftest import fake_metadata
 
 

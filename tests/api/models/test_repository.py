@@ -15,9 +15,9 @@ from embedgate.api.http.errors import headers_of, status_of
 from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.models.repository import off_loop, open_for
 from embedgate.api.settings import Settings
-from embedgate.converters.errors import RepositoryError
-from embedgate.converters.repository import LocalRepository
-from tests.converters.repository.staged import write_model
+from embedgate.contract.errors import RepositoryError
+from embedgate.contract.repository import LocalRepository
+from tests.contract.repository.staged import write_model
 from tests.s3 import SECRET_ACCESS_KEY
 
 SECRET_URL = "s3://AKIAEXAMPLE:url-secret-value@127.0.0.1:9000/bucket/models"

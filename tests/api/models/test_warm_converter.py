@@ -10,7 +10,7 @@ import pytest
 
 from embedgate.api.errors import DeadlineExceeded, ModelNotFound
 from embedgate.api.models import conversion
-from embedgate.converters.spec import ConversionSpec
+from embedgate.contract.spec import ConversionSpec
 from tests import tiny_models
 
 

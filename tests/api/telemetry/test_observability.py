@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from embedgate.api.errors import ConversionFailed, ModelNotFound, Overloaded
-from embedgate.api.http.routes import serving
+from embedgate.api.http.paths import serving
 from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.settings import Settings
 from embedgate.api.telemetry import tag_model

@@ -12,8 +12,8 @@ import pytest
 
 from embedgate.api.settings import Settings
 from embedgate.api.triton.bundle import PreparedTriton
-from embedgate.api.triton.orphans import remove_orphaned_downloads
 from embedgate.api.triton.command import Ports, build_command
+from embedgate.api.triton.orphans import remove_orphaned_downloads
 from embedgate.api.triton.supervisor import TritonSupervisor
 
 URL = "s3://127.0.0.1:9000/bucket/models"

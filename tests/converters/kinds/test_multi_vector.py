@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.multi_vector import _multi_vector_refusal
-from embedgate.converters.spec import ModelMetadata
 from embedgate.converters.triton_config import LENGTH_INPUT_PARAMETER, parse
 from tests import tiny_models
 from tests.converters.conftest import run_converter

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from embedgate.contract.errors import ConversionError, UnsupportedModelError
 from embedgate.converters.library.declared import check_custom_modules, model_files, read_declared, unsupported
-from embedgate.converters.errors import ConversionError, UnsupportedModelError
 from tests import tiny_models
-
 from tests.converters.conftest import run_converter
 
 ST = "sentence_transformers.base.modules.transformer.Transformer"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters.errors import ConversionError
+from embedgate.contract.errors import ConversionError
+from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 from embedgate.converters.library import gpu, parity
-from embedgate.converters.spec import ATTENTION_MASK, INPUT_IDS
 from tests import tiny_models
 
 
@@ -49,7 +49,7 @@ def test_without_cuda_the_gpu_graph_is_refused_with_the_reason(tiny, tmp_path, m
 
 
 def test_the_published_graph_falls_back_to_float32_where_float16_loses_parity(tiny, tmp_path):
-    from embedgate.converters.errors import ParityError
+    from embedgate.contract.errors import ParityError
 
     asked = []
 
@@ -68,7 +68,7 @@ def test_the_published_graph_falls_back_to_float32_where_float16_loses_parity(ti
 
 
 def test_a_trace_that_does_not_run_is_refused_as_unsupported_with_the_way_out(tiny, tmp_path):
-    from embedgate.converters.errors import UnsupportedModelError
+    from embedgate.contract.errors import UnsupportedModelError
 
     def check(run, half):
         raise RuntimeError("The following operation failed in the TorchScript interpreter.")
@@ -116,10 +116,10 @@ def test_both_clip_towers_trace_and_keep_parity_with_open_clip(tmp_path):
     traced (on the CPU here) and checked by the CLIP parity checks on other batch sizes."""
     import torch
 
+    from embedgate.contract.spec import PIXELS
     from embedgate.converters.kinds.clip import parity as clip_parity
     from embedgate.converters.kinds.clip.converter import image_preprocessing
     from embedgate.converters.kinds.clip.export import image_tower, text_tower
-    from embedgate.converters.spec import PIXELS
     from tests.clip_model import build_tiny_clip, reference_model
 
     model, preprocess, tokenizer = reference_model(build_tiny_clip(tmp_path / "clip"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
 from embedgate.converters.library import module_stack
 
 

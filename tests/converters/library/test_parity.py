@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from embedgate.contract.errors import ParityError
 from embedgate.converters.library import parity
-from embedgate.converters.errors import ParityError
 
 
 @pytest.fixture

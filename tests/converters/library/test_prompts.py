@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters.errors import ConversionError
+from embedgate.contract.errors import ConversionError
+from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.library.prompts import read_prompts
-from embedgate.converters.spec import ModelMetadata
 from tests import prompt_models, tiny_models
 from tests.api.conftest import fake_metadata
-
 from tests.converters.conftest import run_converter
 
 

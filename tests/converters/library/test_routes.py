@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from embedgate.converters.errors import UnsupportedModelError
+from embedgate.contract.errors import UnsupportedModelError
 from embedgate.converters.library.routes import TASKS, describe, routes
 
 

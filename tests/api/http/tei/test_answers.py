@@ -4,7 +4,7 @@ cosine similarities, ranks best first, the refusal of a cut input, TEI's timing 
 import numpy as np
 import pytest
 
-from embedgate.api.compute.results import Embeddings, SparseVector
+from embedgate.api.compute.requests.results import Embeddings, SparseVector
 from embedgate.api.http.tei import answers
 from embedgate.api.http.tei.errors import InputTooLong
 from embedgate.api.http.tei.schemas import TeiEmbedRequest, TeiRerankRequest, Truncation

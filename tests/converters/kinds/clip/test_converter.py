@@ -10,10 +10,10 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.api.compute.preprocess.clip_text import ClipTokenizer, clip_tokenizer
-from embedgate.api.compute.preprocess.images import prepare_image
+from embedgate.contract.preprocess.clip_text import ClipTokenizer, clip_tokenizer
+from embedgate.contract.preprocess.images import prepare_image
+from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, HFClipText, ModelMetadata, clip_part_names
 from embedgate.converters.kinds.clip.parity import parity_images
-from embedgate.converters.spec import EMBEDDING, INPUT_IDS, PIXELS, HFClipText, ModelMetadata, clip_part_names
 from tests.clip_model import TINY_CLIP_CONFIG, build_tiny_clip, build_tiny_siglip, reference_model
 from tests.helpers import cosine_rows
 

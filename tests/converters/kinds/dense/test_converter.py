@@ -12,8 +12,8 @@ import pytest
 from google.protobuf import json_format
 from tokenizers import Tokenizer
 
-from embedgate.converters.publish import STAGING_DIR
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
+from embedgate.contract.repository.publish import STAGING_DIR
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
 from embedgate.converters.triton_config import parse
 from tests.helpers import cosine_rows
 

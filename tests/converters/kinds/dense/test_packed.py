@@ -3,8 +3,8 @@ the real MiniLM in test_sentence_transformer.py)."""
 
 import numpy as np
 
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
 from embedgate.converters.kinds.dense.packed import one_text_per_row, pack_in_order, packed_inputs, unsupported_reason
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
 
 
 class Pooling:

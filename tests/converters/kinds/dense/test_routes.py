@@ -3,7 +3,7 @@ routes' graphs, each checked against encode with its own task, each route's toke
 
 from __future__ import annotations
 
-from embedgate.converters.spec import ModelMetadata
+from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.triton_config import parse
 from tests import tiny_models
 from tests.converters.conftest import run_converter

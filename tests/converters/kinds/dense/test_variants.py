@@ -17,18 +17,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import ValidationError
 
-from embedgate.api.compute.preprocess.text import TextTokenizer
+from embedgate.contract.errors import ParityError
+from embedgate.contract.preprocess.text import TextTokenizer
+from embedgate.contract.repository.publish import STAGING_DIR
+from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ConversionSpec, ModelMetadata
 from embedgate.converters import weights
-from embedgate.converters.kinds.dense import int8
+from embedgate.converters.kinds.dense import int8, variants
 from embedgate.converters.library import parity
-from embedgate.converters.kinds.dense import variants
-from embedgate.converters.errors import ParityError
-from embedgate.converters.publish import STAGING_DIR
-from embedgate.converters.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ConversionSpec, ModelMetadata
 from embedgate.converters.triton_config import parse
-from tests.helpers import cosine_rows
-
 from tests.converters.conftest import MINILM, run_converter
+from tests.helpers import cosine_rows
 
 # Not the parity sentences: what the variants must also get right.
 UNSEEN = [

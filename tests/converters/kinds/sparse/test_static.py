@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.sparse.static import refusal
 from embedgate.converters.library.routes import Route
-from embedgate.converters.spec import ModelMetadata
 from embedgate.converters.triton_config import parse
 from tests import tiny_models
 from tests.converters.conftest import run_converter

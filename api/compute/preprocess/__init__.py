@@ -1,1 +1,0 @@
-"""Turning request inputs into tensors, off the event loop."""

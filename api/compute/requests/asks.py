@@ -1,0 +1,160 @@
+"""What a request asks of a model, and the plan its kind makes of it.
+
+An :class:`Ask` is what the HTTP side hands the embedding service: what it wants out (an
+:class:`Output`), its texts (or a rerank's documents, or a classifier's texts and
+pairs), the prompt and task it chose and its options. The model's kind turns it into a
+:class:`Plan`: the texts each of its routes runs (with their prompt), and how the routes'
+outputs become the answer. The service runs any plan the same way, online or in the bulk
+lane, so the sequence kind check -> prompt -> run -> post-process is written once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+import numpy as np
+
+from embedgate.contract.spec import ModelMetadata
+
+from ...errors import EmbedgateError
+from .prompts import DEFAULT, PromptChoice, prompt_for
+from .quantize import Precision
+from .results import Embeddings
+from .routes import Route, route_for
+
+
+class Served(Protocol):
+    """A loaded model as a kind's plan sees it (``served.ServedModel``)."""
+
+    name: str
+    metadata: ModelMetadata
+    routes: list[Route]
+    kind: Any  # ServedKind
+
+
+# A text input: a text, or a (query, document) pair.
+TextInput = str | tuple[str, str]
+
+
+class Output(Enum):
+    """What a request asks a model for."""
+
+    EMBED = "dense embeddings of texts"
+    SPARSE = "sparse embeddings of texts"
+    MULTI_VECTOR = "a vector per token of texts"
+    RERANK = "relevance scores of (query, document) pairs"
+    PREDICT = "label scores of texts or text pairs"
+    IMAGES = "embeddings of images"
+
+
+# Where each output is asked for, to point a request at the right endpoint.
+ENDPOINTS: dict[Output, str] = {
+    Output.EMBED: "POST /infer or /v1/embeddings",
+    Output.SPARSE: "POST /infer (sparse_embeddings)",
+    Output.MULTI_VECTOR: "POST /infer (multi_vector_embeddings)",
+    Output.RERANK: "POST /rerank or /v1/rerank",
+    Output.PREDICT: "POST /predict",
+    Output.IMAGES: "POST /infer or /infer_image with a CLIP model",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a request wants its output (each kind refuses the options that mean nothing to it)."""
+
+    normalize: bool = True
+    # Whether the request set ``normalize`` itself (a kind that cannot may refuse only then).
+    normalize_given: bool = False
+    precision: Precision = "float32"
+    top_k: int | None = None
+    raw_scores: bool = False
+
+
+@dataclass(frozen=True)
+class Ask:
+    output: Output
+    # Texts (EMBED, SPARSE, MULTI_VECTOR), documents (RERANK), texts or pairs (PREDICT).
+    inputs: list[TextInput]
+    prompt: PromptChoice = DEFAULT
+    options: Options = Options()
+    # RERANK: the query the documents are scored against.
+    query: str | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """Inputs through one route, each with ``prefix`` (the prompt) before it."""
+
+    route: Route
+    inputs: list[TextInput]
+    prefix: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: list[Run]
+    # The runs' outputs (in order) -> the answer.
+    finish: Callable[[list[Embeddings]], Embeddings] = field(default=lambda results: results[0])
+
+
+def joined(results: list[Embeddings], vectors: np.ndarray) -> Embeddings:
+    """One answer of several runs' outputs: ``vectors``, every run's tokens, the slowest
+    run's times (they ran side by side)."""
+    if len(results) == 1:
+        return dataclasses.replace(results[0], vectors=vectors)
+    return Embeddings(
+        vectors,
+        [count for result in results for count in result.token_counts],
+        sum(result.truncated for result in results),
+        tokenize_ms=max(result.tokenize_ms for result in results),
+        inference_ms=max(result.inference_ms for result in results),
+        queue_ms=max(result.queue_ms for result in results),
+        cached=sum(result.cached for result in results),
+    )
+
+
+def text_run(model: Served, inputs: list[TextInput], choice: PromptChoice) -> Run:
+    """``inputs`` through the route ``choice``'s task takes, each with the prompt it chooses."""
+    route = route_for(model.routes, choice.route_task, model.name)
+    return Run(route, inputs, prompt_for(model.name, model.metadata, choice))
+
+
+def prefixed(prefix: str, inputs: list[TextInput]) -> list[TextInput]:
+    """Each text with ``prefix`` before it (a pair's prompt is already in its first text:
+    the kind's plan puts it there)."""
+    return [prefix + text for text in inputs] if prefix else inputs  # type: ignore[operator]
+
+
+class Gathered:
+    """Several requests' plans (or their errors) for one bulk call per route: every run's
+    inputs, prompts in them, in one list per route, and where each run's are in it."""
+
+    def __init__(self, plans: list[Plan | EmbedgateError]):
+        self.plans = plans
+        # id(route) -> (route, its inputs); each plan's runs as (id(route), start, stop).
+        self.routes: dict[int, tuple[Route, list[TextInput]]] = {}
+        self.spans: list[list[tuple[int, int, int]]] = []
+        for plan in plans:
+            mine = []
+            for run in plan.runs if isinstance(plan, Plan) else ():
+                route, inputs = self.routes.setdefault(id(run.route), (run.route, []))
+                mine.append((id(run.route), len(inputs), len(inputs) + len(run.inputs)))
+                inputs.extend(prefixed(run.prefix, run.inputs))
+            self.spans.append(mine)
+
+    def finished(self, outputs: dict[int, Embeddings]) -> list[Embeddings | EmbedgateError]:
+        """Each plan's answer from the routes' ``outputs`` (or its error)."""
+        answers: list[Embeddings | EmbedgateError] = []
+        for plan, mine in zip(self.plans, self.spans):
+            if not isinstance(plan, Plan):
+                answers.append(plan)
+                continue
+            try:
+                answers.append(plan.finish([outputs[key].rows(start, stop) for key, start, stop in mine]))
+            except EmbedgateError as error:
+                answers.append(error)
+        return answers

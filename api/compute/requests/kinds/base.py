@@ -1,0 +1,143 @@
+"""The one interface every model kind is served behind (``api/compute/requests/kinds/<kind>.py``).
+
+A kind says what its Triton models are, its routes (what a request's texts go through, by
+task) and how their inputs become tensors, what it outputs (and, for the rest, where to go
+instead), the plan it makes of a request (``asks.py``: which texts each route runs, with
+which prompt, and how the outputs become the answer), and what the listings show of it
+(fields the listing schema reads from the kinds). The embedding service, the registry and
+the routes ask the kind; no other code branches on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch
+from embedgate.contract.spec import (
+    ATTENTION_MASK,
+    EMBEDDING,
+    INPUT_IDS,
+    ROUTES_DIR,
+    TOKENIZER_DIR,
+    ModelMetadata,
+    RouteInfo,
+)
+
+from ....errors import WrongModelKind
+from ..asks import ENDPOINTS, Ask, Output, Plan, Served
+from ..routes import EVERY_TASK, Route
+
+# part's Triton name -> its local directory (the repository's, or the gateway's cache of a remote one)
+Files = Callable[[str], Path]
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class ServedKind:
+    """How the gateway serves one model of this kind."""
+
+    name: ClassVar[str]
+    # For messages: "a sentence-transformer (dense text embeddings)".
+    title: ClassVar[str]
+    outputs: ClassVar[frozenset[Output]]
+    # What ``POST /infer`` gives for texts (None: it gives none).
+    text_output: ClassVar[Output | None] = None
+    # The text graph's output.
+    output: ClassVar[str] = EMBEDDING
+    # The listing's fields of this kind: name -> (type, pydantic FieldInfo), read by the schema.
+    listing_fields: ClassVar[dict[str, tuple[Any, Any]]] = {}
+
+    def __init__(self, metadata: ModelMetadata):
+        self.metadata = metadata
+
+    def parts(self, triton_name: str) -> tuple[str, ...]:
+        """The Triton models it is made of; the first holds the tokenizer."""
+        return (triton_name,)
+
+    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
+        """Where a model has several parts: each part's Triton name -> what the metrics call
+        it (besides the model's name)."""
+        return {}
+
+    def routes(self, files: Files, triton_name: str) -> list[Route]:
+        """The model's routes, from its files: one per route of its Router (metadata.json's
+        ``routes``), or one for every task. Blocking (it reads files)."""
+        infos = self.metadata.routes
+        if not infos:
+            return [Route("", EVERY_TASK, self.tokenizer(files, triton_name), self.parts(triton_name)[0])]
+        return [self._route(files, triton_name, index, info) for index, info in enumerate(infos)]
+
+    def _route(self, files: Files, triton_name: str, index: int, info: RouteInfo) -> Route:
+        directory = files(triton_name) if index == 0 else files(triton_name) / ROUTES_DIR / str(index)
+        tokenizer = TextTokenizer(
+            directory / TOKENIZER_DIR / TOKENIZER_FILE, info.max_seq_length, info.strip_whitespace,
+            add_special_tokens=info.add_special_tokens,
+        )
+        static = self.static_weights(directory, info)
+        version = "" if info.version is None else str(info.version)
+        return Route(info.name, tuple(info.tasks), tokenizer, triton_name, version=version, static=static)
+
+    def static_weights(self, directory: Path, info: RouteInfo) -> np.ndarray | None:
+        """A route the gateway computes itself: its weights (None for a Triton route)."""
+        return None
+
+    def tokenizer(self, files: Files, triton_name: str):
+        """The text tokenizer saved beside the model (a text per row)."""
+        metadata = self.metadata
+        return TextTokenizer(
+            self.tokenizer_file(files, triton_name), metadata.max_seq_length, metadata.strip_whitespace
+        )
+
+    def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
+        """The text graph's tensors for ``rows`` of ``batch``, ``width`` tokens wide."""
+        return {
+            INPUT_IDS: np.ascontiguousarray(batch.input_ids[rows, :width]),
+            ATTENTION_MASK: np.ascontiguousarray(batch.attention_mask[rows, :width]),
+        }
+
+    def rows(self, batch: TokenBatch, rows: np.ndarray | slice, outputs: np.ndarray) -> np.ndarray:
+        """The graph's ``outputs`` for ``rows`` of ``batch`` as the model's rows (a row per input)."""
+        return outputs
+
+    def noop_outputs(self, batch: TokenBatch) -> np.ndarray:
+        """What the graph would give for ``batch``, as zeros (no-op inference)."""
+        return np.zeros((len(batch.token_counts), self.metadata.embedding_dim), dtype=np.float32)
+
+    def fixed_width(self) -> int | None:
+        """The one sequence length the text graph takes, where it takes only one."""
+        return None
+
+    def gives(self) -> frozenset[Output]:
+        """What this model gives (``outputs``, where it does not depend on the model)."""
+        return self.outputs
+
+    def require(self, output: Output, model_name: str, endpoints: Mapping[Output, str] = ENDPOINTS) -> None:
+        """Raises :class:`WrongModelKind` unless the model gives ``output``, saying where to
+        go instead (in the API the request came through: ``endpoints``)."""
+        gives = self.gives()
+        if output in gives:
+            return
+        offers = "; ".join(f"{o.value}: {endpoints[o]}" for o in Output if o in gives)
+        raise WrongModelKind(
+            f"model '{model_name}' is {self.title} and gives no {output.value} (what it gives: {offers})"
+        )
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        """Which texts each route runs and how the outputs become the answer (``ask.output``
+        is one this kind gives; its options are checked here, before anything runs)."""
+        raise NotImplementedError(f"{self.name} plans no {ask.output.value}")
+
+    def labels(self) -> list[str]:
+        """Each output value's name, where it scores labels (a classifier's)."""
+        return [f"LABEL_{index}" for index in range(self.metadata.embedding_dim)]
+
+    def listing(self) -> dict[str, Any]:
+        """Fields of this kind in the model listings (declared in ``listing_fields``)."""
+        return {}
+
+    @staticmethod
+    def tokenizer_file(files: Files, part: str) -> Path:
+        return files(part) / TOKENIZER_DIR / TOKENIZER_FILE

@@ -1,0 +1,67 @@
+"""An OpenCLIP model: text and image embeddings in one space, two Triton models (the text
+tower, with the tokenizer, and the image tower), served as one model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from embedgate.contract.preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
+from embedgate.contract.preprocess.text import TokenBatch
+from embedgate.contract.spec import INPUT_IDS, clip_part_names
+
+from ..asks import Ask, Output, Plan, Served
+from ..quantize import available
+from .base import Files, ServedKind
+from .dense import PRECISIONS_FIELD, dense_plan
+
+
+class ClipKind(ServedKind):
+    name = "clip"
+    title = "an OpenCLIP model (text and image embeddings)"
+    outputs = frozenset({Output.EMBED, Output.IMAGES})
+    text_output = Output.EMBED
+    listing_fields = {
+        "pretrained": (str | None, Field(None, description="CLIP models: their pretrained.")),
+        "image_size": (
+            list[int] | None, Field(None, description="CLIP models: [height, width] of the image tower's input.")
+        ),
+        "precisions": PRECISIONS_FIELD,
+    }
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        return dense_plan(model, ask)
+
+    def parts(self, triton_name: str) -> tuple[str, ...]:
+        return clip_part_names(triton_name)
+
+    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
+        assert self.metadata.clip is not None
+        pretrained = self.metadata.clip.pretrained
+        labels = ("text_encoder", "image_encoder")
+        return {part: {"pretrained": pretrained, "part": label} for part, label in zip(self.parts(triton_name), labels)}
+
+    def tokenizer(self, files: Files, triton_name: str) -> AnyClipTokenizer:
+        assert self.metadata.clip is not None
+        text_part = self.parts(triton_name)[0]
+        return clip_tokenizer(self.tokenizer_file(files, text_part), self.metadata.clip.text)
+
+    def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
+        # The text tower takes token ids only: it pools at the end-of-text token.
+        return {INPUT_IDS: np.ascontiguousarray(batch.input_ids[rows, :width])}
+
+    def fixed_width(self) -> int | None:
+        assert self.metadata.clip is not None
+        return self.metadata.clip.text.context_length
+
+    def listing(self) -> dict[str, Any]:
+        clip = self.metadata.clip
+        assert clip is not None
+        return {
+            "pretrained": clip.pretrained,
+            "image_size": [clip.image.height, clip.image.width],
+            # Image embeddings have no calibrated ranges: int8/uint8 are for the text's.
+            "precisions": list(available(self.metadata.calibration)),
+        }

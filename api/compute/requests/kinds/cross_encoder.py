@@ -1,0 +1,103 @@
+"""A cross-encoder: a score per text or (query, document) pair, as ``CrossEncoder.predict``
+gives it, its activation included: a reranker's relevance score (one label; ``/rerank``)
+or a classifier's score per label (``/predict``, which a reranker answers too). An input
+is tokenized as one (a pair together), and merged with other requests' inputs like any text.
+The graph gives the logits and the gateway applies the activation (``activations.py``), so
+a request may have the logits as they are (``raw_scores``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from embedgate.contract.preprocess.text import PairTokenizer, TokenBatch
+from embedgate.contract.spec import LOGITS, SCORES, TOKEN_TYPE_IDS
+
+from ....errors import InvalidInput
+from ..activations import ACTIVATIONS
+from ..asks import Ask, Output, Plan, Run, Served, joined
+from ..prompts import prompt_for
+from ..routes import route_for
+from .base import Files, ServedKind
+
+
+class CrossEncoderKind(ServedKind):
+    name = "cross_encoder"
+    title = "a cross-encoder (a score per text or text pair)"
+    outputs = frozenset({Output.RERANK, Output.PREDICT})
+    listing_fields = {
+        "num_labels": (int | None, Field(None, description="Cross-encoders: scores per input (1: a reranker).")),
+        "activation": (str | None, Field(None, description="Cross-encoders: the activation applied to the logits.")),
+        "labels": (
+            list[str] | None,
+            Field(None, description="Cross-encoders: each label's name, as POST /predict answers them."),
+        ),
+    }
+
+    @property
+    def output(self) -> str:  # type: ignore[override]
+        info = self.metadata.cross_encoder
+        return LOGITS if info is not None and info.logits else SCORES
+
+    def gives(self) -> frozenset[Output]:
+        info = self.metadata.cross_encoder
+        # A reranker has one score per pair; a classifier scores its labels.
+        return self.outputs if info is None or info.num_labels == 1 else frozenset({Output.PREDICT})
+
+    def labels(self) -> list[str]:
+        info = self.metadata.cross_encoder
+        count = info.num_labels if info is not None else self.metadata.embedding_dim
+        named = info.labels if info is not None else []
+        return named if len(named) == count else [f"LABEL_{index}" for index in range(count)]
+
+    def _takes_token_types(self) -> bool:
+        info = self.metadata.cross_encoder
+        return info is not None and info.token_type_ids
+
+    def tokenizer(self, files: Files, triton_name: str) -> PairTokenizer:
+        metadata = self.metadata
+        return PairTokenizer(
+            self.tokenizer_file(files, triton_name),
+            metadata.max_seq_length,
+            metadata.strip_whitespace,
+            type_ids=self._takes_token_types(),
+        )
+
+    def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
+        tensors = super().text_inputs(batch, rows, width)
+        if self._takes_token_types():
+            assert batch.token_type_ids is not None
+            tensors[TOKEN_TYPE_IDS] = np.ascontiguousarray(batch.token_type_ids[rows, :width])
+        return tensors
+
+    def scores(self, outputs: np.ndarray, *, raw: bool = False) -> np.ndarray:
+        """The graph's outputs as ``predict`` gives them (``raw``: the logits as they are)."""
+        info = self.metadata.cross_encoder
+        if info is None or not info.logits:
+            if raw:
+                raise InvalidInput(
+                    "raw_scores: this model was converted with its activation inside its graph; "
+                    "delete it and load it again for its logits"
+                )
+            return outputs
+        return outputs if raw else ACTIVATIONS[info.activation](outputs)
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        route = route_for(model.routes, None, model.name)
+        prompt = prompt_for(model.name, model.metadata, ask.prompt)
+        raw = ask.options.raw_scores
+        if ask.output is Output.RERANK:
+            # predict(prompt=...) puts the prompt before the query, the pair's first text.
+            query = prompt + (ask.query or "")
+            inputs: list = [(query, document) for document in ask.inputs]
+        else:
+            inputs = [prompt + item if isinstance(item, str) else (prompt + item[0], item[1]) for item in ask.inputs]
+        return Plan([Run(route, inputs)], lambda results: joined(results, self.scores(results[0].vectors, raw=raw)))
+
+    def listing(self) -> dict[str, Any]:
+        info = self.metadata.cross_encoder
+        if info is None:
+            return {}
+        return {"num_labels": info.num_labels, "activation": info.activation, "labels": self.labels()}

@@ -1,0 +1,65 @@
+"""A sentence-transformer: dense text embeddings (``SentenceTransformer.encode``), per route
+where its modules differ by task (``encode_query``, ``encode_document``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from ....errors import WrongModelKind
+from ..asks import Ask, Output, Plan, Served, joined, text_run
+from ..quantize import Precision, available, quantized
+from .base import ServedKind
+
+PRECISIONS_FIELD = (
+    list[str] | None,
+    Field(
+        None,
+        description="Dense embeddings: the precisions they come in (int8 and uint8 need ranges calibrated at "
+        "conversion; models converted before they were recorded lack them).",
+    ),
+)
+
+
+class DenseKind(ServedKind):
+    name = "sentence_transformer"
+    title = "a sentence-transformer (dense text embeddings)"
+    outputs = frozenset({Output.EMBED})
+    text_output = Output.EMBED
+    listing_fields = {"precisions": PRECISIONS_FIELD}
+
+    def plan(self, model: Served, ask: Ask) -> Plan:
+        return dense_plan(model, ask)
+
+    def listing(self) -> dict[str, Any]:
+        return {"precisions": list(available(self.metadata.calibration))}
+
+
+def dense_plan(model: Served, ask: Ask) -> Plan:
+    """Texts through the route their task takes, then unit length and the precision asked
+    for (a sentence-transformer's, a CLIP model's text tower's)."""
+    options = ask.options
+    if options.top_k is not None:
+        raise WrongModelKind("top_k is for sparse encoders")
+    run = text_run(model, ask.inputs, ask.prompt)
+
+    def finish(results):
+        vectors = dense(model, results[0].vectors, normalize=options.normalize, precision=options.precision)
+        return joined(results, vectors)
+
+    return Plan([run], finish)
+
+
+def dense(model: Served, vectors: np.ndarray, *, normalize: bool, precision: Precision) -> np.ndarray:
+    """A model's dense output as a request asks for it: unit length where asked (a model
+    ending in Normalize already is), then in ``precision`` with the model's ranges."""
+    if normalize and not model.metadata.normalized:
+        vectors = unit_rows(vectors)
+    unit = normalize or model.metadata.normalized
+    return quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

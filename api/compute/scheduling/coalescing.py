@@ -1,0 +1,398 @@
+"""Concurrent text requests for one model, merged into shared tokenizer and Triton calls.
+
+Every call to Triton costs about the same up to a fair size, whatever it carries: a hop to
+a tokenizer thread, an HTTP round trip, Triton's bookkeeping and its Python stub's. Under
+load, many one-sentence requests wait at the same time; sent as one call they pay those
+costs once. Where the model has Triton's dynamic batcher, it still merges the calls that
+reach it together; where it has none, the coalescer is the model's batcher, with one call
+in flight per model instance and one more (``api/embedding.py``).
+
+There is no timer. A merged call leaves as soon as one of ``max_in_flight`` slots is free,
+with the requests that waited meanwhile, first come first served, up to ``max_rows`` texts
+and up to an equal share of all the texts in the coalescer (waiting or in calls) per slot:
+an idle server sends a lone request at once, a busy one sends fewer, larger calls of about
+the same size. Without the share, the first call after a lull takes everyone, the next
+ones take the stragglers, and the calls stay lopsided: one model instance runs a large
+batch while the other runs small ones and waits between them.
+A request that is cancelled (its client went away, its deadline passed) before its call
+leaves is dropped from it; one cancelled after gets no answer, and the others still do.
+A failed call fails each of its requests with the same error.
+
+Bulk work (``submit_bulk``: a batch job's texts) waits in a lane of its own and
+only takes what online requests leave: a bulk call leaves only when no online request waits,
+never takes the last slot (an online request arriving finds one free), and is small
+(``bulk_busy_rows``) while online requests come and go, so one arriving waits at most for a
+small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
+at full speed.
+
+With a ``pace`` (``pacing.py``), online requests are admitted by cost: one whose call,
+placed after the calls running and the requests waiting (in the calls they will make), would
+finish past ``deadline_share`` of its deadline is refused at once; and at each call's end,
+one waiting whose call would now finish past that share of what remains of its deadline is
+refused, before any work is done for it (503 with Retry-After, both).
+
+With keys, a request goes into the queue where ``fair_queue.py`` places it: a key under its
+share of the queued work ahead of the keys over theirs, whose requests are then the ones
+refused when the queue grows past the deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from ...errors import Overloaded
+from . import tenants
+from .fair_queue import KeyShares
+from .pacing import Pace, Schedule, past_share
+
+Item = TypeVar("Item")
+Merged = TypeVar("Merged")
+Share = TypeVar("Share")
+
+
+@dataclass
+class _Waiter(Generic[Item, Share]):
+    items: list[Item]
+    deadline: float  # event-loop time
+    arrived: float  # perf_counter time
+    future: asyncio.Future[Share]
+    cost: float = 0.0  # estimated tokens (with a pace)
+    admitted: bool = False  # a later part of a request admitted whole: never refused
+    key: str | None = None  # its key's keyed hash, where keys share the queue
+
+    @property
+    def weight(self) -> float:
+        """What it counts for in its key's share of the queue: its cost, else its rows."""
+        return self.cost or float(len(self.items))
+
+
+@dataclass
+class _Running:
+    """A call in flight, for the forecast: when an instance took it (None while it waits in
+    Triton's queue), and its cost."""
+
+    started: float | None
+    cost: float
+
+
+class Coalescer(Generic[Item, Merged, Share]):
+    """``work(items, timeout_s)`` does one call for the items of several requests;
+    ``share(merged, rows, arrived)`` cuts out one request's part (its rows, and the
+    perf_counter time it arrived, for its queue time)."""
+
+    def __init__(
+        self,
+        work: Callable[[list[Item], float], Awaitable[Merged]],
+        share: Callable[[Merged, slice, float], Share],
+        *,
+        max_rows: int,
+        max_in_flight: int,
+        bulk_slots: int = 1,
+        bulk_busy_rows: int = 8,
+        bulk_idle_rows: int = 64,
+        quiet_s: float = 0.25,
+        pace: Pace | None = None,
+        cost: Callable[[list[Item]], float] | None = None,
+        deadline_share: float = 0.8,
+        name: str = "the model",
+        fair_share: bool = True,
+    ):
+        self._work = work
+        self._share = share
+        self.max_rows = max_rows
+        self.max_in_flight = max_in_flight
+        # Bulk calls in flight at most: never the last slot (where there is more than one).
+        self._reserved = 1 if max_in_flight > 1 else 0
+        self.bulk_slots = max(1, min(bulk_slots, max_in_flight - self._reserved))
+        self.bulk_busy_rows = bulk_busy_rows
+        self.bulk_idle_rows = min(bulk_idle_rows, max_rows)
+        self.quiet_s = quiet_s
+        self._waiting: deque[_Waiter[Item, Share]] = deque()
+        self._bulk: deque[_Waiter[Item, Share]] = deque()
+        self._in_flight = 0
+        self._bulk_in_flight = 0
+        self._in_flight_rows = 0
+        self._waiting_rows = 0
+        self._last_online = float("-inf")
+        self._calls: set[asyncio.Task[None]] = set()
+        self.pace = pace if cost is not None else None
+        self._cost = cost
+        self.deadline_share = deadline_share
+        self.name = name
+        self._waiting_cost = 0.0
+        self._in_flight_cost = 0.0
+        self._running: list[_Running] = []  # in the order sent
+        self.fair_share = fair_share
+        self._shares = KeyShares()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def submit(self, items: list[Item], timeout_s: float, *, admitted: bool = False) -> Share:
+        """``items``' share of a call; ``admitted``: a later part of a request whose first part
+        was admitted (its cost is counted, and it is not refused, at once or later: its
+        other parts' work would be thrown away)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Share] = loop.create_future()
+        self._last_online = loop.time()
+        tenant = tenants.current() if self.fair_share else None
+        cost = self._cost(items) if self.pace is not None and self._cost is not None else 0.0
+        waiter = _Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
+                         tenant.owner if tenant is not None else None)
+        at = len(self._waiting) if waiter.key is None else self._shares.place(self._waiting, waiter.key, waiter.weight)
+        self._admit(items, cost, timeout_s, admitted, at)
+        if at == len(self._waiting):
+            self._waiting.append(waiter)
+        else:
+            self._waiting.insert(at, waiter)
+        self._waiting_rows += len(items)
+        self._waiting_cost += cost
+        if waiter.key is not None:
+            self._shares.add(waiter.key, waiter.weight)
+        self._send_waiting()
+        # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
+        return await future
+
+    async def submit_bulk(self, groups: list[list[Item]], timeout_s: float) -> list[Share]:
+        """Bulk work, in groups that calls merge (whole) up to the size bulk calls may have:
+        all queued before any leaves, so the first calls are as full as the later ones."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Share]] = [loop.create_future() for _ in groups]
+        arrived = time.perf_counter()
+        for items, future in zip(groups, futures):
+            self._bulk.append(_Waiter(items, loop.time() + timeout_s, arrived, future))
+        self._send_waiting()
+        try:
+            return list(await asyncio.gather(*futures))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+    def _admit(self, items: list[Item], cost: float, timeout_s: float, admitted: bool, at: int) -> None:
+        """Overloaded when the request's call, placed at ``at`` in the queue, would finish
+        past its share of ``timeout_s`` (never when it starts at once, nor for the later
+        parts of a request)."""
+        if self.pace is None or self._cost is None:
+            return
+        unit_s = self.pace.unit_s
+        if admitted or unit_s is None or (not self._waiting and self._in_flight < self.pace.instances):
+            return
+        allowed = self.deadline_share * timeout_s
+        # A bound first (it starts once the work ahead is spread over the instances, and its
+        # call carries no more than what waits and itself), so a short queue costs no forecast.
+        ahead = self._waiting_cost + self._in_flight_cost
+        if unit_s * (ahead / self.pace.instances + self._waiting_cost + cost) <= allowed:
+            return
+        now = asyncio.get_running_loop().time()
+        schedule = self._schedule(now)
+        assert schedule is not None
+        needed = 0.0
+        for call in self._upcoming(items, cost, at):
+            needed = schedule.add(sum(waiter_cost for _, waiter_cost in call)) - now
+            if any(waiter is None for waiter, _ in call):
+                break  # the calls after its own do not delay it
+        if needed > allowed:
+            raise past_share(self.name, needed, self.deadline_share, timeout_s, "queued for this request")
+
+    def _schedule(self, now: float) -> Schedule | None:
+        assert self.pace is not None
+        return self.pace.schedule(now, ((call.started, call.cost) for call in self._running))
+
+    def _upcoming(
+        self, items: list[Item] | None = None, cost: float = 0.0, at: int | None = None
+    ) -> Iterator[list[tuple[_Waiter[Item, Share] | None, float]]]:
+        """The waiting requests (and ``items`` at index ``at`` among them, default last), in
+        the calls they will be sent in: lists of (waiter, or None for ``items``; its cost)."""
+        extra = len(items) if items is not None else 0
+        limit = self._call_rows(extra)
+        call: list[tuple[_Waiter[Item, Share] | None, float]] = []
+        rows = 0
+        queue = [(w, len(w.items), w.cost) for w in self._waiting]
+        if items is not None:
+            queue.insert(len(queue) if at is None else at, (None, extra, cost))
+        queue = [entry for entry in queue if entry[0] is None or not entry[0].future.done()]
+        for waiter, count, waiter_cost in queue:
+            if call and rows + count > limit:
+                yield call
+                call, rows = [], 0
+            call.append((waiter, waiter_cost))
+            rows += count
+        if call:
+            yield call
+
+    def _shed(self) -> None:
+        """Refuse the waiting requests whose calls would now finish past the admission share
+        of what remains of their deadlines."""
+        if self.pace is None or not self._waiting:
+            return
+        now = asyncio.get_running_loop().time()
+        schedule = self._schedule(now)
+        if schedule is None:
+            return
+        for call in list(self._upcoming()):
+            finish = schedule.finish(sum(cost for _, cost in call)) - now
+            kept = 0.0
+            for waiter, cost in call:
+                assert waiter is not None
+                remaining = waiter.deadline - now
+                # The same share as at admission: a request admitted on a true forecast stays.
+                if waiter.admitted or finish <= self.deadline_share * remaining:
+                    kept += cost
+                    continue
+                retry = min(60, max(1, math.ceil(finish - remaining)))
+                waiter.future.set_exception(Overloaded(
+                    f"{self.name} can no longer answer this request within its deadline: its call would "
+                    f"take about {finish:.0f}s and {max(0.0, remaining):.0f}s remain; retry in {retry}s",
+                    retry_after_s=retry,
+                ))
+            schedule.add(kept)
+        self._drop_done()
+
+    def _drop_done(self) -> None:
+        if any(waiter.future.done() for waiter in self._waiting):
+            kept = deque(waiter for waiter in self._waiting if not waiter.future.done())
+            self._waiting_rows = sum(len(waiter.items) for waiter in kept)
+            self._waiting_cost = sum(waiter.cost for waiter in kept)
+            self._shares.reset((waiter.key, waiter.weight) for waiter in kept)
+            self._waiting = kept
+
+    def close(self) -> None:
+        for call in list(self._calls):
+            call.cancel()
+        for queue in (self._waiting, self._bulk):
+            while queue:
+                queue.popleft().future.cancel()
+
+    def _send_waiting(self) -> None:
+        while self._in_flight < self.max_in_flight:
+            bulk = False
+            taken = self._take()
+            if not taken:
+                if self._bulk_in_flight >= self.bulk_slots or self._in_flight >= self.max_in_flight - self._reserved:
+                    return
+                taken = self._take_bulk()
+                bulk = True
+            if not taken:
+                return
+            rows = sum(len(waiter.items) for waiter in taken)
+            running = None
+            if self.pace is not None and self._cost is not None:
+                cost = self._cost([item for w in taken for item in w.items]) if bulk else sum(w.cost for w in taken)
+                started = sum(call.started is not None for call in self._running) < self.pace.instances
+                running = _Running(asyncio.get_running_loop().time() if started else None, cost)
+                self._running.append(running)
+                self._in_flight_cost += cost
+            self._in_flight += 1
+            self._bulk_in_flight += bulk
+            self._in_flight_rows += 0 if bulk else rows
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, running))
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+
+    def _take_bulk(self) -> list[_Waiter[Item, Share]]:
+        """Bulk waiters, first come first served, up to the rows bulk calls may carry now."""
+        quiet = self._in_flight == self._bulk_in_flight and (
+            asyncio.get_running_loop().time() - self._last_online > self.quiet_s
+        )
+        limit = self.bulk_idle_rows if quiet else self.bulk_busy_rows
+        taken: list[_Waiter[Item, Share]] = []
+        rows = 0
+        while self._bulk:
+            waiter = self._bulk[0]
+            if waiter.future.done():
+                self._bulk.popleft()
+                continue
+            if taken and rows + len(waiter.items) > limit:
+                break
+            taken.append(self._bulk.popleft())
+            rows += len(waiter.items)
+        return taken
+
+    def _call_rows(self, extra: int = 0) -> int:
+        """The most texts the next call takes: an equal share of all there are per slot."""
+        return min(self.max_rows, -(-(self._waiting_rows + extra + self._in_flight_rows) // self.max_in_flight))
+
+    def _take(self) -> list[_Waiter[Item, Share]]:
+        taken: list[_Waiter[Item, Share]] = []
+        rows = 0
+        limit = self._call_rows()
+        while self._waiting:
+            waiter = self._waiting[0]
+            if waiter.future.done():  # cancelled while it waited
+                self._waiting.popleft()
+                self._waiting_rows -= len(waiter.items)
+                self._waiting_cost -= waiter.cost
+                if waiter.key is not None:
+                    self._shares.remove(waiter.key, waiter.weight)
+                continue
+            if taken and rows + len(waiter.items) > limit:
+                break
+            taken.append(self._waiting.popleft())
+            rows += len(waiter.items)
+            self._waiting_rows -= len(waiter.items)
+            self._waiting_cost -= waiter.cost
+            if waiter.key is not None:
+                self._shares.remove(waiter.key, waiter.weight)
+        return taken
+
+    async def _call(
+        self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False, running: _Running | None = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        finished = False
+        try:
+            items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
+            # Long enough for the most patient request; each request keeps its own deadline.
+            timeout_s = max(0.001, max(w.deadline for w in taken) - loop.time())
+            merged = await self._work(items, timeout_s)
+            finished = True
+        except asyncio.CancelledError:
+            for waiter in taken:
+                waiter.future.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - every request of the call gets it
+            for waiter in taken:
+                if not waiter.future.done():
+                    waiter.future.set_exception(copy.copy(exc))
+        else:
+            start = 0
+            for waiter in taken:
+                rows = slice(start, start + len(waiter.items))
+                start = rows.stop
+                if waiter.future.done():
+                    continue
+                try:
+                    waiter.future.set_result(self._share(merged, rows, waiter.arrived))
+                except Exception as exc:  # noqa: BLE001 - a bad share fails its own request only
+                    waiter.future.set_exception(exc)
+        finally:
+            self._in_flight -= 1
+            self._bulk_in_flight -= bulk
+            self._in_flight_rows -= 0 if bulk else row_count
+            if running is not None:
+                self._ended(running, finished)
+            self._send_waiting()
+
+    def _ended(self, running: _Running, finished: bool) -> None:
+        """A call left its instance: read its service time, let the call waiting in Triton's
+        queue start, and refuse the waiting requests that can no longer make it."""
+        assert self.pace is not None
+        now = asyncio.get_running_loop().time()
+        self._running.remove(running)
+        self._in_flight_cost -= running.cost
+        if running.started is not None:
+            if finished:
+                self.pace.call_served(running.cost, now - running.started)
+            queued = next((call for call in self._running if call.started is None), None)
+            if queued is not None:
+                queued.started = now
+        self._shed()

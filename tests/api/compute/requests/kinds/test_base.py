@@ -1,0 +1,62 @@
+"""Each kind answers its own outputs and refuses the others, saying where to go."""
+
+import pytest
+
+from embedgate.api.compute.requests.asks import Output
+from embedgate.api.compute.requests.kinds import KINDS, kind_of
+from embedgate.api.errors import ModelConflict, WrongModelKind
+from embedgate.contract.spec import CrossEncoderInfo
+from tests.api.conftest import fake_metadata
+
+
+@pytest.mark.parametrize(
+    "kind, output, pointer",
+    [
+        ("cross_encoder", Output.EMBED, "POST /rerank or /v1/rerank"),
+        ("sentence_transformer", Output.RERANK, "POST /infer or /v1/embeddings"),
+        ("sparse_encoder", Output.EMBED, "POST /infer (sparse_embeddings)"),
+        ("sentence_transformer", Output.IMAGES, "dense embeddings of texts"),
+        ("multi_vector_encoder", Output.EMBED, "POST /infer (multi_vector_embeddings)"),
+        ("sentence_transformer", Output.PREDICT, "POST /infer or /v1/embeddings"),
+    ],
+)
+def test_an_output_the_kind_does_not_give_is_refused_with_what_it_gives(kind, output, pointer):
+    served = kind_of(fake_metadata("org/model", kind=kind))
+    with pytest.raises(WrongModelKind, match="model 'org/model' is ") as refused:
+        served.require(output, "org/model")
+    assert output.value in str(refused.value) and pointer in str(refused.value)
+    assert refused.value.code == "wrong_model_kind"
+
+
+def test_every_output_is_given_by_some_kind_and_every_kind_gives_one():
+    assert set().union(*(kind.outputs for kind in KINDS.values())) == set(Output)
+    assert all(kind.outputs for kind in KINDS.values())
+    for name, kind in KINDS.items():
+        assert kind.name == name
+        served = kind(fake_metadata("m", kind=name))
+        for output in served.gives():
+            served.require(output, "m")  # answers its own
+
+
+def test_a_classifier_predicts_and_only_a_one_label_cross_encoder_reranks():
+    def info(labels):
+        return CrossEncoderInfo(num_labels=labels, activation="torch.nn.modules.linear.Identity", token_type_ids=False)
+
+    reranker = kind_of(fake_metadata("m", kind="cross_encoder", cross_encoder=info(1)))
+    classifier = kind_of(fake_metadata("m", kind="cross_encoder", embedding_dim=3, cross_encoder=info(3)))
+    assert reranker.gives() == {Output.RERANK, Output.PREDICT}
+    assert classifier.gives() == {Output.PREDICT}
+    with pytest.raises(WrongModelKind, match="POST /predict"):
+        classifier.require(Output.RERANK, "m")
+    assert classifier.labels() == ["LABEL_0", "LABEL_1", "LABEL_2"]
+
+
+def test_the_gateways_kinds_are_the_converters():
+    from embedgate.converters.kinds import KINDS as CONVERTED
+
+    assert set(CONVERTED) == set(KINDS)
+
+
+def test_a_kind_this_gateway_does_not_know_is_refused_as_another_versions():
+    with pytest.raises(ModelConflict, match="another embedgate version"):
+        kind_of(fake_metadata("m", kind="hologram"))
