@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -36,7 +37,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # What make install downloads for this test (a user's numpy 2 and protobuf 7, Triton's runtime).
 WHEELS = Path(sys.prefix) / "wheels"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-SOURCES = ("api", "bench", "converters", "pyproject.toml", "README.md")
+# The package folders (pyproject.toml's package-dir) and what the build reads beside them.
+SOURCES = (
+    *tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values(),
+    "pyproject.toml",
+    "README.md",
+)
 
 
 def run(*argv: str | Path, cwd: Path | None = None) -> str:
