@@ -1,8 +1,8 @@
 """What can go wrong, in the gateway's own words: a stable machine code and a message.
 
 These errors say what went wrong, never which HTTP status it becomes: that mapping lives
-in one place, ``api/http/errors.py``, the only module that knows statuses. Every layer
-below the HTTP face raises these and imports nothing from it.
+in one place, ``api/endpoints/statuses.py``, which the HTTP face and a batch job's lines
+read. Every layer below the endpoints raises these and imports nothing above it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ class EmbedgateError(Exception):
 # --- the request itself
 class InvalidInput(EmbedgateError):
     code = "bad_request"
+
+
+class InvalidOption(InvalidInput):
+    """A bad value for one request parameter; OpenAI's error shape names it in ``param``."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
 
 
 class InvalidModelName(EmbedgateError):
@@ -69,6 +77,18 @@ class WrongModelKind(InvalidInput):
     embeddings, a dense model asked to rerank); the message says where to go instead."""
 
     code = "wrong_model_kind"
+
+
+class Empty(InvalidInput):
+    """No inputs, or an empty one (TEI's ``Empty`` error)."""
+
+    code = "empty"
+
+
+class InputTooLong(InvalidInput):
+    """An input longer than the model takes, where the request forbade cutting it."""
+
+    code = "input_too_long"
 
 
 class InvalidImage(EmbedgateError):
@@ -117,6 +137,12 @@ class Forbidden(EmbedgateError):
 # --- models
 class ModelNotFound(EmbedgateError):
     code = "model_not_found"
+
+
+class NoDefaultModel(ModelNotFound):
+    """A request names no model and the server has no default one to serve (TEI's ``/tei``)."""
+
+    code = "no_default_model"
 
 
 class ModelNotLoaded(EmbedgateError):

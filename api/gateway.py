@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from typing import Protocol
 
+from .compute.backend.base import Backend
+from .compute.backend.noop import NoopBackend
+from .compute.backend.triton import TritonBackend
 from .compute.service import EmbeddingService
+from .endpoints import Endpoints
 from .jobs.checkpoint import open_coordinator
 from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
-from .jobs.runner import BatchEndpoint
 from .jobs.service import JobService
 from .models.control import ModelControl
 from .models.host import ModelHost, Triton
@@ -18,8 +21,8 @@ from .settings import Settings
 from .telemetry import scrape
 from .triton.client import TritonClient
 
-# What serves a batch job's lines of one URL, made once the gateway's parts exist.
-EndpointFactory = Callable[[ModelRegistry, EmbeddingService, Settings], BatchEndpoint]
+log = logging.getLogger("embedgate.gateway")
+
 
 
 class Cluster(Protocol):
@@ -48,12 +51,9 @@ class Cluster(Protocol):
 
 
 class Gateway:
-    def __init__(
-        self, settings: Settings, cluster: Cluster | None = None, batch_endpoints: tuple[EndpointFactory, ...] = ()
-    ):
+    def __init__(self, settings: Settings, cluster: Cluster | None = None):
         self.settings = settings
         self.cluster = cluster
-        self.batch_endpoints = batch_endpoints
         self.host = ModelHost(settings, restore=cluster is None, triton=cluster.triton() if cluster else None)
         self.triton = self.host.triton
         self.client: TritonClient
@@ -61,6 +61,8 @@ class Gateway:
         # Loads, unloads and deletes: this gateway's registry, or the cluster's desired state.
         self.models: ModelControl
         self.embeddings: EmbeddingService
+        # What every route and a batch job's lines call.
+        self.endpoints: Endpoints
         self.jobs: JobService
 
     @property
@@ -72,15 +74,23 @@ class Gateway:
         await self.host.start()
         self.client = self.host.client
         self.registry = self.host.registry
-        self.embeddings = EmbeddingService(self.settings, self.client, self.triton)
         # With a cluster, it hands this gateway its models (Ray Serve's reconfigure, a
         # worker's primary), which ends the restoring (``cluster_models_applied``).
         self.models = self.registry if self.cluster is None else self.cluster.control(self.registry)
-        self.embeddings.reload_lost = self.models.reload_lost
+        self.embeddings = EmbeddingService(self.settings, self._backend())
+        self.endpoints = Endpoints(self.registry, self.embeddings, self.settings)
         self.jobs = self._jobs()
         self.jobs.start()
         if self.cluster is not None:
             await self.cluster.attached(self)
+
+    def _backend(self) -> Backend:
+        if self.settings.noop_inference:
+            log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
+            return NoopBackend()
+        backend = TritonBackend(self.client, self.triton)
+        backend.reload_lost = self.models.reload_lost
+        return backend
 
     def _jobs(self) -> JobService:
         settings = self.settings
@@ -90,12 +100,9 @@ class Gateway:
         else:
             coordinator = open_coordinator(settings.model_repository, settings.jobs_state_dir, lease_s=settings.batch_lease_s)
             queue = LocalQueue(coordinator)
-        endpoints = {}
-        for make in self.batch_endpoints:
-            endpoint = make(self.registry, self.embeddings, settings)
-            endpoints[endpoint.url] = endpoint
         return JobService(
-            settings, queue, files, endpoints, is_served=self.registry.is_served, ready=lambda: not self.restoring
+            settings, queue, files, self.endpoints.batch, is_served=self.registry.is_served,
+            ready=lambda: not self.restoring,
         )
 
     async def stop(self) -> None:

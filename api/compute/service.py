@@ -1,45 +1,40 @@
 """Texts, pairs or images in, embeddings or scores out: what a request asks of a model
-(``asks.py``), its kind's plan, tokenize or decode off the loop, call Triton, then the
-plan's post-processing.
+(``requests/asks.py``), its kind's plan, tokenize or decode off the loop, the backend,
+then the plan's post-processing.
 
-This is the narrow interface between the HTTP side and the compute side. Routes and bulk
-lines call :meth:`EmbeddingService.answer` (and :meth:`~EmbeddingService.answer_bulk` for a
-batch job's lines, in the bulk lane): the model's kind checks it gives what is asked and
-plans it (the route each text takes by its task, with the prompt the request chose,
-``prompts.py``), every run goes the same way, and the plan makes the answer. Images go
-through :meth:`~EmbeddingService.embed_images` (CLIP models). Routes never see tensors or
-Triton. Every text input, a pair included, takes the same path: merged with other
+This is the narrow interface between the endpoints and the compute side. Endpoints call
+:meth:`EmbeddingService.answer` (and :meth:`~EmbeddingService.answer_bulk` for a batch
+job's lines, in the bulk lane) inside their envelope, which holds the request's one
+admission slot: the model's kind checks it gives what is asked and plans it (the route
+each input takes by its task, with the prompt the request chose, ``requests/prompts.py``),
+every run goes the same way, and the plan makes the answer. Endpoints never see tensors or
+the backend. Every text input, a pair included, takes the same path: merged with other
 requests' by its route's coalescer, or tokenized in the pool and sent in length-sorted
 chunks; a route computed by the gateway (static weights) is tokenized and computed in the
-pool, with no Triton call.
+pool, with no backend call; a route of images (a CLIP model's image tower) is fetched and
+decoded in the image threads and sent in chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
-from embedgate.contract.spec import EMBEDDING, PIXELS
 
 from ..errors import DeadlineExceeded, EmbedgateError
 from ..settings import Settings
-from ..triton.client import TritonClient
-from .backend import resend
+from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
 from .images.loader import ImageLoader
-from .requests.asks import Ask, Gathered, Options, Output, Plan, TextInput, prefixed
-from .requests.kinds.dense import unit_rows
-from .requests.prompts import DEFAULT, PromptChoice
-from .requests.quantize import Precision, quantized
-from .requests.results import Embedded, Embeddings, ImageEmbeddings
+from .requests.asks import ENDPOINTS, Ask, Gathered, Output, Plan, TextInput, prefixed
+from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
 from .requests.served import ServedModel
 from .requests.static import static_vectors
@@ -59,8 +54,6 @@ BULK_TIMEOUT_S = 3600.0
 T = TypeVar("T")
 
 
-
-
 def _began_then(work: Callable[..., T], *args: Any) -> tuple[float, T]:
     """Runs ``work`` and says when it began (in a pool: the wait before it is queue time)."""
     return time.perf_counter(), work(*args)
@@ -77,15 +70,10 @@ def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBa
 
 
 class EmbeddingService:
-    def __init__(
-        self, settings: Settings, client: TritonClient, triton: resend.Restartable | None = None
-    ):
+    def __init__(self, settings: Settings, backend: Backend):
         self.settings = settings
         self.batching = BatchingPolicy(settings)
-        self.client = client
-        self.triton = triton
-        # Set by the gateway: whoever loads models here (the registry, or a worker's primary).
-        self.reload_lost: resend.ReloadLost | None = None
+        self.backend = backend
         self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
         # Tokenizing in full and decoding (TEI's /tokenize, /decode), in the same pool.
         self.tokens = Tokens(self._pool)
@@ -97,8 +85,6 @@ class EmbeddingService:
         self.rates = KeyRates(settings.key_requests_per_minute, settings.key_tokens_per_minute)
         megabytes = settings.response_cache_mb
         self.cache = ResponseCache(int(megabytes * 1024 * 1024)) if megabytes > 0 and not settings.noop_inference else None
-        if settings.noop_inference:
-            log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
 
     def close(self) -> None:
         for _, coalescer in self._coalescers.values():
@@ -113,16 +99,22 @@ class EmbeddingService:
         """One slot of ``model``'s in-flight limit for the request in progress (503 if none)."""
         return admit(model, self.settings.max_inflight_requests, self.settings.key_fair_share)
 
-    async def answer(self, model: ServedModel, ask: Ask, *, timeout_s: float) -> Embeddings:
-        """What ``ask`` asks of ``model``: refused unless its kind gives it (saying where to
-        go), its options and prompt checked, its plan's runs side by side within the
-        request's deadline, then the plan's answer."""
-        plan = self._plan(model, ask)
+    @staticmethod
+    def plan(model: ServedModel, ask: Ask, elsewhere: Mapping[Output, str] = ENDPOINTS) -> Plan:
+        """What ``ask`` asks of ``model``, planned by its kind: refused unless the kind gives
+        it (saying where to go instead: ``elsewhere``, in the API the request came through),
+        its options and prompt checked. Nothing runs yet."""
+        model.kind.require(ask.output, model.name, elsewhere)
+        return model.kind.plan(model, ask)
+
+    async def run(self, model: ServedModel, plan: Plan, *, timeout_s: float) -> Embeddings:
+        """The plan's runs side by side within the request's deadline, then its answer."""
         runs = [self._run(model, run.route, run.inputs, timeout_s, run.prefix) for run in plan.runs]
-        # One slot of the model's in-flight limit for the request, whatever its runs.
-        with self.admit(model):
-            results = await _within(timeout_s, run_all(runs))
-        return plan.finish(results)
+        return plan.finish(await _within(timeout_s, run_all(runs)))
+
+    async def answer(self, model: ServedModel, ask: Ask, *, timeout_s: float) -> Embeddings:
+        """:meth:`plan`, then :meth:`run`."""
+        return await self.run(model, self.plan(model, ask), timeout_s=timeout_s)
 
     async def answer_bulk(self, model: ServedModel, asks: Sequence[Ask]) -> list[Embeddings | EmbedgateError]:
         """Each of a batch job's lines answered as :meth:`answer` answers it (or its error),
@@ -132,33 +124,17 @@ class EmbeddingService:
         plans: list[Plan | EmbedgateError] = []
         for ask in asks:
             try:
-                plans.append(self._plan(model, ask))
+                plans.append(self.plan(model, ask))
             except EmbedgateError as error:
                 plans.append(error)
+        return await self.run_bulk_plans(model, plans)
+
+    async def run_bulk_plans(self, model: ServedModel, plans: list[Plan | EmbedgateError]) -> list[Embeddings | EmbedgateError]:
+        """Each plan's answer (or the error in its place), their inputs together through
+        each route's bulk lane."""
         gathered = Gathered(plans)
         done = await run_all([self.run_bulk(model, route, inputs) for route, inputs in gathered.routes.values()])
         return gathered.finished(dict(zip(gathered.routes, done)))
-
-    @staticmethod
-    def _plan(model: ServedModel, ask: Ask) -> Plan:
-        model.kind.require(ask.output, model.name)
-        return model.kind.plan(model, ask)
-
-    async def embed_texts(
-        self,
-        model: ServedModel,
-        texts: list[str],
-        *,
-        normalize: bool,
-        timeout_s: float,
-        prompt: PromptChoice = DEFAULT,
-        precision: Precision = "float32",
-    ) -> Embeddings:
-        """``texts``' dense embeddings, each text with the prompt ``prompt`` chooses before it
-        (the model's default prompt when it chooses none), as ``SentenceTransformer.encode``
-        does; in ``precision`` as ``quantize_embeddings`` gives it, with the model's ranges."""
-        options = Options(normalize=normalize, precision=precision)
-        return await self.answer(model, Ask(Output.EMBED, list(texts), prompt, options), timeout_s=timeout_s)
 
     async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
         """The route's outputs for a batch job's inputs (prompts already in them), in the
@@ -184,12 +160,14 @@ class EmbeddingService:
         )
 
     async def _run(
-        self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
+        self, model: ServedModel, route: Route, inputs: list[Any], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
         """The route's outputs for ``inputs``: those the response cache has from it, and the
-        others (each distinct input once) computed and kept there."""
+        others (each distinct input once) computed and kept there. Images are not cached."""
         if route.static is not None:
             return await self._computed_here(route, inputs, prefix)
+        if route.images is not None:
+            return await self._images(model, route, inputs, timeout_s)
         cache = self.cache
         if cache is None:
             return await self._compute(model, route, inputs, timeout_s, prefix)
@@ -208,7 +186,7 @@ class EmbeddingService:
         return answer_from_cache(inputs, found, missing, computed, arrived)
 
     async def _computed_here(self, route: Route, inputs: list[TextInput], prefix: str) -> Embeddings:
-        """A route the gateway computes itself (static weights): in the pool, no Triton call."""
+        """A route the gateway computes itself (static weights): in the pool, no backend call."""
         arrived = time.perf_counter()
         began, (batch, vectors) = await asyncio.get_running_loop().run_in_executor(
             self._pool, _began_then, _static, route, inputs, prefix
@@ -221,7 +199,7 @@ class EmbeddingService:
     ) -> Embeddings:
         """The route's outputs for ``inputs``: merged with other requests' where they fit
         one call, else tokenized in the pool and sent in chunks."""
-        with self.admit(model), self.backlogs.admitted(model, 0, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
+        with self.backlogs.admitted(model, route.part, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
@@ -241,11 +219,9 @@ class EmbeddingService:
             embedded = await self._tokenize_and_embed(model, route, inputs, timeout_s, prefix)
             return embedded.share(slice(None), arrived)
 
-    def _coalescer(self, model: ServedModel, route: Route | None = None) -> Coalescer[TextInput, Embedded, Embeddings]:
-        """The route's coalescer (the model's first route's by default); a model loaded
-        again (new routes, new tokenizers) gets new ones, and the old ones finish the calls
-        they have."""
-        route = route or model.routes[0]
+    def _coalescer(self, model: ServedModel, route: Route) -> Coalescer[TextInput, Embedded, Embeddings]:
+        """The route's coalescer; a model loaded again (new routes, new tokenizers) gets new
+        ones, and the old ones finish the calls they have."""
         key = (route.part, route.version, route.tasks)
         known = self._coalescers.get(key)
         if known is None or known[0] is not route:
@@ -283,10 +259,7 @@ class EmbeddingService:
         )
         tokenized = time.perf_counter()
         limit = model.metadata.max_batch_size
-        if self.settings.noop_inference:
-            # Everything a request costs the gateway, minus the model.
-            vectors = model.kind.rows(batch, slice(None), model.kind.noop_outputs(batch))
-        elif len(inputs) <= limit:
+        if len(inputs) <= limit:
             vectors = await self._send(model, route, batch, slice(None), batch.input_ids.shape[1], timeout_s)
         else:
             vectors = await self._embed_chunked(model, route, batch, limit, timeout_s)
@@ -299,89 +272,67 @@ class EmbeddingService:
         # batches them), then put rows back in request order.
         counts = np.asarray(batch.token_counts)
         order = np.argsort(counts, kind="stable")
-        # A bounded number of chunks in flight: a huge request does not crowd everyone
-        # else out of Triton's queue, and a cancelled request stops sending chunks.
-        gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
         fixed = model.kind.fixed_width()
 
-        async def send(rows: np.ndarray) -> np.ndarray:
+        def send(rows: np.ndarray) -> Awaitable[np.ndarray]:
             width = int(counts[rows].max())
             if fixed is not None:
                 width = fixed
             elif model.metadata.form == "onnxruntime":
                 width = bucket_length(width, route.tokenizer.max_length)
-            async with gate:
-                return await self._send(model, route, batch, rows, width, timeout_s)
+            return self._send(model, route, batch, rows, width, timeout_s)
 
-        parts = await run_all([send(order[start : start + limit]) for start in range(0, len(order), limit)])
-        sorted_vectors = np.concatenate(parts)
+        chunks = [order[start : start + limit] for start in range(0, len(order), limit)]
+        sorted_vectors = np.concatenate(await self._bounded(send, chunks))
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
         return vectors
+
+    async def _bounded(self, send: Callable[[Any], Awaitable[np.ndarray]], chunks: list) -> list[np.ndarray]:
+        """Each chunk sent, a bounded number at a time: a huge request does not crowd
+        everyone else out of Triton's queue, and a cancelled request stops sending chunks."""
+        gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
+
+        async def one(chunk) -> np.ndarray:
+            async with gate:
+                return await send(chunk)
+
+        return await run_all([one(chunk) for chunk in chunks])
 
     async def _send(self, model: ServedModel, route: Route, batch: TokenBatch, rows, width: int, timeout_s: float):
         """``rows`` of ``batch`` through the route's graph (its Triton model and version)."""
         kind = model.kind
         tensors = kind.text_inputs(batch, rows, width)
-        outputs = await self._surviving_restarts(
-            model,
-            lambda: self.client.infer(route.part, tensors, kind.output, timeout_s=timeout_s, version=route.version),
+        outputs = await self.backend.infer(
+            model, route.part, tensors, kind.output, timeout_s=timeout_s, version=route.version
         )
         return kind.rows(batch, rows, outputs)
 
-    def _surviving_restarts(self, model: ServedModel, call: Callable[[], Awaitable[np.ndarray]]):
-        return resend.surviving(call, model.name, self.triton, self.reload_lost)
-
-    async def embed_images(
-        self,
-        model: ServedModel,
-        images: Sequence[str | bytes],
-        *,
-        normalize: bool,
-        timeout_s: float,
-        precision: Precision = "float32",
-    ) -> ImageEmbeddings:
-        """Images as URLs, data URIs or bytes, through a CLIP model's image tower (binary
-        precisions too; int8/uint8 have no calibrated ranges for images)."""
-        model.kind.require(Output.IMAGES, model.name)
-        result = await _within(timeout_s, self._embed_images(model, images, normalize, timeout_s))
-        vectors = quantized(result.vectors, precision, None, normalized=normalize, what="image embeddings")
-        return dataclasses.replace(result, vectors=vectors)
-
-    async def _embed_images(
-        self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
-    ) -> ImageEmbeddings:
-        assert model.metadata.clip is not None
-        with self.admit(model), self.backlogs.admitted(model, 1, lambda: float(len(images)), timeout_s):
+    async def _images(self, model: ServedModel, route: Route, images: Sequence[str | bytes], timeout_s: float) -> Embeddings:
+        """Images as URLs, data URIs or bytes through an image route: fetched and decoded
+        in the image threads, then sent in chunks (one per CPU instance at least: the model
+        runs each on one core)."""
+        with self.backlogs.admitted(model, route.part, lambda: float(len(images)), timeout_s):
             started = time.perf_counter()
-            pixels = await self.images.load(images, model.metadata.clip.image)
+            pixels = await self.images.load(images, route.images)
             loaded = time.perf_counter()
-            if self.settings.noop_inference:
-                vectors = np.zeros((len(pixels), model.metadata.embedding_dim), dtype=np.float32)
-            else:
-                gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
-                image_tower = model.triton_names[1]
+            kind, metadata = model.kind, model.metadata
 
-                async def send(chunk: np.ndarray) -> np.ndarray:
-                    async with gate:
-                        return await self._surviving_restarts(
-                            model,
-                            lambda: self.client.infer(image_tower, {PIXELS: chunk}, EMBEDDING, timeout_s=timeout_s),
-                        )
+            def send(chunk: np.ndarray) -> Awaitable[np.ndarray]:
+                tensors = kind.image_inputs(chunk)
+                return self.backend.infer(model, route.part, tensors, kind.output, timeout_s=timeout_s)
 
-                # A call per CPU instance at least: the model runs each on one core.
-                parts = -(-len(pixels) // model.metadata.max_batch_size)
-                if model.metadata.gpu is None:
-                    parts = max(parts, min(model.metadata.instance_count, len(pixels)))
-                size = -(-len(pixels) // parts)
-                chunks = [pixels[start : start + size] for start in range(0, len(pixels), size)]
-                vectors = np.concatenate(await run_all([send(chunk) for chunk in chunks]))
+            parts = -(-len(pixels) // metadata.max_batch_size)
+            if metadata.gpu is None:
+                parts = max(parts, min(metadata.instance_count, len(pixels)))
+            size = -(-len(pixels) // parts)
+            vectors = np.concatenate(
+                await self._bounded(send, [pixels[start : start + size] for start in range(0, len(pixels), size)])
+            )
             finished = time.perf_counter()
-        return ImageEmbeddings(
-            vectors=unit_rows(vectors) if normalize else vectors,
-            load_ms=(loaded - started) * 1000,
-            inference_ms=(finished - loaded) * 1000,
-        )
+        # Preparing images is what tokenizing is to texts.
+        return Embeddings(vectors, [0] * len(images), 0, tokenize_ms=(loaded - started) * 1000,
+                          inference_ms=(finished - loaded) * 1000)
 
 
 async def _within(timeout_s: float, work: Awaitable[T]) -> T:

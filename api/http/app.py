@@ -1,5 +1,5 @@
 """The FastAPI application factory. Thin on purpose: wiring lives in Gateway, behaviour
-in the routes and services."""
+in the endpoints (``api/endpoints/``) the routes call."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from ..settings import Settings
 from ..telemetry import MetricsMiddleware
 from . import openapi
 from .auth import KeyRing, key_guard
-from .batch_lines import EmbeddingsLines, RerankLines
 from .errors import install_error_handlers
 from .middleware import CancelOnDisconnect, RequestLimits
 from .openapi import openai_errors, tei_errors
@@ -24,8 +23,6 @@ from .responses import JSONResponse
 # Requests on these paths (and on those under these prefixes) are cancelled when their client disconnects.
 INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict", "/tei")
 INFERENCE_PREFIXES = ("/tei/",)
-# What a batch job's lines may call, each served by its route's own code.
-BATCH_ENDPOINTS = (EmbeddingsLines, RerankLines)
 # Uploads may be as large as a batch file; the multipart envelope adds a little.
 UPLOAD_PATHS = ("/v1/files",)
 MULTIPART_ALLOWANCE = 1 << 20
@@ -37,7 +34,7 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        gateway = Gateway(settings, cluster, batch_endpoints=BATCH_ENDPOINTS)
+        gateway = Gateway(settings, cluster)
         await gateway.start()
         app.state.gateway = gateway
         try:

@@ -1,9 +1,10 @@
-"""One error shape for every endpoint, and the one place domain errors become statuses.
+"""One error shape for every endpoint: domain errors answered with their status
+(``endpoints/statuses.py``, the one table) in the shape of the route's API.
 
 Every error a client sees is ``{"error": {"status": int, "code": str, "message": str}}``,
 except on the OpenAI-compatible routes (``/v1/*``), which answer in OpenAI's error shape
-(``api/openai/errors.py``) with the same codes, and on TEI's (``/tei``, ``/tei/*``), which
-answer in TEI's shape and statuses (``api/tei/errors.py``).
+(``endpoints/statuses.py``) with the same codes, and on TEI's (``/tei``, ``/tei/*``), which
+answer in TEI's shape and statuses (``http/tei/errors.py``).
 Internal exceptions are logged with their traceback and answered with a generic 500 that
 carries a request id, never the traceback.
 """
@@ -16,71 +17,17 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from .. import errors
+from ..endpoints.statuses import describe_validation, first_field, headers_of, openai_error, status_of
 from ..errors import EmbedgateError
 from ..telemetry import note_error
-from .openai.errors import is_openai_path, openai_error
-from .openai.rate_limits import rate_limit_headers
+from .openai.errors import is_openai_path
 from .responses import JSONResponse
 from .tei.errors import is_tei_path, tei_error
 
 log = logging.getLogger("embedgate.errors")
-
-
-# The one table from domain errors to HTTP statuses; a subclass not listed takes its
-# nearest listed ancestor's status.
-STATUS: dict[type[EmbedgateError], int] = {
-    EmbedgateError: 500,
-    errors.InvalidInput: 400,
-    errors.InvalidImage: 400,
-    errors.Unauthorized: 401,
-    errors.Forbidden: 403,
-    errors.ModelNotFound: 404,
-    errors.FileNotFound: 404,
-    errors.BatchNotFound: 404,
-    errors.BatchStateConflict: 409,
-    errors.ModelNotLoaded: 409,
-    errors.ModelConflict: 409,
-    errors.TooManyInputs: 413,
-    errors.BodyTooLarge: 413,
-    errors.UnsupportedMediaType: 415,
-    errors.InvalidModelName: 422,
-    errors.ConversionFailed: 422,
-    errors.TritonError: 502,
-    errors.ReplicaLoadFailed: 502,
-    errors.ClusterConfigError: 502,
-    errors.RateLimited: 429,
-    errors.Overloaded: 503,
-    errors.NotReady: 503,
-    errors.TritonUnavailable: 503,
-    errors.RepositoryUnavailable: 503,
-    errors.PrimaryUnavailable: 503,
-    errors.DeadlineExceeded: 504,
-    errors.InsufficientStorage: 507,
-}
-
-
-def status_of(error: EmbedgateError) -> int:
-    for cls in type(error).__mro__:
-        status = STATUS.get(cls)
-        if status is not None:
-            return status
-    return 500
-
-
-def headers_of(error: EmbedgateError) -> dict[str, str]:
-    headers = {}
-    if error.retry_after_s is not None:
-        headers["Retry-After"] = str(error.retry_after_s)
-    if isinstance(error, errors.Unauthorized):
-        headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(error, errors.RateLimited):
-        headers.update(rate_limit_headers(error.standing))  # type: ignore[arg-type]
-    return headers
 
 
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:
@@ -91,27 +38,6 @@ def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(status, code, message), status_code=status, headers=headers)
-
-
-def _describe_validation(exc: RequestValidationError | ValidationError) -> tuple[int, str, str]:
-    errors = exc.errors()
-    if any(err.get("type") == "json_invalid" for err in errors):
-        return 400, "malformed_json", "request body is not valid JSON"
-    parts = []
-    for err in errors[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return 422, "invalid_request", "; ".join(parts) + more
-
-
-def _first_field(exc: RequestValidationError | ValidationError) -> str | None:
-    """The parameter the first validation error is about (OpenAI's ``param``)."""
-    for err in exc.errors()[:1]:
-        if err.get("type") == "json_invalid":  # its location is a character offset
-            return None
-        return ".".join(str(p) for p in err.get("loc", ()) if p != "body") or None
-    return None
 
 
 def error_response_for(
@@ -132,15 +58,6 @@ def error_response_for(
         status, body = tei_error(status, code, message)
         return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, code, message, headers)
-
-
-def openai_error_of(exc: EmbedgateError | ValidationError) -> tuple[int, dict[str, Any]]:
-    """The status and OpenAI-shaped body a ``/v1/`` route would answer ``exc`` with (for a
-    batch job's lines, answered without a route)."""
-    if isinstance(exc, ValidationError):
-        status, code, message = _describe_validation(exc)
-        return openai_error(status, code, message, _first_field(exc))
-    return openai_error(status_of(exc), exc.code, exc.message, getattr(exc, "param", None))
 
 
 def _routes(routes):
@@ -173,8 +90,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        status, code, message = _describe_validation(exc)
-        return error_response_for(request.scope["path"], status, code, message, param=_first_field(exc))
+        status, code, message = describe_validation(exc)
+        return error_response_for(request.scope["path"], status, code, message, param=first_field(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

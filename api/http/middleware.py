@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ..endpoints.statuses import status_of
 from ..errors import BodyTooLarge
-from .errors import error_response_for, status_of
+from .errors import error_response_for
 
 log = logging.getLogger("embedgate.http")
 

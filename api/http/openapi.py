@@ -3,7 +3,7 @@
 - :func:`errors`: a route's error answers, with their body (the project's error shape, or
   OpenAI's on ``/v1/*``, or TEI's on ``/tei``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
   ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses
-  they can answer; the statuses themselves come from ``errors.STATUS``.
+  they can answer; the statuses themselves come from ``endpoints/statuses.py``'s STATUS.
 - :func:`install`: the document of one running server. Bounds that are settings (how many
   texts or images one request may carry, the longest deadline a client may ask for) are
   written in from its settings, so the document states what this server enforces; the
@@ -19,10 +19,11 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from ..endpoints.schemas.fields import FROM_SETTINGS
+from ..endpoints.schemas.openai import OpenAIErrorResponse
 from ..settings import Settings
 from .openai.errors import is_openai_path
-from .openai.schemas import OpenAIErrorResponse
-from .schemas import FROM_SETTINGS, ErrorResponse
+from .schemas import ErrorResponse
 from .tei.errors import TEI_WHY, TeiErrorResponse
 
 _WHY = {

@@ -10,20 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from ..endpoints.envelope import Measure
 from .store import Chunk, Line
-
-
-@dataclass(frozen=True)
-class Measure:
-    """What planning needs of a line's body: its model, how many texts it sends, and the
-    length (characters) of its longest."""
-
-    model: str
-    texts: int
-    length: int
 
 
 def plan(

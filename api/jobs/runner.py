@@ -16,14 +16,13 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
+from ..endpoints.envelope import Measure, Outcome
 from . import lines
-from .chunks import Measure
 from .coordinator import ERRORS, OUTPUT, file_name, line_id, owner_id, part_name
 from .files import JobFiles
 from .lines import RequestLine
@@ -33,24 +32,14 @@ from .store import BatchRecord, Chunk
 log = logging.getLogger("embedgate.jobs")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one line gave: the status and body its endpoint would have answered."""
-
-    status_code: int
-    body: dict[str, Any]
-    tokens: int = 0
-
-
 class BatchEndpoint(Protocol):
-    """A URL batch lines may call (``/v1/embeddings``...), served by the same code as the route."""
-
-    url: str
+    """What answers a batch's lines of one URL (``/v1/embeddings``...): the same endpoint
+    object as the route's (``api/endpoints/``)."""
 
     def measure(self, body: dict[str, Any]) -> Measure: ...
 
-    async def run(self, model: str, requests: list[RequestLine]) -> list[Outcome]:
-        """Each request's outcome, in order; a bad request is an outcome, not an exception."""
+    async def answer_lines(self, bodies: list[dict[str, Any]]) -> list[Outcome]:
+        """Each body's outcome, in order; a bad body is an outcome, not an exception."""
 
 
 def output_line(batch_id: str, request: RequestLine, outcome: Outcome) -> bytes:
@@ -149,7 +138,7 @@ class JobWorker:
             return
         path = await asyncio.to_thread(self.files.local, file_name(batch.input_file_id))
         requests = await asyncio.to_thread(lines.read, path, chunk.lines)
-        outcomes = await endpoint.run(chunk.model, requests)
+        outcomes = await endpoint.answer_lines([request.body for request in requests])
         completed, failed, tokens = await asyncio.to_thread(self._write_parts, batch.id, chunk, requests, outcomes)
         if await self.queue.call("complete", chunk, self.owner, completed=completed, failed=failed, tokens=tokens):
             log.info("bulk job %s: chunk %d done (%d lines)", chunk.batch_id, chunk.index, len(requests))

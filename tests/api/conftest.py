@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.compute.requests.asks import Output
+from embedgate.api.compute.requests.asks import ENDPOINTS, Output
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
 from embedgate.api.compute.scheduling.rates import KeyRates
 from embedgate.api.compute.tokens import Token
+from embedgate.api.endpoints import Endpoints
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded
 from embedgate.api.gateway import Gateway
 from embedgate.api.http.app import create_app
@@ -112,6 +113,7 @@ class FakeTokens:
 class FakeEmbeddings:
     def __init__(self):
         self.calls = []
+        self.image_calls = []
         self.cache = None  # the response cache is off
         self.rates = KeyRates(0, 0)  # no per-key limits; a test sets its own
         self.tokens = FakeTokens()
@@ -122,11 +124,29 @@ class FakeEmbeddings:
     def admit(self, model):
         return contextlib.nullcontext()
 
-    async def answer(self, model, ask, *, timeout_s):
-        """The model's real kind plans the request (its checks, its prompt, its post-processing)
-        over fake runs; calls show each run's texts, prompts prepended, and normalize."""
-        model.kind.require(ask.output, model.name)
-        plan = model.kind.plan(model, ask)
+    def plan(self, model, ask, elsewhere=ENDPOINTS):
+        """The model's real kind plans the request (its checks, its prompt, its
+        post-processing); images are the fake's own (:meth:`embed_images`)."""
+        if ask.output is Output.IMAGES:
+            return ask, None
+        model.kind.require(ask.output, model.name, elsewhere)
+        return ask, model.kind.plan(model, ask)
+
+    async def run(self, model, planned, *, timeout_s):
+        ask, plan = planned
+        if plan is None:
+            options = ask.options
+            return await self.embed_images(
+                model, ask.inputs, normalize=options.normalize, timeout_s=timeout_s, precision=options.precision
+            )
+        return await self.answer(model, ask, plan, timeout_s=timeout_s)
+
+    async def embed_images(self, model, images, *, normalize, timeout_s, precision="float32"):
+        self.image_calls.append((model.name, list(images), normalize))
+        return Embeddings(np.ones((len(images), 3), dtype=np.float32), [0] * len(images), 0, 1.0, 2.0)
+
+    async def answer(self, model, ask, plan, *, timeout_s):
+        """The plan over fake runs; calls show each run's texts, prompts prepended, and normalize."""
         results = []
         for run in plan.runs:
             texts = [run.prefix + text if isinstance(text, str) else text for text in run.inputs]
@@ -172,6 +192,7 @@ class FakeGateway:
         self.registry = FakeRegistry()
         self.models = self.registry  # one machine: loads go straight to the registry
         self.embeddings = FakeEmbeddings()
+        self.endpoints = Endpoints(self.registry, self.embeddings, settings)
         self.client = FakeClient()
         self.restoring = False
         self.ready = True

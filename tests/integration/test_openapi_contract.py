@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from embedgate.api.http.predict_schemas import PredictRequest
-from embedgate.api.http.rerank_schemas import RerankRequest
+from embedgate.api.endpoints.schemas.predict import PredictRequest
+from embedgate.api.endpoints.schemas.rerank import RerankRequest
 from tests import tiny_models
 
 HERE = Path(__file__).resolve().parent

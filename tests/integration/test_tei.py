@@ -22,6 +22,7 @@ from tests.helpers import cosine_rows
 from .conftest import MINILM, models_loaded
 
 RERANKER = "org/tei-reranker"
+CLASSIFIER = "org/tei-classifier"
 SPLADE = "org/tei-splade"
 COLBERT = "org/tei-colbert"
 TEXTS = ["TEI clients embed this sentence.", "A second text, sent through TEI's API.", "naïve café, TEI"]
@@ -35,6 +36,7 @@ def models(gateway, tmp_path_factory):
     root = tmp_path_factory.mktemp("tei")
     directories = {
         RERANKER: tiny_models.cross_encoder(root / "reranker"),
+        CLASSIFIER: tiny_models.classifier(root / "classifier"),
         SPLADE: tiny_models.sparse_encoder(root / "splade"),
         COLBERT: tiny_models.multi_vector_model(root / "colbert"),
     }
@@ -48,6 +50,7 @@ def library(models):
 
     return {
         RERANKER: CrossEncoder(str(models[RERANKER]), device="cpu"),
+        CLASSIFIER: CrossEncoder(str(models[CLASSIFIER]), device="cpu"),
         SPLADE: SparseEncoder(str(models[SPLADE]), device="cpu"),
         COLBERT: MultiVectorEncoder(str(models[COLBERT]), device="cpu"),
     }
@@ -125,6 +128,32 @@ def test_inference_clients_text_classification_is_the_librarys_predict(gateway, 
     answer = client.text_classification(text)
     assert answer.label == "LABEL_0"
     assert answer.score == pytest.approx(float(library[RERANKER].predict(text)), abs=1e-4)
+
+
+def test_a_tei_clients_class_probabilities_are_teis_softmax_of_the_librarys_logits(gateway, models, library):
+    """TEI answers /predict with a softmax over the labels (a sigmoid for one) unless
+    raw_scores: a TEI client reads probabilities that sum to 1, whatever activation the
+    model's CrossEncoder applies (an NLI classifier's is none: its logits)."""
+    import torch
+    from huggingface_hub import InferenceClient
+
+    client = InferenceClient(base_url=f"{base(gateway, CLASSIFIER)}/predict")
+    texts = ["TEI reads these as probabilities.", "A second text TEI classifies.", "Raw logits, please (TEI).",
+             "The native route's scores, for TEI's test."]
+    logits = library[CLASSIFIER].predict(texts, activation_fn=torch.nn.Identity())
+    labels = list(tiny_models.NLI_LABELS)
+    for text, row in zip(texts[:2], logits):
+        answer = {item.label: item.score for item in client.text_classification(text, top_k=3)}
+        assert sum(answer.values()) == pytest.approx(1.0, abs=1e-5)
+        expected = np.exp(row - row.max()) / np.exp(row - row.max()).sum()
+        assert [answer[label] for label in labels] == pytest.approx(list(expected), abs=1e-4)
+    raw = httpx.post(f"{base(gateway, CLASSIFIER)}/predict", json={"inputs": texts[2], "raw_scores": True}, timeout=60)
+    by_label = {item["label"]: item["score"] for item in computed(raw).json()}
+    assert [by_label[label] for label in labels] == pytest.approx(list(logits[2]), abs=1e-4)
+    # The native /predict keeps CrossEncoder.predict's scores: here, the logits.
+    native = httpx.post(f"{gateway.url}/predict", json={"model": CLASSIFIER, "inputs": texts[3]}, timeout=60)
+    by_label = {item["label"]: item["score"] for item in computed(native).json()}
+    assert [by_label[label] for label in labels] == pytest.approx(list(logits[3]), abs=1e-4)
 
 
 # --- LangChain's HuggingFaceEndpointEmbeddings and LlamaIndex's TextEmbeddingsInference, as they call

@@ -62,6 +62,15 @@ ENDPOINTS: dict[Output, str] = {
 }
 
 
+class Scores(Enum):
+    """Which scores a cross-encoder's request wants."""
+
+    MODEL = "with the model's activation, as CrossEncoder.predict gives them"
+    RAW = "the logits, before any activation"
+    # TEI's: a softmax over the labels (a sigmoid for one), whatever the model's activation.
+    PROBABILITIES = "probabilities: a softmax over the labels, a sigmoid for one"
+
+
 @dataclass(frozen=True)
 class Options:
     """How a request wants its output (each kind refuses the options that mean nothing to it)."""
@@ -70,8 +79,11 @@ class Options:
     # Whether the request set ``normalize`` itself (a kind that cannot may refuse only then).
     normalize_given: bool = False
     precision: Precision = "float32"
+    # Dense embeddings: the first ``dimensions`` of each vector (unit length again where
+    # asked), as ``encode(truncate_dim=...)`` gives them.
+    dimensions: int | None = None
     top_k: int | None = None
-    raw_scores: bool = False
+    scores: Scores = Scores.MODEL
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ own (a Triton version of the model) or, for static weights, computed by the gate
 multi-vector model tokenizes and scores each task's texts in its own way. A route has its
 own tokenizer, its own calls to Triton and its own rows in the response cache, so no text
 is ever answered by another route's modules. A model without routes has one, for every task.
+A model that embeds images (a CLIP model's image tower) has a route that takes images.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Route:
     version: str = ""
     # Computed by the gateway instead (no Triton call): a weight per vocabulary token.
     static: np.ndarray | None = None
+    # A route of images (no tokenizer): how each image is prepared (ImagePreprocessing).
+    images: Any = None
     # New for every route of every load: the response cache's rows of one are never another's.
     serial: int = field(default_factory=lambda: next(_serials))
 
@@ -48,12 +51,12 @@ class Route:
         return f"'{self.name}' ({tasks})" if self.name else tasks
 
 
-def route_for(routes: Sequence[Route], task: str | None, model_name: str) -> Route:
-    """The route a request of ``task`` (None: it names none) takes; a task the model has no
-    route for is refused, naming the routes it has."""
+def route_for(routes: Sequence[Route], task: str | None, model_name: str, *, images: bool = False) -> Route:
+    """The route a request's texts (or, with ``images``, its images) of ``task`` (None: it
+    names none) take; a task the model has no route for is refused, naming the routes it has."""
     wanted = task or DEFAULT_TASK
     for route in routes:
-        if wanted in route.tasks:
+        if wanted in route.tasks and (route.images is not None) == images:
             return route
     offered = "; ".join(route.describe() for route in routes)
     what = "a task" if wanted == DEFAULT_TASK else f"task '{wanted}'"

@@ -13,23 +13,15 @@ Anonymous requests (no keys configured) are admitted by the limit alone, as alwa
 
 from __future__ import annotations
 
-import contextlib
-from contextvars import ContextVar
-
 from ...errors import Overloaded
 from ..requests.served import ServedModel
 from . import tenants
 
-# The models (by id) the request in progress holds a slot of; tasks it starts copy it.
-_admitted: ContextVar[frozenset[int]] = ContextVar("embedgate_admitted", default=frozenset())
 
-
-def admit(model: ServedModel, limit: int, fair_share: bool = True) -> "_Admission | contextlib.nullcontext[None]":
-    """One slot of ``model``'s in-flight limit for the request in progress. Inside an
-    admission (and in the tasks it starts), admitting the same model again takes no
-    second slot: a request with texts and images counts once."""
-    if id(model) in _admitted.get():
-        return contextlib.nullcontext()
+def admit(model: ServedModel, limit: int, fair_share: bool = True) -> _Admission:
+    """One slot of ``model``'s in-flight limit for the request in progress (an endpoint's
+    envelope takes it once, whatever the request's parts: a request with texts and images
+    counts once)."""
     tenant = tenants.current()
     key = tenant.owner if tenant is not None else None
     if model.inflight >= limit:
@@ -48,7 +40,7 @@ def admit(model: ServedModel, limit: int, fair_share: bool = True) -> "_Admissio
 
 
 class _Admission:
-    __slots__ = ("_model", "_key", "_token")
+    __slots__ = ("_model", "_key")
 
     def __init__(self, model: ServedModel, key: str | None):
         self._model = model
@@ -59,10 +51,8 @@ class _Admission:
         model.inflight += 1
         if self._key is not None:
             model.by_key[self._key] = model.by_key.get(self._key, 0) + 1
-        self._token = _admitted.set(_admitted.get() | {id(model)})
 
     def __exit__(self, *exc: object) -> None:
-        _admitted.reset(self._token)
         model = self._model
         model.inflight -= 1
         if self._key is not None:

@@ -123,18 +123,17 @@ class Backlogs:
         self._known: dict[str, tuple[ServedModel, Backlog]] = {}
 
     def admitted(
-        self, model: ServedModel, part: int, cost: Callable[[], float], timeout_s: float, min_read: float = 0.0
+        self, model: ServedModel, part: str, cost: Callable[[], float], timeout_s: float, min_read: float = 0.0
     ) -> contextlib.AbstractContextManager[None]:
-        """Work of ``cost()`` admitted for the model's Triton ``part`` (0: its text graph, 1:
+        """Work of ``cost()`` admitted for the model's Triton model ``part`` (its text graph,
         a CLIP image tower), where Triton batches the model; else nothing to do. Work of
         less than ``min_read`` is not read for the rate."""
         if not self.deadline_share or not model.metadata.dynamic_batching:
             return contextlib.nullcontext()
-        name = model.triton_names[part]
-        known = self._known.get(name)
+        known = self._known.get(part)
         if known is None or known[0] is not model:
             backlog = Backlog(f"model '{model.name}'", self.deadline_share, min_read=min_read)
-            known = self._known[name] = (model, backlog)
+            known = self._known[part] = (model, backlog)
         return known[1].admitted(cost(), timeout_s)
 
     def __getitem__(self, triton_name: str) -> Backlog:

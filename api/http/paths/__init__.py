@@ -1,4 +1,5 @@
-"""HTTP routes, one module per concern."""
+"""FastAPI's path operations, one module per concern, and what they share: the gateway a
+request is served by, a model named in a path, the request's deadline."""
 
 import math
 import re
@@ -6,13 +7,10 @@ from typing import Annotated
 
 from fastapi import Path, Request
 
-from ...compute.requests.served import ServedModel
+from ...endpoints.schemas import patterns
+from ...endpoints.schemas.fields import FROM_SETTINGS
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
-from ...models.names import split_clip_key
-from ...telemetry import tag_model
-from .. import patterns
-from ..schemas import FROM_SETTINGS
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
 # a thread hop on every request for a few attribute reads.
@@ -23,14 +21,6 @@ async def get_gateway(request: Request) -> Gateway:
     if gateway is None:
         raise NotReady("the gateway is starting")
     return gateway
-
-
-def serving(gateway: Gateway, name: str, pretrained: str | None = None) -> ServedModel:
-    """The loaded model a request names (404 or 409 otherwise), tagged on the request's
-    metrics: a loaded model's name is safe as a label, anything a client sent is not."""
-    model = gateway.registry.served(name, pretrained)
-    tag_model(model.name)
-    return model
 
 
 # A model named in a path by one string (OpenAI's and TEI's APIs). The name is checked where
@@ -47,14 +37,10 @@ ModelKey = Annotated[
 ]
 
 
-def serving_key(gateway: Gateway, key: str) -> ServedModel:
-    """:func:`serving` for APIs that name a model with one string (OpenAI's, TEI's): a CLIP
-    model is ``<model_name>:<pretrained>``, as ``/v1/models`` lists it."""
-    clip = split_clip_key(key)
-    return serving(gateway, *clip) if clip else serving(gateway, key)
-
-
 TIMEOUT_HEADER = "x-request-timeout"
+# The shortest deadline a request may ask for: below it, nothing could answer in time, and
+# a deadline nothing can meet is the client's mistake, refused as one (400), not a 504.
+MIN_REQUEST_TIMEOUT_S = 0.001
 # A decimal number, as the document's "type: number" says (float() alone also takes "1_0", "nan").
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
@@ -67,7 +53,11 @@ TAKES_A_DEADLINE = {
             "in": "header",
             "required": False,
             "description": "This request's deadline in seconds, instead of the server's (EMBEDGATE_REQUEST_TIMEOUT_S).",
-            "schema": {"type": "number", "exclusiveMinimum": 0, FROM_SETTINGS: {"maximum": "max_request_timeout_s"}},
+            "schema": {
+                "type": "number",
+                "minimum": MIN_REQUEST_TIMEOUT_S,
+                FROM_SETTINGS: {"maximum": "max_request_timeout_s"},
+            },
         }
     ]
 }
@@ -83,8 +73,8 @@ async def request_timeout(request: Request) -> float:
     if not _DECIMAL.fullmatch(raw):
         raise InvalidInput(f"X-Request-Timeout must be a number of seconds, got '{raw[:40]}'")
     value = float(raw)
-    if not math.isfinite(value) or value <= 0 or value > settings.max_request_timeout_s:
+    if not math.isfinite(value) or not MIN_REQUEST_TIMEOUT_S <= value <= settings.max_request_timeout_s:
         raise InvalidInput(
-            f"X-Request-Timeout must be between 0 and {settings.max_request_timeout_s:g} seconds"
+            f"X-Request-Timeout must be between {MIN_REQUEST_TIMEOUT_S:g} and {settings.max_request_timeout_s:g} seconds"
         )
     return value

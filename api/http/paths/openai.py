@@ -2,29 +2,27 @@
 ``GET /v1/models/{model}``.
 
 An OpenAI client pointed at ``http://<host>:8686/v1`` works unchanged. Errors here have
-OpenAI's shape (``api.errors`` picks it by path). The model is found through the registry
-and its text embedded by the same ``EmbeddingService`` as ``/infer`` (a CLIP model's text
-encoder for a CLIP model), so the vectors are the same, always unit length as OpenAI's.
+OpenAI's shape (``http/errors.py`` picks it by path). Embeddings are answered by their
+endpoint (``endpoints/embed.py``), through the same embedding service as ``/infer`` (a CLIP
+model's text encoder for a CLIP model), so the vectors are the same, always unit length
+as OpenAI's.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 from fastapi import APIRouter, Depends
 
 from ...compute.requests.served import ServedModel
+from ...endpoints.envelope import served_by_key
+from ...endpoints.schemas.openai import EmbeddingsRequest, EmbeddingsResponse, Model, ModelsResponse
+from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
-from ..openai import embeddings
-from ..openai.embeddings import InvalidParameter
-from ..openai.rate_limits import rate_limit_headers
-from ..openai.schemas import EmbeddingsRequest, EmbeddingsResponse, Model, ModelsResponse
 from ..openapi import openai_errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
-from ..timing import documented_headers, inference_headers
-from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout, serving_key
+from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
@@ -44,17 +42,8 @@ async def create_embeddings(
     gateway: Gateway = Depends(get_gateway),
     timeout_s: float = Depends(request_timeout),
 ) -> JSONResponse:
-    started = time.perf_counter()
-    if not body.input:
-        raise InvalidParameter("input must be a string or a non-empty list of strings", "input")
-    plan = embeddings.check(body, serving_key(gateway, body.model), gateway.settings.max_texts_per_request)
-    standing = gateway.embeddings.charge(body.input)
-    result = await gateway.embeddings.answer(plan.model, embeddings.ask(plan), timeout_s=timeout_s)
-    payload = embeddings.answer(plan, result.vectors, result.token_counts)
-    total_ms = (time.perf_counter() - started) * 1000
-    headers = inference_headers(plan.model.name, result, total_ms)
-    headers.update(rate_limit_headers(standing))
-    return JSONResponse(payload, headers=headers)
+    answer = await gateway.endpoints.embeddings(body, timeout_s)
+    return JSONResponse(answer.body, headers=answer.headers)
 
 
 def _created(timestamp: str) -> int:
@@ -84,4 +73,4 @@ async def list_models(gateway: Gateway = Depends(get_gateway)) -> ModelsResponse
 
 @router.get("/models/{model:path}", response_model=Model, responses=openai_errors(400, 404, 409, 500, 503))
 async def retrieve_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> Model:
-    return _model(serving_key(gateway, model))
+    return _model(served_by_key(gateway.registry, model))

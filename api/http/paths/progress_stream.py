@@ -24,9 +24,10 @@ from fastapi import Request
 from pydantic import BaseModel
 from starlette.responses import StreamingResponse
 
+from ...endpoints.statuses import status_of
 from ...errors import EmbedgateError
 from ...models.progress import Event, Progress
-from ..errors import error_body, status_of
+from ..errors import error_body
 
 log = logging.getLogger("embedgate.progress")
 

@@ -18,9 +18,7 @@ something else; errors have TEI's shape and statuses (``api/http/tei/errors.py``
 
 # No ``from __future__ import annotations``: the routes' parameters are typed by the factory's
 # locals, which FastAPI could not resolve from strings.
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
@@ -29,22 +27,12 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.responses import Response
 
-from ...compute.requests.asks import Ask, Options, Output
-from ...compute.requests.prompts import PromptChoice
-from ...compute.requests.results import Embeddings
+from ...compute.requests.asks import Output
 from ...compute.requests.served import ServedModel
-from ...errors import TooManyInputs
-from ...gateway import Gateway
-from ...telemetry import tag_model
-from ..openai.rate_limits import rate_limit_headers
-from ..openapi import tei_errors
-from ..predict_schemas import PredictResponse
-from ..responses import JSONResponse
-from ..routing import BodyRoute
-from ..tei import answers
-from ..tei.errors import PREFIX, Empty, NoDefaultModel, tei_error
-from ..tei.info import info
-from ..tei.schemas import (
+from ...endpoints import TeiEndpoints
+from ...endpoints.envelope import Endpoint, served_by_key
+from ...endpoints.schemas.predict import PredictResponse
+from ...endpoints.schemas.tei import (
     Rank,
     SimpleToken,
     SparseValue,
@@ -57,26 +45,22 @@ from ..tei.schemas import (
     TeiRerankRequest,
     TeiSimilarityRequest,
     TeiTokenizeRequest,
-    Truncation,
-    non_empty,
 )
-from ..timing import documented_headers, inference_headers
-from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout, serving_key
-from .predict import predictions
+from ...endpoints.tei import default_model as tei_default_model
+from ...endpoints.tei import documented_tei_headers
+from ...endpoints.timing import documented_headers
+from ...gateway import Gateway
+from ..openapi import tei_errors
+from ..responses import JSONResponse
+from ..routing import BodyRoute
+from ..tei.errors import PREFIX, tei_error
+from ..tei.info import info
+from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout
 
-# Where a request the model's kind does not answer should go instead, in TEI's API.
-TEI_ENDPOINTS = {
-    Output.EMBED: "/embed and /similarity",
-    Output.SPARSE: "/embed_sparse",
-    Output.MULTI_VECTOR: "/embed_all",
-    Output.RERANK: "/rerank",
-    Output.PREDICT: "/predict",
-    Output.IMAGES: "POST /infer_image (TEI's API has no images)",
-}
 # TEI's routes that take GET: no model's base URL ends in their names.
 GET_ROUTES = ("info", "health")
 INFERENCE = {
-    200: {"headers": {**documented_headers(text_always=True), **answers.documented_tei_headers()}},
+    200: {"headers": {**documented_headers(text_always=True), **documented_tei_headers()}},
     **tei_errors(400, 404, 409, 413, 415, 422, 424, 429, 500, 503, 504),
 }
 TOKENS = tei_errors(400, 404, 409, 413, 415, 422, 424, 500, 503)
@@ -84,139 +68,51 @@ TOKENS = tei_errors(400, 404, 409, 413, 415, 422, 424, 500, 503)
 
 async def default_model(gateway: Gateway = Depends(get_gateway)) -> ServedModel:
     """The model ``/tei`` serves: EMBEDGATE_TEI_MODEL, else the only loaded model."""
-    if gateway.settings.tei_model:
-        return serving_key(gateway, gateway.settings.tei_model)
-    loaded = gateway.registry.loaded()
-    if len(loaded) != 1:
-        names = ", ".join(sorted(model.name for model in loaded)) or "none"
-        raise NoDefaultModel(
-            f"/tei serves the default model: EMBEDGATE_TEI_MODEL is not set and {len(loaded)} models are loaded "
-            f"({names}); name one in the URL, /tei/<model>"
-        )
-    tag_model(loaded[0].name)
-    return loaded[0]
+    return tei_default_model(gateway.registry, gateway.settings)
 
 
 async def named_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> ServedModel:
-    return serving_key(gateway, model)
+    return served_by_key(gateway.registry, model)
 
 
-def _limit(gateway: Gateway, count: int) -> None:
-    limit = gateway.settings.max_texts_per_request
-    if count > limit:
-        raise TooManyInputs(f"batch size {count} > maximum allowed batch size {limit}")
-
-
-async def _run(
-    gateway: Gateway, model: ServedModel, ask: Ask, cuts: Truncation, charged: Sequence, timeout_s: float
-) -> tuple[Embeddings, dict[str, str]]:
-    """The ask answered (refused if an input had to be cut and the request forbade it), and
-    the key's rate-limit headers."""
-    model.kind.require(ask.output, model.name, TEI_ENDPOINTS)
-    standing = gateway.embeddings.charge(charged)
-    result = await gateway.embeddings.answer(model, ask, timeout_s=timeout_s)
-    answers.check_cuts(cuts, result, model)
-    return result, rate_limit_headers(standing)
-
-
-def _answer(payload: Any, model: ServedModel, run: tuple[Embeddings, dict[str, str]], started: float,
-            characters: int) -> JSONResponse:
-    result, headers = run
-    total_ms = (time.perf_counter() - started) * 1000
-    headers = {**inference_headers(model.name, result, total_ms), **headers,
-               **answers.tei_headers(result, total_ms, characters)}
-    return JSONResponse(payload, headers=headers)
-
-
-def _characters(texts: Sequence[str | tuple[str, str]]) -> int:
-    return sum(len(text) if isinstance(text, str) else len(text[0]) + len(text[1]) for text in texts)
-
-
-async def embed(gateway: Gateway, model: ServedModel, body: TeiEmbedRequest, timeout_s: float) -> JSONResponse:
-    started = time.perf_counter()
-    texts = non_empty(body.inputs)
-    _limit(gateway, len(texts))
-    run = await _run(gateway, model, answers.embed_ask(body, model), body, texts, timeout_s)
-    return _answer(answers.embeddings(body, run[0].vectors), model, run, started, _characters(texts))
-
-
-async def embed_sparse(
-    gateway: Gateway, model: ServedModel, body: TeiEmbedSparseRequest, timeout_s: float
-) -> JSONResponse:
-    started = time.perf_counter()
-    texts = non_empty(body.inputs)
-    _limit(gateway, len(texts))
-    ask = Ask(Output.SPARSE, texts, PromptChoice(prompt_name=body.prompt_name))
-    run = await _run(gateway, model, ask, body, texts, timeout_s)
-    return _answer(answers.sparse_values(run[0]), model, run, started, _characters(texts))
-
-
-async def embed_all(gateway: Gateway, model: ServedModel, body: TeiEmbedAllRequest, timeout_s: float) -> JSONResponse:
-    started = time.perf_counter()
-    texts = non_empty(body.inputs)
-    _limit(gateway, len(texts))
-    ask = Ask(Output.MULTI_VECTOR, texts, PromptChoice(prompt_name=body.prompt_name))
-    run = await _run(gateway, model, ask, body, texts, timeout_s)
-    return _answer(list(run[0].vectors), model, run, started, _characters(texts))
-
-
-async def similarity(
-    gateway: Gateway, model: ServedModel, body: TeiSimilarityRequest, timeout_s: float
-) -> JSONResponse:
-    started = time.perf_counter()
-    options = body.options()
-    texts = [*non_empty([body.inputs.source_sentence], "inputs.source_sentence"),
-             *non_empty(body.inputs.sentences, "inputs.sentences")]
-    _limit(gateway, len(texts) - 1)
-    ask = Ask(Output.EMBED, texts, PromptChoice(prompt_name=options.prompt_name), Options(normalize=True))
-    run = await _run(gateway, model, ask, options, texts, timeout_s)
-    return _answer(answers.similarities(run[0].vectors), model, run, started, _characters(texts))
-
-
-async def rerank(gateway: Gateway, model: ServedModel, body: TeiRerankRequest, timeout_s: float) -> JSONResponse:
-    started = time.perf_counter()
-    if not body.texts:
-        raise Empty("`texts` cannot be empty")
-    _limit(gateway, len(body.texts))
-    ask = Ask(Output.RERANK, body.texts, options=Options(raw_scores=body.raw_scores), query=body.query)
-    pairs = [(body.query, text) for text in body.texts]
-    run = await _run(gateway, model, ask, body, pairs, timeout_s)
-    return _answer(answers.ranks(body, run[0].vectors), model, run, started, _characters(pairs))
-
-
-async def predict(gateway: Gateway, model: ServedModel, body: TeiPredictRequest, timeout_s: float) -> JSONResponse:
-    started = time.perf_counter()
-    items, batched = body.items()
-    if any(item in ("", ("", "")) for item in items):
-        raise Empty("`inputs` cannot be empty")
-    _limit(gateway, len(items))
-    ask = Ask(Output.PREDICT, items, options=Options(raw_scores=body.raw_scores))
-    run = await _run(gateway, model, ask, body, items, timeout_s)
-    labels = model.kind.labels()
-    rows = [predictions(labels, scores) for scores in run[0].vectors]
-    return _answer(rows if batched else rows[0], model, run, started, _characters(items))
-
-
-Handler = Callable[[Gateway, ServedModel, Any, float], Awaitable[JSONResponse]]
-# What TEI answers at its base URL, by the model's kind (TEI's "/" route).
-AT_ROOT: dict[str, tuple[type[BaseModel], Handler]] = {
-    "sentence_transformer": (TeiEmbedRequest, embed),
-    "clip": (TeiEmbedRequest, embed),
-    "sparse_encoder": (TeiEmbedSparseRequest, embed_sparse),
-    "multi_vector_encoder": (TeiEmbedAllRequest, embed_all),
+# The route each body is, at a base URL (TEI's "/" route): the route of the body's shape.
+ROUTE_OF_BODY: dict[type[BaseModel], str] = {
+    TeiEmbedRequest: "embed",
+    TeiEmbedSparseRequest: "embed_sparse",
+    TeiEmbedAllRequest: "embed_all",
+    TeiSimilarityRequest: "similarity",
+    TeiRerankRequest: "rerank",
+    TeiPredictRequest: "predict",
 }
-ROOT_BODIES = [TeiEmbedRequest, TeiEmbedSparseRequest, TeiEmbedAllRequest, TeiSimilarityRequest, TeiRerankRequest,
-               TeiPredictRequest]
+# What TEI answers at its base URL for a model, by what the model is for.
+BODY_OF_OUTPUT: dict[Output, type[BaseModel]] = {
+    Output.EMBED: TeiEmbedRequest,
+    Output.SPARSE: TeiEmbedSparseRequest,
+    Output.MULTI_VECTOR: TeiEmbedAllRequest,
+    Output.RERANK: TeiRerankRequest,
+    Output.PREDICT: TeiPredictRequest,
+}
+ROOT_BODIES = list(ROUTE_OF_BODY)
 
 
-def root_route(model: ServedModel, body: Any) -> tuple[type[BaseModel], Handler]:
+def root_route(model: ServedModel, body: Any) -> tuple[str, BaseModel]:
     """What a POST to the base URL is: a similarity where ``inputs`` is an object
-    (``sentence_similarity``), else what TEI routes "/" to for the model's kind."""
+    (``sentence_similarity``), else what TEI routes "/" to for what the model is for; a
+    body of another of TEI's routes is that route (which answers 424 where the model's
+    kind does not answer it), so every body the document allows is taken."""
     if isinstance(body, dict) and isinstance(body.get("inputs"), dict):
-        return TeiSimilarityRequest, similarity
-    if model.kind.name == "cross_encoder":
-        return (TeiRerankRequest, rerank) if Output.RERANK in model.kind.gives() else (TeiPredictRequest, predict)
-    return AT_ROOT[model.kind.name]
+        candidates = [TeiSimilarityRequest]
+    else:
+        own = BODY_OF_OUTPUT[model.kind.main_output()]
+        candidates = [own, *(other for other in ROOT_BODIES if other is not own)]
+    first_error = None
+    for request in candidates:
+        try:
+            return ROUTE_OF_BODY[request], request.model_validate(body)
+        except ValidationError as error:
+            first_error = first_error or error
+    assert first_error is not None
+    raise RequestValidationError(first_error.errors()) from None
 
 
 REFS = "#/components/schemas/"
@@ -252,42 +148,37 @@ def tei_router(prefix: str, base_url: str, model_of: Callable[..., Awaitable[Ser
     Served = Annotated[Gateway, Depends(get_gateway)]
     Deadline = Annotated[float, Depends(request_timeout)]
 
-    def inference(path: str, request: type[BaseModel], answer: Any, handler: Handler, summary: str) -> None:
-        async def endpoint(
-            body: request, model: Model, gateway: Served, timeout_s: Deadline  # type: ignore[valid-type]
-        ) -> JSONResponse:
-            return await handler(gateway, model, body, timeout_s)
+    def endpoint_of(gateway: Gateway, route: str) -> Endpoint:
+        tei: TeiEndpoints = gateway.endpoints.tei
+        return getattr(tei, route)
 
-        router.post(path, response_model=answer, responses=INFERENCE, openapi_extra=TAKES_A_DEADLINE,
-                    summary=summary, name=f"tei_{handler.__name__}")(endpoint)
+    def route(path: str, request: type[BaseModel], answer: Any, name: str, summary: str, responses: dict) -> None:
+        if responses is INFERENCE:
+            async def endpoint(
+                body: request, model: Model, gateway: Served, timeout_s: Deadline  # type: ignore[valid-type]
+            ) -> JSONResponse:
+                answered = await endpoint_of(gateway, name)(body, timeout_s, model)
+                return JSONResponse(answered.body, headers=answered.headers)
+        else:  # no model runs: no deadline
+            async def endpoint(body: request, model: Model, gateway: Served) -> JSONResponse:  # type: ignore[valid-type,misc]
+                answered = await endpoint_of(gateway, name)(body, 0.0, model)
+                return JSONResponse(answered.body, headers=answered.headers)
 
-    inference(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], embed, "Dense embeddings (TEI)")
-    inference(f"{prefix}/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], embed_sparse,
-              "A sparse encoder's non-zero weights (TEI)")
-    inference(f"{prefix}/embed_all", TeiEmbedAllRequest, list[list[list[float]]], embed_all,
-              "A multi-vector model's token vectors (TEI)")
-    inference(f"{prefix}/similarity", TeiSimilarityRequest, list[float], similarity, "Cosine similarities (TEI)")
-    inference(f"{prefix}/rerank", TeiRerankRequest, list[Rank], rerank, "Texts ranked against a query (TEI)")
-    inference(f"{prefix}/predict", TeiPredictRequest, PredictResponse, predict, "Label scores (TEI)")
+        inference = responses is INFERENCE
+        router.post(path, response_model=answer, responses=responses, openapi_extra=TAKES_A_DEADLINE if inference else None,
+                    summary=summary, name=f"tei_{name}" if inference else name)(endpoint)
 
-    @router.post(f"{prefix}/tokenize", response_model=list[list[SimpleToken]], responses=TOKENS,
-                 summary="Tokens (TEI)")
-    async def tokenize(body: TeiTokenizeRequest, model: Model, gateway: Served) -> JSONResponse:
-        texts = non_empty(body.inputs)
-        _limit(gateway, len(texts))
-        tokens = await gateway.embeddings.tokens.tokenize(
-            model, texts, prompt=PromptChoice(prompt_name=body.prompt_name), add_special_tokens=body.add_special_tokens
-        )
-        return JSONResponse([[asdict(token) for token in row] for row in tokens])
-
-    @router.post(f"{prefix}/decode", response_model=list[str], responses=TOKENS, summary="Texts of token ids (TEI)")
-    async def decode(body: TeiDecodeRequest, model: Model, gateway: Served) -> JSONResponse:
-        ids, _ = body.batch()
-        if not ids or not all(ids):
-            raise Empty("`ids` cannot be empty")
-        _limit(gateway, len(ids))
-        texts = await gateway.embeddings.tokens.decode(model, ids, skip_special_tokens=body.skip_special_tokens)
-        return JSONResponse(texts)
+    route(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], "embed", "Dense embeddings (TEI)", INFERENCE)
+    route(f"{prefix}/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], "embed_sparse",
+          "A sparse encoder's non-zero weights (TEI)", INFERENCE)
+    route(f"{prefix}/embed_all", TeiEmbedAllRequest, list[list[list[float]]], "embed_all",
+          "A multi-vector model's token vectors (TEI)", INFERENCE)
+    route(f"{prefix}/similarity", TeiSimilarityRequest, list[float], "similarity", "Cosine similarities (TEI)",
+          INFERENCE)
+    route(f"{prefix}/rerank", TeiRerankRequest, list[Rank], "rerank", "Texts ranked against a query (TEI)", INFERENCE)
+    route(f"{prefix}/predict", TeiPredictRequest, PredictResponse, "predict", "Label scores (TEI)", INFERENCE)
+    route(f"{prefix}/tokenize", TeiTokenizeRequest, list[list[SimpleToken]], "tokenize", "Tokens (TEI)", TOKENS)
+    route(f"{prefix}/decode", TeiDecodeRequest, list[str], "decode", "Texts of token ids (TEI)", TOKENS)
 
     @router.get(f"{prefix}/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503),
                 summary="The model (TEI)")
@@ -300,17 +191,14 @@ def tei_router(prefix: str, base_url: str, model_of: Callable[..., Awaitable[Ser
         responses={**INFERENCE, 200: {**INFERENCE[200], "content": {"application/json": {"schema": ROOT_ANSWER}}}},
         openapi_extra={**TAKES_A_DEADLINE, "requestBody": {"required": True, "content": {"application/json": {
             "schema": {"anyOf": [{"$ref": f"{REFS}{body.__name__}"} for body in ROOT_BODIES]}}}}},
-        summary="What TEI answers at its base URL: the route of the model's kind, or /similarity (TEI)",
+        summary="What TEI answers at its base URL: the route of the model's kind, or of the body's shape (TEI)",
     )
     async def at_base_url(
         body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
     ) -> Response:
-        request, handler = root_route(model, body)
-        try:
-            parsed = request.model_validate(body)
-        except ValidationError as error:
-            raise RequestValidationError(error.errors()) from None
-        return await handler(gateway, model, parsed, timeout_s)
+        name, parsed = root_route(model, body)
+        answered = await endpoint_of(gateway, name)(parsed, timeout_s, model)
+        return JSONResponse(answered.body, headers=answered.headers)
 
     return router
 

@@ -16,8 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ...errors import InvalidInput, ModelNotFound
-
 PREFIX = "/tei"
 ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
 
@@ -57,24 +55,6 @@ TEI_WHY = {
     503: "Unhealthy: starting, or Triton unavailable; try again after Retry-After seconds.",
     504: "The request's deadline passed.",
 }
-
-
-class Empty(InvalidInput):
-    """No inputs, or an empty one: TEI's ``Empty`` error."""
-
-    code = "empty"
-
-
-class InputTooLong(InvalidInput):
-    """An input longer than the model takes, where the request forbade cutting it."""
-
-    code = "input_too_long"
-
-
-class NoDefaultModel(ModelNotFound):
-    """``/tei/...`` names no model and the server has no default one to serve."""
-
-    code = "no_default_model"
 
 
 class TeiErrorResponse(BaseModel):

@@ -10,18 +10,19 @@ from ...compute.requests.asks import Output
 from ...compute.requests.served import ServedModel
 from ...settings import Settings
 
-# What TEI calls the pooling of each kind that answers as an embedding model.
-POOLING = {"sparse_encoder": "splade", "multi_vector_encoder": "none"}
+# What TEI calls a model, by what the model is for.
+MODEL_TYPES = {Output.RERANK: "reranker", Output.PREDICT: "classifier"}
 
 
 def model_type(model: ServedModel) -> dict[str, Any]:
     kind = model.kind
-    if kind.name != "cross_encoder":
-        return {"embedding": {"pooling": POOLING.get(kind.name, "model")}}
+    what = MODEL_TYPES.get(kind.main_output())
+    if what is None:
+        return {"embedding": {"pooling": kind.pooling}}
     labels = kind.labels()
     classes = {"id2label": {str(index): label for index, label in enumerate(labels)},
                "label2id": {label: index for index, label in enumerate(labels)}}
-    return {"reranker" if Output.RERANK in kind.gives() else "classifier": classes}
+    return {what: classes}
 
 
 def info(model: ServedModel, settings: Settings) -> dict[str, Any]:

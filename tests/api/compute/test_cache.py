@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.cache import ENTRY_OVERHEAD_BYTES, ResponseCache
 from embedgate.api.compute.requests.prompts import PromptChoice
 from embedgate.api.compute.service import EmbeddingService
@@ -13,7 +14,7 @@ from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
 
-from .test_service import EchoClient, Meta
+from .test_service import EchoClient, Meta, embed
 
 
 def rows(*values: float) -> np.ndarray:
@@ -82,7 +83,7 @@ class CountingClient(EchoClient):
 def cached(minilm_path):
     client = CountingClient()
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
-    service = EmbeddingService(Settings(response_cache_mb=1), client)
+    service = EmbeddingService(Settings(response_cache_mb=1), TritonBackend(client))
     yield service, client, tokenizer
     service.close()
 
@@ -97,18 +98,18 @@ async def test_repeated_inputs_are_answered_without_the_model_and_alike(cached, 
     model = model_with(tokenizer)
     # Even ones are cut to the 8 tokens of this tokenizer.
     texts = [f"text {i} " + "long " * (8 if i % 2 == 0 else 0) for i in range(count)]
-    first = await service.embed_texts(model, texts, normalize=False, timeout_s=5)
+    first = await embed(service, model, texts, normalize=False, timeout_s=5)
     assert (client.rows, first.cached) == (count, 0)
     # Half again, half new, and one new text twice: the model runs once per new text.
     again = texts[::2] + ["new", "new"]
-    second = await service.embed_texts(model, again, normalize=False, timeout_s=5)
+    second = await embed(service, model, again, normalize=False, timeout_s=5)
     assert client.rows == count + 1 and second.cached == len(texts[::2])
-    fresh = await service.embed_texts(model, again, normalize=False, timeout_s=5)
+    fresh = await embed(service, model, again, normalize=False, timeout_s=5)
     assert client.rows == count + 1 and fresh.cached == len(again)
     # What the cache answers is what the model answered: vectors, token counts, truncation.
-    uncached = EmbeddingService(Settings(response_cache_mb=0), CountingClient())
+    uncached = EmbeddingService(Settings(response_cache_mb=0), TritonBackend(CountingClient()))
     try:
-        computed = await uncached.embed_texts(model, again, normalize=False, timeout_s=5)
+        computed = await embed(uncached, model, again, normalize=False, timeout_s=5)
     finally:
         uncached.close()
     for result in (second, fresh):
@@ -121,9 +122,9 @@ async def test_repeated_inputs_are_answered_without_the_model_and_alike(cached, 
 async def test_normalization_is_applied_to_cached_rows_and_does_not_change_them(cached):
     service, client, tokenizer = cached
     model = model_with(tokenizer)
-    raw = await service.embed_texts(model, ["a b", "c"], normalize=False, timeout_s=5)
-    unit = await service.embed_texts(model, ["a b", "c"], normalize=True, timeout_s=5)
-    again = await service.embed_texts(model, ["a b", "c"], normalize=False, timeout_s=5)
+    raw = await embed(service, model, ["a b", "c"], normalize=False, timeout_s=5)
+    unit = await embed(service, model, ["a b", "c"], normalize=True, timeout_s=5)
+    again = await embed(service, model, ["a b", "c"], normalize=False, timeout_s=5)
     assert client.rows == 2
     np.testing.assert_allclose(np.linalg.norm(unit.vectors, axis=1), 1.0, rtol=1e-6)
     np.testing.assert_array_equal(again.vectors, raw.vectors)
@@ -132,11 +133,11 @@ async def test_normalization_is_applied_to_cached_rows_and_does_not_change_them(
 async def test_no_hit_across_models_loads_or_prompts(cached):
     service, client, tokenizer = cached
     first, other = model_with(tokenizer), model_with(tokenizer, "other")
-    await service.embed_texts(first, ["same"], normalize=False, timeout_s=5)
-    await service.embed_texts(other, ["same"], normalize=False, timeout_s=5)
+    await embed(service, first, ["same"], normalize=False, timeout_s=5)
+    await embed(service, other, ["same"], normalize=False, timeout_s=5)
     # The same name loaded again (a new conversion, maybe new weights) starts afresh.
-    await service.embed_texts(model_with(tokenizer), ["same"], normalize=False, timeout_s=5)
-    query = await service.embed_texts(
+    await embed(service, model_with(tokenizer), ["same"], normalize=False, timeout_s=5)
+    query = await embed(service, 
         first, ["same"], normalize=False, timeout_s=5, prompt=PromptChoice(prompt_name="query")
     )
     assert client.rows == 4 and query.cached == 0
@@ -146,12 +147,12 @@ async def test_no_hit_across_models_loads_or_prompts(cached):
 
 async def test_with_the_cache_off_every_input_runs_the_model(minilm_path):
     client = CountingClient()
-    service = EmbeddingService(Settings(response_cache_mb=0), client)
+    service = EmbeddingService(Settings(response_cache_mb=0), TritonBackend(client))
     model = model_with(TextTokenizer(Path(minilm_path) / "tokenizer.json", 8))
     try:
         assert service.cache is None
         for _ in range(2):
-            await service.embed_texts(model, ["a", "a"], normalize=False, timeout_s=5)
+            await embed(service, model, ["a", "a"], normalize=False, timeout_s=5)
         assert client.rows == 4 and (model.cache_hits, model.cache_misses) == (0, 0)
     finally:
         service.close()

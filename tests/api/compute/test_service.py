@@ -1,21 +1,30 @@
-"""EmbeddingService with a fake Triton client: chunking, order, normalization, admission."""
+"""EmbeddingService with a fake Triton client behind the Triton backend: chunking, order,
+normalization, resending, merging and spreading, admission by cost."""
 
 import asyncio
-import contextvars
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from embedgate.api.compute.requests.prompts import PromptChoice
-from embedgate.api.compute.scheduling.concurrency import run_all
+from embedgate.api.compute.backend.triton import TritonBackend
+from embedgate.api.compute.requests.asks import Ask, Options, Output
+from embedgate.api.compute.requests.prompts import DEFAULT, PromptChoice
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.errors import Overloaded, PromptError, TritonConnectionLost
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
 from tests.helpers import eventually
+
+
+async def embed(service, model, texts, *, normalize, timeout_s, prompt=DEFAULT, precision="float32"):
+    """``texts``' dense embeddings, as ``SentenceTransformer.encode`` gives them, asked as an
+    endpoint asks (``endpoints/envelope.py``): one slot of the model's in-flight limit."""
+    ask = Ask(Output.EMBED, list(texts), prompt, Options(normalize=normalize, precision=precision))
+    with service.admit(model):
+        return await service.answer(model, ask, timeout_s=timeout_s)
 
 
 class EchoClient:
@@ -52,7 +61,7 @@ def service(minilm_path):
     client = EchoClient()
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
     model = ServedModel("m", "m", Meta(), tokenizer)
-    service = EmbeddingService(settings, client)
+    service = EmbeddingService(settings, TritonBackend(client))
     yield service, model, client, tokenizer
     service.close()
 
@@ -60,7 +69,7 @@ def service(minilm_path):
 async def test_large_requests_are_chunked_by_length_and_returned_in_order(service):
     service, model, client, tokenizer = service
     texts = ["word " * n + f"w{n}" for n in (9, 1, 7, 3, 0, 5, 2, 8, 4, 6)]
-    result = await service.embed_texts(model, texts, normalize=False, timeout_s=5)
+    result = await embed(service, model, texts, normalize=False, timeout_s=5)
     expected = tokenizer.encode(texts)
     np.testing.assert_array_equal(result.vectors[:, 0], expected.attention_mask.sum(1))
     np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
@@ -72,16 +81,16 @@ async def test_large_requests_are_chunked_by_length_and_returned_in_order(servic
 async def test_native_backend_form_pads_to_buckets(service):
     service, model, client, _ = service
     model.metadata.form = "onnxruntime"
-    await service.embed_texts(model, ["a b c"], normalize=False, timeout_s=5)
+    await embed(service, model, ["a b c"], normalize=False, timeout_s=5)
     assert client.shapes == [(1, 8)]
 
 
 async def test_normalize_gives_unit_vectors_unless_the_graph_already_did(service):
     service, model, _, _ = service
-    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    result = await embed(service, model, ["a", "b c"], normalize=True, timeout_s=5)
     np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, rtol=1e-6)
     model.metadata.normalized = True
-    result = await service.embed_texts(model, ["a", "b c"], normalize=True, timeout_s=5)
+    result = await embed(service, model, ["a", "b c"], normalize=True, timeout_s=5)
     assert np.linalg.norm(result.vectors, axis=1).max() > 1.0
 
 
@@ -92,38 +101,21 @@ async def test_the_chosen_prompt_goes_before_every_text_and_its_tokens_count(ser
     model.metadata.default_prompt_name = "query"
     texts = [f"text number {i}" for i in range(count)]
     for choice, prompt in ((PromptChoice(prompt_name="passage"), "passage: "), (PromptChoice(), "query: ")):
-        result = await service.embed_texts(model, texts, normalize=False, timeout_s=5, prompt=choice)
+        result = await embed(service, model, texts, normalize=False, timeout_s=5, prompt=choice)
         expected = tokenizer.encode([prompt + text for text in texts])
         assert result.token_counts == expected.token_counts
         np.testing.assert_array_equal(result.vectors[:, 1], expected.input_ids[:, 1])
     with pytest.raises(PromptError, match="its prompts: 'query', 'passage'"):
-        await service.embed_texts(model, texts, normalize=False, timeout_s=5, prompt=PromptChoice(prompt_name="x"))
+        await embed(service, model, texts, normalize=False, timeout_s=5, prompt=PromptChoice(prompt_name="x"))
 
 
 async def test_requests_beyond_the_inflight_limit_are_rejected_at_once(service):
     service, model, _, _ = service
     model.inflight = 1
     with pytest.raises(Overloaded):
-        await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
+        await embed(service, model, ["a"], normalize=True, timeout_s=5)
     model.inflight = 0
-    await service.embed_texts(model, ["a"], normalize=True, timeout_s=5)
-    assert model.inflight == 0
-
-
-async def test_one_request_takes_one_slot_for_all_its_parts(service):
-    service, model, _, _ = service  # limit: one request in flight
-    with service.admit(model):
-        # Its parts, run in tasks it starts (text and image of a CLIP request), take no more.
-        parts = await run_all(
-            [service.embed_texts(model, ["a"], normalize=False, timeout_s=5) for _ in range(2)]
-        )
-        assert len(parts) == 2 and model.inflight == 1
-        # Another request is over the limit.
-        other = asyncio.create_task(
-            service.embed_texts(model, ["b"], normalize=False, timeout_s=5), context=contextvars.Context()
-        )
-        with pytest.raises(Overloaded):
-            await other
+    await embed(service, model, ["a"], normalize=True, timeout_s=5)
     assert model.inflight == 0
 
 
@@ -161,10 +153,10 @@ class FakeSupervisor:
 async def test_a_request_is_sent_again_after_each_restart_when_triton_dies_again_while_it_restarts(minilm_path):
     client = DiesOnceClient(deaths=3)
     supervisor = FakeSupervisor(comes_back=True)
-    service = EmbeddingService(Settings(), client, supervisor)
+    service = EmbeddingService(Settings(), TritonBackend(client, supervisor))
     model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
     try:
-        result = await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+        result = await embed(service, model, ["a b"], normalize=False, timeout_s=5)
     finally:
         service.close()
     assert client.calls == 4 and supervisor.restarts == 3 and result.vectors.shape == (1, 2)
@@ -174,15 +166,15 @@ async def test_a_request_is_sent_again_after_each_restart_when_triton_dies_again
 async def test_a_request_triton_died_under_is_sent_again_once_it_is_back(minilm_path, comes_back):
     settings = Settings()
     client = DiesOnceClient()
-    service = EmbeddingService(settings, client, FakeSupervisor(comes_back))
+    service = EmbeddingService(settings, TritonBackend(client, FakeSupervisor(comes_back)))
     model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
     try:
         if comes_back:
-            result = await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+            result = await embed(service, model, ["a b"], normalize=False, timeout_s=5)
             assert client.calls == 2 and result.vectors.shape == (1, 2)
         else:
             with pytest.raises(TritonConnectionLost):
-                await service.embed_texts(model, ["a b"], normalize=False, timeout_s=5)
+                await embed(service, model, ["a b"], normalize=False, timeout_s=5)
             assert client.calls == 1
     finally:
         service.close()
@@ -205,15 +197,15 @@ class HeldClient(EchoClient):
 async def test_small_requests_waiting_together_share_one_triton_call(minilm_path, coalesce_max_texts):
     settings = Settings(coalesce_max_texts=coalesce_max_texts, coalesce_in_flight=1)
     client = HeldClient()
-    service = EmbeddingService(settings, client)
+    service = EmbeddingService(settings, TritonBackend(client))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
     model = ServedModel("m", "m", Meta(max_batch_size=256), tokenizer)
     requests = [["first"], ["two words", "word " * 20], ["three little words"], ["a", "b", "c"]]
     try:
-        first = asyncio.create_task(service.embed_texts(model, requests[0], normalize=False, timeout_s=5))
+        first = asyncio.create_task(embed(service, model, requests[0], normalize=False, timeout_s=5))
         await eventually(lambda: client.shapes, what="the first call")
         rest = [
-            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
+            asyncio.create_task(embed(service, model, texts, normalize=False, timeout_s=5))
             for texts in requests[1:]
         ]
         # Every request admitted, and every call that does not wait for the first one made:
@@ -247,13 +239,13 @@ async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_p
     # call is merged, and two instances get three calls in flight.
     settings = Settings(coalesce_max_texts=1, coalesce_in_flight=24)
     client = HeldClient()
-    service = EmbeddingService(settings, client)
+    service = EmbeddingService(settings, TritonBackend(client))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 8)
     model = ServedModel("m", "m", Meta(max_batch_size=8, dynamic_batching=False, instance_count=2), tokenizer)
     requests = [["a"], ["b"], ["c"], ["d", "e"], ["f"], ["g"], ["h"]]
     try:
         tasks = [
-            asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5)) for texts in requests
+            asyncio.create_task(embed(service, model, texts, normalize=False, timeout_s=5)) for texts in requests
         ]
         await eventually(lambda: model.inflight == len(requests) and len(client.shapes) >= 3, what="three calls")
         assert len(client.shapes) == 3  # the others wait in the gateway
@@ -271,22 +263,22 @@ async def test_where_triton_does_not_batch_every_request_is_merged_with_a_call_p
 async def test_a_large_request_reaching_idle_instances_is_spread_over_them_and_put_back_in_order(minilm_path):
     settings = Settings(spread_min_texts=4, coalesce_max_texts=1)
     client = HeldClient()
-    service = EmbeddingService(settings, client)
+    service = EmbeddingService(settings, TritonBackend(client))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16)
     model = ServedModel("m", "m", Meta(max_batch_size=64, dynamic_batching=False, instance_count=2), tokenizer)
     texts = [" ".join(["word"] * (n % 13 + 1)) + f" {n}" for n in range(20)] + ["word " * 40]
     try:
-        request = asyncio.create_task(service.embed_texts(model, texts, normalize=False, timeout_s=5))
+        request = asyncio.create_task(embed(service, model, texts, normalize=False, timeout_s=5))
         # Both parts reach Triton before either is answered: they run side by side.
         await eventually(lambda: len(client.shapes) == 2, what="two calls")
         client.release.set()
         result = await request
         # A request arriving while a call is in flight on one of two instances goes whole.
         client.release.clear()
-        held = asyncio.create_task(service.embed_texts(model, ["one"], normalize=False, timeout_s=5))
+        held = asyncio.create_task(embed(service, model, ["one"], normalize=False, timeout_s=5))
         await eventually(lambda: len(client.shapes) == 3, what="a call in flight")
         others = [text + " again" for text in texts]  # not answered from the response cache
-        whole = asyncio.create_task(service.embed_texts(model, others, normalize=False, timeout_s=5))
+        whole = asyncio.create_task(embed(service, model, others, normalize=False, timeout_s=5))
         await eventually(lambda: len(client.shapes) == 4, what="the second request's call")
         client.release.set()
         await held
@@ -314,11 +306,11 @@ async def test_a_large_request_reaching_idle_instances_is_spread_over_them_and_p
 def test_requests_are_admitted_by_cost_where_the_coalescer_is_the_models_only_batcher(
     minilm_path, dynamic_batching, share, paced
 ):
-    service = EmbeddingService(Settings(admission_deadline_share=share), EchoClient())
+    service = EmbeddingService(Settings(admission_deadline_share=share), TritonBackend(EchoClient()))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16)
     model = ServedModel("m", "m", Meta(dynamic_batching=dynamic_batching, instance_count=2), tokenizer)
     try:
-        coalescer = service._coalescer(model)
+        coalescer = service._coalescer(model, model.routes[0])
         assert (coalescer.pace is not None) == paced
         if paced:
             assert coalescer.pace.instances == 2 and coalescer.deadline_share == share
@@ -343,14 +335,14 @@ async def test_where_triton_batches_work_past_the_deadline_share_is_refused_at_o
     """A model Triton batches is admitted by its backlog (``backlog.py``): once a request
     was answered, a burst past the share of its deadline is refused with Retry-After, and
     the requests admitted are answered."""
-    service = EmbeddingService(Settings(admission_deadline_share=share), SlowClient(0.4))
+    service = EmbeddingService(Settings(admission_deadline_share=share), TritonBackend(SlowClient(0.4)))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 64)
     model = ServedModel("m", "m", Meta(max_batch_size=64, dynamic_batching=True), tokenizer)
     request = lambda n: [f"sentence {n} number {i} of a burst" for i in range(8)]  # noqa: E731
     try:
-        await service.embed_texts(model, request(-1), normalize=False, timeout_s=5)
+        await embed(service, model, request(-1), normalize=False, timeout_s=5)
         results = await asyncio.gather(
-            *(service.embed_texts(model, request(n), normalize=False, timeout_s=2) for n in range(20)),
+            *(embed(service, model, request(n), normalize=False, timeout_s=2) for n in range(20)),
             return_exceptions=True,
         )
     finally:

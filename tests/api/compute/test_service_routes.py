@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.requests.asks import Ask, Options, Output
 from embedgate.api.compute.requests.kinds.multi_vector import MultiVectorKind
 from embedgate.api.compute.requests.prompts import PromptChoice
@@ -41,7 +42,7 @@ class RoutesClient:
 
 @pytest.fixture
 def service():
-    service = EmbeddingService(Settings(response_cache_mb=0), RoutesClient())
+    service = EmbeddingService(Settings(response_cache_mb=0), TritonBackend(RoutesClient()))
     yield service
     service.close()
 
@@ -70,7 +71,7 @@ async def test_each_task_runs_on_its_routes_version_with_its_prompt(service, tok
     query = await service.answer(model, Ask(Output.EMBED, ["a", "b"], PromptChoice(task="query")), timeout_s=5)
     default = await service.answer(model, Ask(Output.EMBED, ["a"]), timeout_s=5)
     document = await service.answer(model, Ask(Output.EMBED, ["a"], PromptChoice(input_type="passage")), timeout_s=5)
-    assert service.client.calls == [("m", "2", "embedding"), ("m", "1", "embedding"), ("m", "1", "embedding")]
+    assert service.backend.client.calls == [("m", "2", "embedding"), ("m", "1", "embedding"), ("m", "1", "embedding")]
     assert query.vectors[:, 0].tolist() == [2.0, 2.0] and default.vectors[0, 0] == document.vectors[0, 0] == 1.0
     # The query route's prompt ("q: ") is in its texts: their first token is "q".
     assert query.vectors[0, 1] == model.routes[1].tokenizer.encode(["q"]).input_ids[0, 1]
@@ -79,7 +80,7 @@ async def test_each_task_runs_on_its_routes_version_with_its_prompt(service, tok
 async def test_a_static_route_is_computed_in_the_gateway(service, tokenizer_file):
     model = routed(tokenizer_file)
     result = await service._run(model, model.routes[2], ["this test, this"], 5)
-    assert service.client.calls == []
+    assert service.backend.client.calls == []
     (row,) = result.vectors
     assert np.flatnonzero(row).tolist() == [2023, 3231] and row[[2023, 3231]].tolist() == [1.5, 2.5]
     assert result.token_counts == [4]  # no [CLS] nor [SEP]
@@ -95,7 +96,7 @@ async def test_a_batch_jobs_requests_of_several_routes_answer_as_online(service,
     first, refused, last = await service.answer_bulk(model, asks)
     assert isinstance(refused, WrongModelKind)
     assert first.vectors[:, 0].tolist() == [2.0, 2.0] and last.vectors[:, 0].tolist() == [1.0]
-    assert sorted(service.client.calls) == [("m", "1", "embedding"), ("m", "2", "embedding")]
+    assert sorted(service.backend.client.calls) == [("m", "1", "embedding"), ("m", "2", "embedding")]
 
 
 def colbert(tokenizer_file: Path, tmp_path: Path) -> ServedModel:

@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
+from embedgate.api.endpoints.statuses import status_of
 from embedgate.api.errors import BodyTooLarge
 from embedgate.api.http.app import MULTIPART_ALLOWANCE
-from embedgate.api.http.errors import status_of
 from embedgate.api.http.middleware import CancelOnDisconnect, RequestLimits
 from embedgate.api.settings import Settings
 

@@ -4,7 +4,7 @@ error status with its body, name patterns, and bounds from the running server's 
 import pytest
 from fastapi.testclient import TestClient
 
-from embedgate.api.http import patterns
+from embedgate.api.endpoints.schemas import patterns
 from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
 

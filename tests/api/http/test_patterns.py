@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from embedgate.api.endpoints.schemas import patterns
 from embedgate.api.errors import Forbidden, InvalidInput, InvalidModelName, ModelNotFound
-from embedgate.api.http import patterns
 from embedgate.api.models.names import clip_triton_name, split_clip_key, to_triton_name
 from embedgate.api.models.sources import check_pretrained
 from embedgate.api.settings import Settings

@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from embedgate.api.cli.main import main as cli_main
+from embedgate.api.endpoints.statuses import headers_of, status_of
 from embedgate.api.errors import ModelNotFound, ModelNotLoaded, RepositoryUnavailable
-from embedgate.api.http.errors import headers_of, status_of
 from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.models.repository import off_loop, open_for
 from embedgate.api.settings import Settings

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from embedgate.api.endpoints.envelope import served
 from embedgate.api.errors import ConversionFailed, ModelNotFound, Overloaded
-from embedgate.api.http.paths import serving
 from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.settings import Settings
 from embedgate.api.telemetry import tag_model
@@ -135,7 +135,7 @@ def test_hostile_paths_share_one_label(scrape, client):
 
 
 def test_rejections_are_counted_with_their_reason(scrape, client, gateway):
-    async def overloaded(model, ask, *, timeout_s):
+    async def overloaded(model, ask, plan, *, timeout_s):
         raise Overloaded("model 'org/loaded' has 256 requests in flight")
 
     gateway.embeddings.answer = overloaded
@@ -183,9 +183,9 @@ def test_only_loaded_models_name_a_requests_metrics(tmp_path):
     token = _current.set(record)
     try:
         with pytest.raises(ModelNotFound):
-            serving(gateway, "org/unknown")
+            served(gateway.registry, "org/unknown")
         assert record.model == ""
-        serving(gateway, "org/loaded")
+        served(gateway.registry, "org/loaded")
         assert record.model == "org/loaded"
     finally:
         _current.reset(token)

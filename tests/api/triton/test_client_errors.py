@@ -6,6 +6,7 @@ import aiohttp
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from embedgate.api.endpoints.statuses import headers_of, status_of
 from embedgate.api.errors import (
     DeadlineExceeded,
     ModelProcessLost,
@@ -13,7 +14,6 @@ from embedgate.api.errors import (
     TritonError,
     TritonUnavailable,
 )
-from embedgate.api.http.errors import headers_of, status_of
 from embedgate.api.triton.client import map_triton_error
 
 

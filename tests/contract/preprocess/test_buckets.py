@@ -6,11 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
-from tests.api.compute.test_service import EchoClient, Meta
+from tests.api.compute.test_service import EchoClient, Meta, embed
 
 BUCKETS = {8, 16, 32, 64, 128}
 
@@ -21,7 +22,7 @@ def native_service(minilm_path):
     client = EchoClient()
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 128)
     model = ServedModel("m", "m", Meta(max_batch_size=4, form="onnxruntime"), tokenizer)
-    service = EmbeddingService(settings, client)
+    service = EmbeddingService(settings, TritonBackend(client))
     yield service, model, client, tokenizer
     service.close()
 
@@ -29,7 +30,7 @@ def native_service(minilm_path):
 async def test_every_chunk_is_padded_to_a_bucket(native_service):
     service, model, client, tokenizer = native_service
     texts = ["word " * n for n in (1, 40, 3, 200, 9, 0, 17, 5, 60, 2, 30)]
-    result = await service.embed_texts(model, texts, normalize=False, timeout_s=5)
+    result = await embed(service, model, texts, normalize=False, timeout_s=5)
 
     assert len(client.shapes) == 3
     assert all(width in BUCKETS for _, width in client.shapes), client.shapes

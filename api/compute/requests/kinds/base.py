@@ -47,6 +47,8 @@ class ServedKind:
     text_output: ClassVar[Output | None] = None
     # The text graph's output.
     output: ClassVar[str] = EMBEDDING
+    # How its outputs are pooled, as TEI's /info names it ("model": inside its graph).
+    pooling: ClassVar[str] = "model"
     # The listing's fields of this kind: name -> (type, pydantic FieldInfo), read by the schema.
     listing_fields: ClassVar[dict[str, tuple[Any, Any]]] = {}
 
@@ -102,9 +104,10 @@ class ServedKind:
         """The graph's ``outputs`` for ``rows`` of ``batch`` as the model's rows (a row per input)."""
         return outputs
 
-    def noop_outputs(self, batch: TokenBatch) -> np.ndarray:
-        """What the graph would give for ``batch``, as zeros (no-op inference)."""
-        return np.zeros((len(batch.token_counts), self.metadata.embedding_dim), dtype=np.float32)
+    def noop_output(self, tensors: dict[str, np.ndarray]) -> np.ndarray:
+        """What a graph of the model would give for ``tensors``, as zeros (no model runs)."""
+        rows = len(next(iter(tensors.values())))
+        return np.zeros((rows, self.metadata.embedding_dim), dtype=np.float32)
 
     def fixed_width(self) -> int | None:
         """The one sequence length the text graph takes, where it takes only one."""
@@ -113,6 +116,13 @@ class ServedKind:
     def gives(self) -> frozenset[Output]:
         """What this model gives (``outputs``, where it does not depend on the model)."""
         return self.outputs
+
+    def main_output(self) -> Output:
+        """What the model is for: what it gives for texts, else what it scores (a
+        reranker's relevance before a classifier's labels)."""
+        if self.text_output is not None:
+            return self.text_output
+        return Output.RERANK if Output.RERANK in self.gives() else Output.PREDICT
 
     def require(self, output: Output, model_name: str, endpoints: Mapping[Output, str] = ENDPOINTS) -> None:
         """Raises :class:`WrongModelKind` unless the model gives ``output``, saying where to

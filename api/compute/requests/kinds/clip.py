@@ -10,12 +10,13 @@ from pydantic import Field
 
 from embedgate.contract.preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
 from embedgate.contract.preprocess.text import TokenBatch
-from embedgate.contract.spec import INPUT_IDS, clip_part_names
+from embedgate.contract.spec import INPUT_IDS, PIXELS, clip_part_names
 
-from ..asks import Ask, Output, Plan, Served
-from ..quantize import available
+from ..asks import Ask, Output, Plan, Run, Served, joined
+from ..quantize import available, quantized
+from ..routes import EVERY_TASK, Route, route_for
 from .base import Files, ServedKind
-from .dense import PRECISIONS_FIELD, dense_plan
+from .dense import PRECISIONS_FIELD, dense_plan, unit_rows
 
 
 class ClipKind(ServedKind):
@@ -32,7 +33,20 @@ class ClipKind(ServedKind):
     }
 
     def plan(self, model: Served, ask: Ask) -> Plan:
+        if ask.output is Output.IMAGES:
+            return image_plan(model, ask)
         return dense_plan(model, ask)
+
+    def routes(self, files: Files, triton_name: str) -> list[Route]:
+        """The text tower's route, and the image tower's, which takes images."""
+        assert self.metadata.clip is not None
+        image_tower = self.parts(triton_name)[1]
+        images = Route("images", EVERY_TASK, None, image_tower, images=self.metadata.clip.image)
+        return [*super().routes(files, triton_name), images]
+
+    def image_inputs(self, pixels: np.ndarray) -> dict[str, np.ndarray]:
+        """The image tower's tensors for a batch of prepared images (uint8 [n, h, w, 3])."""
+        return {PIXELS: pixels}
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         return clip_part_names(triton_name)
@@ -65,3 +79,17 @@ class ClipKind(ServedKind):
             # Image embeddings have no calibrated ranges: int8/uint8 are for the text's.
             "precisions": list(available(self.metadata.calibration)),
         }
+
+
+def image_plan(model: Served, ask: Ask) -> Plan:
+    """Images through the image route, then unit length and the precision asked for (int8
+    and uint8 have no ranges calibrated for images: they are the text's)."""
+    route = route_for(model.routes, None, model.name, images=True)
+    options = ask.options
+
+    def finish(results):
+        vectors = unit_rows(results[0].vectors) if options.normalize else results[0].vectors
+        vectors = quantized(vectors, options.precision, None, normalized=options.normalize, what="image embeddings")
+        return joined(results, vectors)
+
+    return Plan([Run(route, ask.inputs)], finish)

@@ -16,8 +16,8 @@ from embedgate.contract.preprocess.text import PairTokenizer, TokenBatch
 from embedgate.contract.spec import LOGITS, SCORES, TOKEN_TYPE_IDS
 
 from ....errors import InvalidInput
-from ..activations import ACTIVATIONS
-from ..asks import Ask, Output, Plan, Run, Served, joined
+from ..activations import ACTIVATIONS, SIGMOID, SOFTMAX
+from ..asks import Ask, Output, Plan, Run, Scores, Served, joined
 from ..prompts import prompt_for
 from ..routes import route_for
 from .base import Files, ServedKind
@@ -72,29 +72,40 @@ class CrossEncoderKind(ServedKind):
             tensors[TOKEN_TYPE_IDS] = np.ascontiguousarray(batch.token_type_ids[rows, :width])
         return tensors
 
-    def scores(self, outputs: np.ndarray, *, raw: bool = False) -> np.ndarray:
-        """The graph's outputs as ``predict`` gives them (``raw``: the logits as they are)."""
+    def scores(self, outputs: np.ndarray, wanted: Scores = Scores.MODEL) -> np.ndarray:
+        """The graph's outputs as the request wants them: with the model's activation (as
+        ``predict`` gives them), the logits, or TEI's probabilities."""
         info = self.metadata.cross_encoder
         if info is None or not info.logits:
-            if raw:
-                raise InvalidInput(
-                    "raw_scores: this model was converted with its activation inside its graph; "
-                    "delete it and load it again for its logits"
-                )
+            # The activation is inside the graph: its scores are all there is.
+            inside = info.activation if info is not None else None
+            if wanted is Scores.MODEL or (wanted is Scores.PROBABILITIES and inside == self._probabilities()):
+                return outputs
+            what = "raw_scores" if wanted is Scores.RAW else f"scores as {wanted.value}"
+            raise InvalidInput(
+                f"{what}: this model was converted with its activation inside its graph; "
+                "delete it and load it again for its logits"
+            )
+        if wanted is Scores.RAW:
             return outputs
-        return outputs if raw else ACTIVATIONS[info.activation](outputs)
+        activation = info.activation if wanted is Scores.MODEL else self._probabilities()
+        return ACTIVATIONS[activation](outputs)
+
+    def _probabilities(self) -> str:
+        """TEI's activation: a softmax over several labels, a sigmoid for one."""
+        return SOFTMAX if len(self.labels()) > 1 else SIGMOID
 
     def plan(self, model: Served, ask: Ask) -> Plan:
         route = route_for(model.routes, None, model.name)
         prompt = prompt_for(model.name, model.metadata, ask.prompt)
-        raw = ask.options.raw_scores
+        wanted = ask.options.scores
         if ask.output is Output.RERANK:
             # predict(prompt=...) puts the prompt before the query, the pair's first text.
             query = prompt + (ask.query or "")
             inputs: list = [(query, document) for document in ask.inputs]
         else:
             inputs = [prompt + item if isinstance(item, str) else (prompt + item[0], item[1]) for item in ask.inputs]
-        return Plan([Run(route, inputs)], lambda results: joined(results, self.scores(results[0].vectors, raw=raw)))
+        return Plan([Run(route, inputs)], lambda results: joined(results, self.scores(results[0].vectors, wanted)))
 
     def listing(self) -> dict[str, Any]:
         info = self.metadata.cross_encoder

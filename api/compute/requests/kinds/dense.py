@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from ....errors import WrongModelKind
+from ....errors import InvalidOption, WrongModelKind
 from ..asks import Ask, Output, Plan, Served, joined, text_run
-from ..quantize import Precision, available, quantized
+from ..quantize import CALIBRATED, Precision, available, quantized
 from .base import ServedKind
 
 PRECISIONS_FIELD = (
@@ -38,26 +38,48 @@ class DenseKind(ServedKind):
 
 
 def dense_plan(model: Served, ask: Ask) -> Plan:
-    """Texts through the route their task takes, then unit length and the precision asked
-    for (a sentence-transformer's, a CLIP model's text tower's)."""
+    """Texts through the route their task takes, then unit length, the dimensions and the
+    precision asked for (a sentence-transformer's, a CLIP model's text tower's)."""
     options = ask.options
     if options.top_k is not None:
         raise WrongModelKind("top_k is for sparse encoders")
+    dimensions = options.dimensions
+    shortened = False
+    if dimensions is not None:
+        full = model.metadata.embedding_dim
+        if dimensions > full:
+            raise InvalidOption(f"dimensions must be at most {full} for model '{model.name}'", "dimensions")
+        shortened = dimensions < full
+    if shortened and options.precision in CALIBRATED:
+        raise InvalidOption(
+            f"dimensions with {options.precision}: its ranges are calibrated on the model's full vectors", "dimensions"
+        )
     run = text_run(model, ask.inputs, ask.prompt)
 
     def finish(results):
-        vectors = dense(model, results[0].vectors, normalize=options.normalize, precision=options.precision)
+        vectors = dense(
+            model, results[0].vectors, normalize=options.normalize, precision=options.precision,
+            dimensions=dimensions if shortened else None,
+        )
         return joined(results, vectors)
 
     return Plan([run], finish)
 
 
-def dense(model: Served, vectors: np.ndarray, *, normalize: bool, precision: Precision) -> np.ndarray:
+def dense(
+    model: Served, vectors: np.ndarray, *, normalize: bool, precision: Precision, dimensions: int | None = None
+) -> np.ndarray:
     """A model's dense output as a request asks for it: unit length where asked (a model
-    ending in Normalize already is), then in ``precision`` with the model's ranges."""
+    ending in Normalize already is), its first ``dimensions`` (unit length again where
+    asked), then in ``precision`` with the model's ranges."""
     if normalize and not model.metadata.normalized:
         vectors = unit_rows(vectors)
     unit = normalize or model.metadata.normalized
+    if dimensions is not None:
+        vectors = np.ascontiguousarray(vectors[:, :dimensions], dtype=np.float32)
+        unit = normalize
+        if normalize:
+            vectors = unit_rows(vectors)
     return quantized(vectors, precision, model.metadata.calibration, normalized=unit, what="its embeddings")
 
 

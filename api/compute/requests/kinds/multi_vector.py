@@ -15,7 +15,7 @@ from pydantic import Field
 
 from embedgate.contract.preprocess.multi_vector import MultiVectorTokenizer
 from embedgate.contract.preprocess.text import TokenBatch
-from embedgate.contract.spec import TOKEN_EMBEDDINGS, MultiVectorTask
+from embedgate.contract.spec import INPUT_IDS, TOKEN_EMBEDDINGS, MultiVectorTask
 
 from ....errors import WrongModelKind
 from ..asks import Ask, Output, Plan, Served, joined, text_run
@@ -31,6 +31,7 @@ class MultiVectorKind(ServedKind):
     title = "a multi-vector encoder (a vector per token, late interaction)"
     outputs = frozenset({Output.MULTI_VECTOR, Output.RERANK})
     text_output = Output.MULTI_VECTOR
+    pooling = "none"
     output = TOKEN_EMBEDDINGS
     listing_fields = {
         "similarity": (
@@ -61,8 +62,8 @@ class MultiVectorKind(ServedKind):
         assert batch.scored is not None
         return token_rows(outputs, batch.scored[rows])
 
-    def noop_outputs(self, batch: TokenBatch) -> np.ndarray:
-        return np.zeros(batch.input_ids.shape + (self.metadata.embedding_dim,), dtype=np.float32)
+    def noop_output(self, tensors: dict[str, np.ndarray]) -> np.ndarray:
+        return np.zeros(tensors[INPUT_IDS].shape + (self.metadata.embedding_dim,), dtype=np.float32)
 
     def plan(self, model: Served, ask: Ask) -> Plan:
         options = ask.options

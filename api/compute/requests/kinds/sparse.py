@@ -39,6 +39,7 @@ class SparseKind(ServedKind):
     title = "a sparse encoder (a weight per vocabulary token)"
     outputs = frozenset({Output.SPARSE})
     text_output = Output.SPARSE
+    pooling = "splade"
     listing_fields = {
         "max_active_dims": (
             int | None,

@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from embedgate.api.compute.images.loader import ImageLoader, decode_data_uri
+from embedgate.api.endpoints.statuses import status_of
 from embedgate.api.errors import InvalidImage
-from embedgate.api.http.errors import status_of
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.images import ImageRejected
 from embedgate.contract.spec import ImagePreprocessing

@@ -103,15 +103,3 @@ def test_without_fair_share_keys_meet_the_limit_as_anonymous_requests_do():
     requests.send(A, 2)
     with pytest.raises(Overloaded, match="limit 2"):
         requests.send(B)
-
-
-def test_a_request_admitted_once_takes_one_slot_for_both_its_parts():
-    model = Model()
-
-    def request():
-        serve_as(A)
-        with admit(model, 1), admit(model, 1):
-            assert model.inflight == 1 and model.by_key == {A.owner: 1}
-
-    contextvars.copy_context().run(request)
-    assert model.by_key == {}

@@ -110,27 +110,26 @@ def test_the_rate_follows_the_newest_window_of_busy_time(clock):
 class Model:
     def __init__(self, dynamic_batching: bool = True):
         self.name = "m"
-        self.triton_names = ["m_text_encoder", "m_image_encoder"]
         self.metadata = type("Meta", (), {"dynamic_batching": dynamic_batching})()
 
 
 def test_each_triton_part_has_its_own_backlog_and_a_model_loaded_again_a_new_one():
     backlogs = Backlogs(0.8)
     model = Model()
-    with backlogs.admitted(model, 1, lambda: 8.0, 30):
+    with backlogs.admitted(model, "m_image_encoder", lambda: 8.0, 30):
         assert backlogs["m_image_encoder"].cost == 8
-        with backlogs.admitted(model, 0, lambda: 20.0, 30):
+        with backlogs.admitted(model, "m_text_encoder", lambda: 20.0, 30):
             assert backlogs["m_text_encoder"].cost == 20
     first = backlogs["m_image_encoder"]
     assert first.rate is not None
-    with backlogs.admitted(Model(), 1, lambda: 8.0, 30):
+    with backlogs.admitted(Model(), "m_image_encoder", lambda: 8.0, 30):
         assert backlogs["m_image_encoder"] is not first and backlogs["m_image_encoder"].requests == 1
 
 
 @pytest.mark.parametrize(("share", "dynamic_batching"), [(0.0, True), (0.8, False)])
 def test_nothing_is_kept_without_a_share_or_where_the_gateway_batches(share, dynamic_batching):
     backlogs = Backlogs(share)
-    with backlogs.admitted(Model(dynamic_batching), 1, lambda: pytest.fail("no cost is asked for"), 30):
+    with backlogs.admitted(Model(dynamic_batching), "m_image_encoder", lambda: pytest.fail("no cost is asked for"), 30):
         pass
     with pytest.raises(KeyError):
         backlogs["m_image_encoder"]

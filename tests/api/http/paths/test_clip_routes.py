@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from embedgate.api.compute.requests.results import ImageEmbeddings
+from embedgate.api.compute.requests.results import Embeddings
 
 from .test_inference import assert_error
 
@@ -16,14 +16,7 @@ MODEL = {"model_name": "org/loaded", "pretrained": "tag"}
 
 @pytest.fixture
 def image_calls(gateway):
-    calls = []
-
-    async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
-        calls.append((model.name, list(images), normalize))
-        return ImageEmbeddings(np.ones((len(images), 3), dtype=np.float32), 1.0, 2.0)
-
-    gateway.embeddings.embed_images = embed_images
-    return calls
+    return gateway.embeddings.image_calls
 
 
 @pytest.fixture
@@ -67,13 +60,13 @@ def test_text_and_image_parts_run_at_the_same_time(client, gateway):
         # Each part waits for the other to have started: run one after the other, this hangs.
         await asyncio.wait_for(both_started.wait(), timeout=5)
 
-    async def answer(model, ask, *, timeout_s):
+    async def answer(model, ask, plan, *, timeout_s):
         await arrive()
-        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, timeout_s=timeout_s)
+        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, plan, timeout_s=timeout_s)
 
     async def embed_images(model, images, *, normalize, timeout_s, precision="float32"):
         await arrive()
-        return ImageEmbeddings(np.zeros((len(images), 3), dtype=np.float32), 0.0, 0.0)
+        return Embeddings(np.zeros((len(images), 3), dtype=np.float32), [0] * len(images), 0, 0.0, 0.0)
 
     gateway.embeddings.answer = answer
     gateway.embeddings.embed_images = embed_images
@@ -87,7 +80,7 @@ def test_a_failing_image_part_cancels_the_text_part(client, gateway):
     cancelled = []
     text_started = asyncio.Event()
 
-    async def answer(model, ask, *, timeout_s):
+    async def answer(model, ask, plan, *, timeout_s):
         text_started.set()
         try:
             await asyncio.sleep(10)

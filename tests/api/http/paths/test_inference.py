@@ -99,18 +99,20 @@ def test_internal_errors_do_not_leak_tracebacks(client, gateway):
 def test_client_deadline_is_used_within_its_bound(client, gateway, settings):
     seen = []
 
-    async def record(model, ask, *, timeout_s):
+    async def record(model, ask, plan, *, timeout_s):
         seen.append(timeout_s)
-        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, timeout_s=timeout_s)
+        return await type(gateway.embeddings).answer(gateway.embeddings, model, ask, plan, timeout_s=timeout_s)
 
     gateway.embeddings.answer = record
     body = {"model_name": "org/loaded", "text": ["a"]}
     assert client.post("/infer", json=body).status_code == 200
     assert client.post("/infer", json=body, headers={"x-request-timeout": "2.5"}).status_code == 200
-    assert seen == [settings.request_timeout_s, 2.5]
+    assert client.post("/infer", json=body, headers={"x-request-timeout": "0.001"}).status_code == 200
+    assert seen == [settings.request_timeout_s, 2.5, 0.001]
 
 
-@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf", "100000"])
+# A deadline below a millisecond is one nothing could meet: the client's mistake, not a 504.
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf", "100000", "5e-324", "0.0009"])
 def test_bad_client_deadlines_are_400(client, value):
     response = client.post(
         "/infer", json={"model_name": "org/loaded", "text": ["a"]}, headers={"x-request-timeout": value}

@@ -4,6 +4,8 @@ is, TEI's error shape and statuses, and the native routes of the same names unto
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -61,7 +63,7 @@ def test_dimensions_keep_the_first_ones_then_normalize(client, gateway):
     raw = client.post(f"{BASE}/embed", json={"inputs": ["a", "b"], "dimensions": 2, "normalize": False})
     assert raw.json() == [[0.0, 1.0], [3.0, 4.0]]
     assert gateway.embeddings.calls[-1] == ("org/loaded", ["a", "b"], False)
-    assert "at most the model's 3" in assert_tei_error(
+    assert "at most 3" in assert_tei_error(
         client.post(f"{BASE}/embed", json={"inputs": "a", "dimensions": 4}), 422, "Validation"
     )
     assert_tei_error(client.post(f"{BASE}/embed", json={"inputs": "a", "dimensions": 0}), 422, "Validation")
@@ -107,7 +109,7 @@ def test_malformed_json_wrong_content_type_method_and_body_size(client, settings
 
 
 def test_a_cut_input_is_refused_where_the_request_forbids_cutting(client, gateway):
-    async def one_cut(model, ask, *, timeout_s):
+    async def one_cut(model, ask, plan, *, timeout_s):
         return Embeddings(np.ones((len(ask.inputs), 3), dtype=np.float32), [16] * len(ask.inputs), 1, 0.1, 0.2)
 
     gateway.embeddings.answer = one_cut
@@ -202,7 +204,8 @@ def test_predict_in_teis_shape_and_a_classifier_reranks_nothing(client, gateway)
         ({}, {"inputs": {"source_sentence": "a", "sentences": ["a"]}}, None),
         (SPARSE, {"inputs": "a"}, [[{"index": 1, "value": 1.0}, {"index": 2, "value": 2.0}]]),
         (MULTI_VECTOR, {"inputs": "a"}, [[[0, 1, 2], [0.5, 1.5, 2.5]]]),
-        (RERANKER, {"query": "q", "texts": ["aa"]}, [{"index": 0, "score": 2.0}]),
+        # TEI's score: the logit's sigmoid (the fake reranker's logit is the document's length).
+        (RERANKER, {"query": "q", "texts": ["aa"]}, [{"index": 0, "score": pytest.approx(1 / (1 + math.exp(-2.0)))}]),
         (CLASSIFIER, {"inputs": "a", "parameters": {}}, None),
     ],
 )
@@ -216,8 +219,13 @@ def test_a_post_to_a_base_url_is_the_route_of_the_models_kind(client, gateway, c
     assert response.headers["x-compute-tokens"]
 
 
-def test_a_base_url_refuses_a_body_of_another_kinds_route(client, gateway):
-    assert_tei_error(client.post(BASE, json={"query": "q", "texts": ["a"]}), 422, "Validation")
+def test_a_base_url_takes_a_body_of_another_route_and_answers_as_that_route(client, gateway):
+    # Every body the document allows at a base URL is taken: a rerank's, to an embedding
+    # model, is its /rerank, which the model's kind does not answer (TEI's 424).
+    refused = client.post(BASE, json={"query": "q", "texts": ["a"]})
+    assert "/embed" in assert_tei_error(refused, 424, "Backend")
+    assert_tei_error(client.post(BASE, json={"inputs": "a", "raw_scores": True}), 424, "Backend")
+    assert_tei_error(client.post(BASE, json={"inputs": 7}), 422, "Validation")
     assert_tei_error(client.post(BASE, content=b"[", headers={"content-type": "application/json"}), 400, "Validation")
     # A path that ends in the name of a GET route is that route: no model's base URL.
     for path in ("/tei/org/info", "/tei/info", "/tei/org/loaded/health", "/tei/health"):
@@ -261,7 +269,7 @@ def test_unknown_unloaded_and_invalid_models(client):
     ],
 )
 def test_errors_below_take_teis_status(client, gateway, error, status, error_type):
-    async def failing(model, ask, *, timeout_s):
+    async def failing(model, ask, plan, *, timeout_s):
         raise error
 
     gateway.embeddings.answer = failing

@@ -3,7 +3,8 @@ status; the others keep their own status with the nearest type; only TEI's paths
 
 import pytest
 
-from embedgate.api.http.errors import STATUS, error_response_for
+from embedgate.api.endpoints.statuses import STATUS
+from embedgate.api.http.errors import error_response_for
 from embedgate.api.http.tei.errors import AS_TEI, TEI_WHY, is_tei_path, tei_error
 
 

@@ -5,8 +5,7 @@ TEI's Python client sends beyond TEI's own."""
 import pytest
 from pydantic import ValidationError
 
-from embedgate.api.http.tei.errors import Empty
-from embedgate.api.http.tei.schemas import (
+from embedgate.api.endpoints.schemas.tei import (
     TeiDecodeRequest,
     TeiEmbedRequest,
     TeiPredictRequest,
@@ -14,6 +13,7 @@ from embedgate.api.http.tei.schemas import (
     TeiSimilarityRequest,
     non_empty,
 )
+from embedgate.api.errors import Empty
 
 
 def test_teis_defaults():

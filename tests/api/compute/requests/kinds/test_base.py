@@ -1,5 +1,6 @@
 """Each kind answers its own outputs and refuses the others, saying where to go."""
 
+import numpy as np
 import pytest
 
 from embedgate.api.compute.requests.asks import Output
@@ -60,3 +61,17 @@ def test_the_gateways_kinds_are_the_converters():
 def test_a_kind_this_gateway_does_not_know_is_refused_as_another_versions():
     with pytest.raises(ModelConflict, match="another embedgate version"):
         kind_of(fake_metadata("m", kind="hologram"))
+
+
+def test_dimensions_cut_then_normalize_as_encode_does():
+    from types import SimpleNamespace
+
+    from embedgate.api.compute.requests.kinds.dense import dense
+
+    model = SimpleNamespace(metadata=SimpleNamespace(normalized=False, calibration=None))
+    vectors = np.array([[3.0, 4.0, 12.0]], dtype=np.float32)
+    cut = dense(model, vectors, normalize=True, precision="float32", dimensions=2)
+    np.testing.assert_allclose(cut, [[0.6, 0.8]])
+    raw = dense(model, vectors, normalize=False, precision="float32", dimensions=2)
+    assert raw.tolist() == [[3.0, 4.0]] and raw.flags.c_contiguous
+    np.testing.assert_allclose(dense(model, vectors, normalize=False, precision="float32"), vectors)

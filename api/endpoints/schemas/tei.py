@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from ..predict_schemas import PredictBody, inputs_schema
-from ..rerank_schemas import MAX_DOCUMENT_CHARS
-from ..schemas import FROM_SETTINGS, Count, PromptName, integral, texts_not_token_ids
-from .errors import Empty
+from ...errors import Empty
+from .fields import FROM_SETTINGS, Count, PromptName, integral, texts_not_token_ids
+from .predict import PredictBody, inputs_schema
+from .rerank import MAX_DOCUMENT_CHARS
 
 # A text TEI takes: not empty (TEI answers "" with 400 Empty, as the route does).
 _TEXT = {"type": "string", "minLength": 1}

@@ -13,14 +13,6 @@ import numpy as np
 EncodingFormat = Literal["float", "base64", "int8", "uint8", "binary", "ubinary"]
 
 
-def shorten(vectors: np.ndarray, dimensions: int) -> np.ndarray:
-    """The first ``dimensions`` components of each row, scaled back to unit length
-    (what OpenAI's ``dimensions`` does; meaningful for Matryoshka-trained models)."""
-    head = np.ascontiguousarray(vectors[:, :dimensions], dtype=np.float32)
-    norms = np.linalg.norm(head, axis=1, keepdims=True)
-    return head / np.maximum(norms, 1e-12)
-
-
 def encode_rows(vectors: np.ndarray, encoding_format: EncodingFormat) -> list:
     """One entry per row: the row itself (serialized as floats, or the integers of a lower
     precision, by orjson), or its float32 little-endian bytes in base64, which is what

@@ -4,7 +4,7 @@ and the same for tokens), from a key's standing with its per-minute limits
 
 from __future__ import annotations
 
-from ...compute.scheduling.rates import Allowance, Standing
+from ..compute.scheduling.rates import Allowance, Standing
 
 
 def duration(seconds: float) -> str:

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from . import patterns
-from .rerank_schemas import MAX_DOCUMENT_CHARS
-from .schemas import FROM_SETTINGS, ONE_PROMPT, PromptName, PromptText
+from .fields import FROM_SETTINGS, ONE_PROMPT, PromptName, PromptText, name_of
+from .rerank import MAX_DOCUMENT_CHARS
 
 
 def inputs_schema(min_length: int = 0) -> dict[str, Any]:
@@ -74,12 +74,10 @@ class PredictBody(BaseModel):
 class PredictRequest(PredictBody):
     model_config = ConfigDict(json_schema_extra=ONE_PROMPT)
 
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        description="A loaded cross-encoder (or transformers sequence-classification model).",
-        examples=["cross-encoder/nli-deberta-v3-small"],
-        json_schema_extra={"pattern": patterns.MODEL_NAME},
+    model: name_of(  # type: ignore[valid-type]
+        patterns.MODEL_NAME,
+        "A loaded cross-encoder (or transformers sequence-classification model).",
+        "cross-encoder/nli-deberta-v3-small",
     )
     truncate: Literal[True] = Field(
         True,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from . import patterns
-from .schemas import FROM_SETTINGS, Count, PromptName, PromptText
+from .fields import FROM_SETTINGS, Count, PromptName, PromptText, name_of
 
 MAX_DOCUMENT_CHARS = 1_000_000
 
@@ -47,12 +47,10 @@ class RerankRequest(BaseModel):
         },
     )
 
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        description="A loaded cross-encoder (one label), or a multi-vector model (scored by MaxSim).",
-        examples=["cross-encoder/ms-marco-MiniLM-L6-v2"],
-        json_schema_extra={"pattern": patterns.MODEL_NAME},
+    model: name_of(  # type: ignore[valid-type]
+        patterns.MODEL_NAME,
+        "A loaded cross-encoder (one label), or a multi-vector model (scored by MaxSim).",
+        "cross-encoder/ms-marco-MiniLM-L6-v2",
     )
     query: str = Field(max_length=MAX_DOCUMENT_CHARS, examples=["What is the capital of France?"])
     documents: Annotated[list[str], BeforeValidator(_texts), WithJsonSchema(_DOCUMENTS_SCHEMA)] = Field(

@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from .. import patterns
-from ..schemas import FROM_SETTINGS, Count, texts_not_token_ids
-from .vectors import EncodingFormat
+from ..vectors import EncodingFormat
+from . import patterns
+from .fields import FROM_SETTINGS, Count, name_of, texts_not_token_ids
 
 # An empty list is refused too (400), as are token id arrays.
 _INPUT_SCHEMA = {
@@ -32,12 +32,10 @@ class EmbeddingsRequest(BaseModel):
     input: Annotated[list[str], BeforeValidator(texts_not_token_ids), WithJsonSchema(_INPUT_SCHEMA)] = Field(
         description="A string or a non-empty list of strings to embed.", examples=[["I am a sentence."]]
     )
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        description="A model name, or a CLIP model as '<model_name>:<pretrained>' (as /v1/models lists it).",
-        examples=["sentence-transformers/all-MiniLM-L6-v2"],
-        json_schema_extra={"pattern": patterns.OPENAI_MODEL},
+    model: name_of(  # type: ignore[valid-type]
+        patterns.OPENAI_MODEL,
+        "A model name, or a CLIP model as '<model_name>:<pretrained>' (as /v1/models lists it).",
+        "sentence-transformers/all-MiniLM-L6-v2",
     )
     encoding_format: EncodingFormat = Field(
         "float",

@@ -1,31 +1,34 @@
-"""TEI's answers from the service's results: dimensions then normalization, sparse values,
-cosine similarities, ranks best first, the refusal of a cut input, TEI's timing headers."""
+"""TEI's answers from the service's results: sparse values, cosine similarities, ranks best
+first, the refusal of a cut input, TEI's timing headers."""
 
 import numpy as np
 import pytest
 
 from embedgate.api.compute.requests.results import Embeddings, SparseVector
-from embedgate.api.http.tei import answers
-from embedgate.api.http.tei.errors import InputTooLong
-from embedgate.api.http.tei.schemas import TeiEmbedRequest, TeiRerankRequest, Truncation
+from embedgate.api.endpoints import envelope, tei
+from embedgate.api.endpoints.embed import TeiEmbedSparse
+from embedgate.api.endpoints.rerank import TeiRerank
+from embedgate.api.endpoints.schemas.tei import TeiRerankRequest, Truncation
+from embedgate.api.endpoints.similarity import TeiSimilarity
+from embedgate.api.errors import InputTooLong
+from embedgate.api.settings import Settings
+
+PARTS = envelope.Parts(None, None, Settings())  # type: ignore[arg-type]
 
 
-def test_dimensions_cut_then_normalize_as_encode_does():
-    vectors = np.array([[3.0, 4.0, 12.0]], dtype=np.float32)
-    np.testing.assert_allclose(answers.embeddings(TeiEmbedRequest(inputs=["a"], dimensions=2), vectors), [[0.6, 0.8]])
-    raw = answers.embeddings(TeiEmbedRequest(inputs=["a"], dimensions=2, normalize=False), vectors)
-    assert raw.tolist() == [[3.0, 4.0]] and raw.flags.c_contiguous
-    assert answers.embeddings(TeiEmbedRequest(inputs=["a"], dimensions=3), vectors) is vectors
+def call(context=None) -> envelope.Call:
+    return envelope.Call(None, (), context=context)  # type: ignore[arg-type]
 
 
 def test_sparse_values_similarities_and_ranks():
     result = Embeddings(np.zeros((1, 5)), [3], 0, 0.0, 0.0,
                         sparse=[SparseVector(np.array([1, 4]), np.array([0.5, 2.0], dtype=np.float32))])
-    assert answers.sparse_values(result) == [[{"index": 1, "value": 0.5}, {"index": 4, "value": 2.0}]]
-    unit = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
-    np.testing.assert_allclose(answers.similarities(unit), [0.6, 0.0])
+    assert TeiEmbedSparse(PARTS).answer(call(), result) == [[{"index": 1, "value": 0.5}, {"index": 4, "value": 2.0}]]
+    unit = Embeddings(np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]), [1, 1, 1], 0, 0.0, 0.0)
+    np.testing.assert_allclose(TeiSimilarity(PARTS).answer(call(), unit), [0.6, 0.0])
     body = TeiRerankRequest(query="q", texts=["a", "b", "c"], return_text=True)
-    ranked = answers.ranks(body, np.array([[0.5], [2.0], [0.5]]))
+    scores = Embeddings(np.array([[0.5], [2.0], [0.5]]), [1, 1, 1], 0, 0.0, 0.0)
+    ranked = TeiRerank(PARTS).answer(call(body), scores)
     assert ranked == [{"index": 1, "score": 2.0, "text": "b"}, {"index": 0, "score": 0.5, "text": "a"},
                       {"index": 2, "score": 0.5, "text": "c"}]
 
@@ -46,17 +49,17 @@ def test_a_cut_input_is_refused_only_where_cutting_was_forbidden(options, refuse
     body = Truncation(**options)
     if refused:
         with pytest.raises(InputTooLong, match="1 input"):
-            answers.check_cuts(body, cut, Model)
+            tei.check_cuts(body, cut, Model)
     else:
-        answers.check_cuts(body, cut, Model)
-    answers.check_cuts(body, Embeddings(np.zeros((1, 3)), [3], 0, 0.0, 0.0), Model)  # nothing cut: answered
+        tei.check_cuts(body, cut, Model)
+    tei.check_cuts(body, Embeddings(np.zeros((1, 3)), [3], 0, 0.0, 0.0), Model)  # nothing cut: answered
 
 
 def test_teis_headers_are_whole_milliseconds():
     result = Embeddings(np.zeros((2, 3)), [4, 5], 0, tokenize_ms=1.7, inference_ms=12.2, queue_ms=0.4)
-    headers = answers.tei_headers(result, 15.9, characters=11)
+    headers = tei.tei_headers(result, 15.9, characters=11)
     assert headers == {
         "x-compute-time": "15", "x-total-time": "15", "x-tokenization-time": "1", "x-queue-time": "0",
         "x-inference-time": "12", "x-compute-characters": "11", "x-compute-tokens": "9",
     }
-    assert set(answers.documented_tei_headers()) == set(headers)
+    assert set(tei.documented_tei_headers()) == set(headers)

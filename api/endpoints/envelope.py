@@ -1,0 +1,188 @@
+"""The envelope every endpoint runs in, written once: check -> ask -> respond.
+
+An endpoint is one operation as one API asks for it (``/infer``, ``/v1/embeddings``, TEI's
+``/embed``, ``/rerank``...). It says three things: how its body is checked into a
+:class:`Call` (the model, what is asked of it, the inputs its key is charged for), how the
+results become the answer's body, and the headers of its own the answer carries.
+Everything around them is here: the clock, the model's kind asked whether it gives what is
+asked (saying where to go instead, in the endpoint's API), the key's charge (429 past its
+limits), one slot of the model's in-flight limit for the whole request (503 when full), the
+embedding service within the request's deadline, the timing and rate-limit headers.
+
+The HTTP routes of every API call an endpoint; a batch job's lines call the same
+endpoints' :meth:`Endpoint.answer_lines`, so a line is answered by the route's own code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ..compute.requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput
+from ..compute.requests.results import Embeddings
+from ..compute.requests.served import ServedModel
+from ..compute.scheduling.concurrency import run_all
+from ..compute.service import EmbeddingService
+from ..errors import EmbedgateError
+from ..models.names import split_clip_key
+from ..models.registry import ModelRegistry
+from ..settings import Settings
+from ..telemetry import tag_model
+from .rate_limits import rate_limit_headers
+from .statuses import openai_error_of
+from .timing import inference_headers
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What every endpoint works with: the models, the embedding service, the settings."""
+
+    registry: ModelRegistry
+    service: EmbeddingService
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Call:
+    """A checked request: its model, what it asks of it (a request with texts and images
+    asks twice, under one admission), and what its key is charged for."""
+
+    model: ServedModel
+    asks: tuple[Ask, ...]
+    charged: Sequence[TextInput] = ()
+    images: int = 0
+    # What the endpoint needs again to answer (the body, a plan of its own...).
+    context: Any = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    body: Any
+    headers: dict[str, str]
+    tokens: int = 0
+    # The whole request, until its results were in.
+    total_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What planning a batch needs of a line's body: its model, how many texts it sends,
+    and the length (characters) of its longest."""
+
+    model: str
+    texts: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a batch job's line gave: the status and body its route would have answered."""
+
+    status_code: int
+    body: dict[str, Any]
+    tokens: int = 0
+
+
+class Endpoint(Generic[Body]):
+    """One operation as one API asks for it (see the module's docstring)."""
+
+    # Where a request of this API that the model's kind does not answer should go instead.
+    elsewhere: ClassVar[Mapping[Output, str]] = ENDPOINTS
+
+    def __init__(self, parts: Parts):
+        self.registry = parts.registry
+        self.service = parts.service
+        self.settings = parts.settings
+
+    def check(self, body: Body, model: ServedModel | None) -> Call:
+        """The request checked (its limits, its options, its model: ``model`` where the
+        route named it, else the body's), or the domain error that refuses it."""
+        raise NotImplementedError
+
+    def respond(self, call: Call, results: list[Embeddings]) -> Any:
+        """The answer's body, from each ask's result."""
+        raise NotImplementedError
+
+    def headers(self, call: Call, results: list[Embeddings], total_ms: float) -> dict[str, str]:
+        """The answer's timing headers (and any of the API's own)."""
+        return inference_headers(call.model.name, results[0], total_ms)
+
+    async def __call__(self, body: Body, timeout_s: float, model: ServedModel | None = None) -> Answer:
+        started = time.perf_counter()
+        call = self.check(body, model)
+        service = self.service
+        # Everything the model's kind refuses is refused before the key is charged.
+        plans = [service.plan(call.model, ask, self.elsewhere) for ask in call.asks]
+        standing = service.charge(call.charged, call.images)
+        with service.admit(call.model):
+            runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in plans]
+            results = await run_all(runs) if len(runs) > 1 else [await runs[0]]
+        total_ms = (time.perf_counter() - started) * 1000
+        payload = self.respond(call, results)
+        headers = {**self.headers(call, results, total_ms), **rate_limit_headers(standing)}
+        return Answer(payload, headers, sum(sum(result.token_counts) for result in results), total_ms)
+
+    # --- a batch job's lines (they name ``/v1/`` URLs: errors in OpenAI's shape)
+    body_type: ClassVar[type[BaseModel]]
+
+    def measure(self, body: dict[str, Any]) -> Measure:
+        """What planning a batch needs of a line's body (read before it is checked)."""
+        raise NotImplementedError
+
+    async def answer_lines(self, bodies: list[dict[str, Any]]) -> list[Outcome]:
+        """Each line's outcome, in order, as the route would answer its body: the good ones
+        asked of the embedding service together (``answer_bulk``: the bulk lane, no
+        admission slot, no request deadline), a bad one an outcome, never an exception.
+        A chunk's lines all name one model."""
+        outcomes: list[Outcome | None] = [None] * len(bodies)
+        planned: list[tuple[int, Call]] = []
+        plans: list[Plan | EmbedgateError] = []
+        for row, raw in enumerate(bodies):
+            try:
+                call = self.check(self.body_type.model_validate(raw), None)  # type: ignore[arg-type]
+                plans.append(self.service.plan(call.model, call.asks[0], self.elsewhere))
+            except (EmbedgateError, ValidationError) as error:
+                outcomes[row] = Outcome(*openai_error_of(error))
+                continue
+            planned.append((row, call))
+        if planned:
+            results = await self.service.run_bulk_plans(planned[0][1].model, plans)
+            for (row, call), result in zip(planned, results):
+                try:
+                    if isinstance(result, EmbedgateError):
+                        raise result
+                    outcomes[row] = Outcome(200, self.respond(call, [result]), tokens=sum(result.token_counts))
+                except EmbedgateError as error:
+                    outcomes[row] = Outcome(*openai_error_of(error))
+        return outcomes  # type: ignore[return-value]
+
+    def model(self, name: str, pretrained: str | None = None) -> ServedModel:
+        return served(self.registry, name, pretrained)
+
+    def model_by_key(self, key: str) -> ServedModel:
+        return served_by_key(self.registry, key)
+
+
+def served(registry: ModelRegistry, name: str, pretrained: str | None = None) -> ServedModel:
+    """The loaded model a request names (404 or 409 otherwise), tagged on the request's
+    metrics: a loaded model's name is safe as a label, anything a client sent is not."""
+    model = registry.served(name, pretrained)
+    tag_model(model.name)
+    return model
+
+
+def served_by_key(registry: ModelRegistry, key: str) -> ServedModel:
+    """:func:`served` for APIs that name a model with one string (OpenAI's, TEI's): a CLIP
+    model is ``<model_name>:<pretrained>``, as ``/v1/models`` lists it."""
+    clip = split_clip_key(key)
+    return served(registry, *clip) if clip else served(registry, key)
+
+
+def characters(inputs: Sequence[TextInput]) -> int:
+    return sum(len(text) if isinstance(text, str) else len(text[0]) + len(text[1]) for text in inputs)
