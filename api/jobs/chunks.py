@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .store import Chunk, Line
+from .records import Chunk, Line
 
 
 @dataclass(frozen=True)

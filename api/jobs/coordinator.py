@@ -34,7 +34,8 @@ from typing import Any
 from ..errors import BatchNotFound, BatchStateConflict
 from . import lines
 from .files import JobFiles
-from .store import Access, BatchRecord, Chunk, FileRecord, JobStore, Progress
+from .records import BatchRecord, Chunk, FileRecord, Progress
+from .store import Access, JobStore
 
 OUTPUT, ERRORS = "out", "err"
 # OpenAI's batch output line for a request that never ran.

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidBatchFile
-from .store import Line
+from .records import Line
 
 MAX_CUSTOM_ID_CHARS = 512
 

@@ -28,7 +28,7 @@ from .coordinator import ERRORS, OUTPUT, file_name, line_id, owner_id, part_name
 from .files import JobFiles
 from .lines import RequestLine
 from .queue import JobQueue
-from .store import BatchRecord, Chunk
+from .records import BatchRecord, Chunk
 
 log = logging.getLogger("embedgate.jobs")
 

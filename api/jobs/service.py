@@ -20,8 +20,9 @@ from . import chunks, lines
 from .coordinator import file_name
 from .files import JobFiles
 from .queue import JobQueue
+from .records import BatchRecord, FileRecord, Progress
 from .runner import BatchEndpoint, JobWorker
-from .store import Access, BatchRecord, FileRecord, Progress
+from .store import Access
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
 

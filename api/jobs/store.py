@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from .records import BatchRecord, Chunk, FileRecord, Line, Progress
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -76,45 +78,6 @@ CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
 ACTIVE = ("in_progress",)
 
 
-@dataclass
-class FileRecord:
-    id: str
-    filename: str
-    purpose: str
-    bytes: int
-    created_at: int
-    lines: int = 0
-    # The keyed hash of the key that created it (a batch's output: the batch's owner's).
-    owner: str | None = None
-
-
-@dataclass
-class BatchRecord:
-    id: str
-    input_file_id: str
-    endpoint: str
-    completion_window: str
-    status: str
-    created_at: int
-    expires_at: int
-    metadata: dict[str, str] | None = None
-    in_progress_at: int | None = None
-    finalizing_at: int | None = None
-    completed_at: int | None = None
-    failed_at: int | None = None
-    expired_at: int | None = None
-    cancelling_at: int | None = None
-    cancelled_at: int | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    # [{"code", "message", "line"?, "param"?}]: why the batch failed.
-    errors: list[dict[str, Any]] | None = None
-    total: int = 0
-    # The models its lines name that were loaded when it was created.
-    models: list[str] = field(default_factory=list)
-    owner: str | None = None
-
-
 @dataclass(frozen=True)
 class Access:
     """Whose files and batches a client's call may find: ``owner``'s own, or with
@@ -134,35 +97,8 @@ class Access:
 EVERYTHING = Access(everything=True)
 
 
-@dataclass(frozen=True)
-class Line:
-    """One request line of the input file: its number (from 1) and where its bytes are."""
-
-    number: int
-    offset: int
-    length: int
-
-
-@dataclass(frozen=True)
-class Chunk:
-    batch_id: str
-    index: int
-    model: str
-    lines: tuple[Line, ...]
-    texts: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    chunks: int
-    done: int
-    completed: int
-    failed: int
-    tokens: int
-
-
 _JSON_FIELDS = {"metadata", "errors", "models"}
-_BATCH_FIELDS = [f.name for f in fields(BatchRecord)]
+_BATCH_FIELDS = list(BatchRecord.model_fields)
 
 
 class JobStore:
@@ -384,7 +320,7 @@ def _columns(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batch_row(batch: BatchRecord) -> dict[str, Any]:
-    return _columns(asdict(batch))
+    return _columns(batch.model_dump())
 
 
 def _batch_record(row: sqlite3.Row) -> BatchRecord:

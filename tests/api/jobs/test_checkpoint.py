@@ -8,7 +8,8 @@ import json
 
 from embedgate.api.jobs.checkpoint import CHECKPOINT, STORE_FILE, open_coordinator
 from embedgate.api.jobs.coordinator import file_name, part_name
-from embedgate.api.jobs.store import EVERYTHING, BatchRecord, Chunk, FileRecord, Line
+from embedgate.api.jobs.records import BatchRecord, Chunk, FileRecord, Line
+from embedgate.api.jobs.store import EVERYTHING
 
 NOW = 1_000_000
 
@@ -19,7 +20,8 @@ def batch_of(coordinator, tmp_path, chunks: int = 3) -> BatchRecord:
     source.write_text("\n".join(rows) + "\n")
     coordinator.files.put(file_name("file-1"), source)
     coordinator.add_file(FileRecord("file-1", "in.jsonl", "batch", source.stat().st_size, NOW, chunks))
-    batch = BatchRecord("batch_1", "file-1", "/v1/embeddings", "24h", "in_progress", NOW, NOW + 86_400, total=chunks)
+    batch = BatchRecord(id="batch_1", input_file_id="file-1", endpoint="/v1/embeddings", completion_window="24h",
+                        status="in_progress", created_at=NOW, expires_at=NOW + 86_400, total=chunks)
     offsets = [sum(len(row) + 1 for row in rows[:i]) for i in range(chunks)]
     planned = [Chunk("batch_1", i, "m", (Line(i + 1, offsets[i], len(rows[i])),), 1) for i in range(chunks)]
     coordinator.add_batch(batch, planned)
