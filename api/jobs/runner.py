@@ -111,9 +111,9 @@ class JobWorker:
     async def _round(self) -> None:
         if not self.ready():
             return
-        await self.queue.call("tend")
+        await self.queue.tend()
         while len(self._running) < self.chunks_in_hand:
-            leased = await self.queue.call("lease", self.owner)
+            leased = await self.queue.lease(self.owner)
             if leased is None:
                 return
             task = asyncio.create_task(self._run_chunk(*leased), name=f"chunk-{leased[0].batch_id}-{leased[0].index}")
@@ -129,7 +129,7 @@ class JobWorker:
         try:
             while not work.done():
                 done, _ = await asyncio.wait({work}, timeout=self.lease_s / 3)
-                if not done and not await self.queue.call("renew", chunk, self.owner):
+                if not done and not await self.queue.renew(chunk, self.owner):
                     log.info("bulk job %s: chunk %d no longer ours; dropped", chunk.batch_id, chunk.index)
                     work.cancel()
             await work
@@ -142,8 +142,8 @@ class JobWorker:
     async def _process(self, chunk: Chunk, batch: BatchRecord) -> None:
         endpoint = self.endpoints[batch.endpoint]
         if chunk.model in batch.models and not self.is_served(chunk.model):
-            await self.queue.call(
-                "fail", batch.id, "model_unloaded",
+            await self.queue.fail(
+                batch.id, "model_unloaded",
                 f"model '{chunk.model}' was unloaded while the batch ran; load it and submit the rest again",
             )
             return
@@ -151,7 +151,7 @@ class JobWorker:
         requests = await asyncio.to_thread(lines.read, path, chunk.lines)
         outcomes = await endpoint.run(chunk.model, requests)
         completed, failed, tokens = await asyncio.to_thread(self._write_parts, batch.id, chunk, requests, outcomes)
-        if await self.queue.call("complete", chunk, self.owner, completed=completed, failed=failed, tokens=tokens):
+        if await self.queue.complete(chunk, self.owner, completed=completed, failed=failed, tokens=tokens):
             log.info("bulk job %s: chunk %d done (%d lines)", chunk.batch_id, chunk.index, len(requests))
         else:
             log.info("bulk job %s: chunk %d was finished elsewhere", chunk.batch_id, chunk.index)

@@ -87,20 +87,20 @@ class JobService:
         )
         record = FileRecord(new_id("file-"), filename, purpose, size, int(time.time()), count, access.owner)
         await asyncio.to_thread(self.files.put, file_name(record.id), path)
-        await self.queue.call("add_file", record)
+        await self.queue.add_file(record)
         return record
 
     async def file(self, file_id: str, access: Access) -> FileRecord:
-        record = await self.queue.call("file", file_id, access)
+        record = await self.queue.file(file_id, access)
         if record is None:
             raise FileNotFound(f"no file '{file_id}'")
         return record
 
     async def list_files(self, purpose: str | None, access: Access) -> list[FileRecord]:
-        return await self.queue.call("list_files", purpose, access)
+        return await self.queue.list_files(purpose, access)
 
     async def delete_file(self, file_id: str, access: Access) -> None:
-        if not await self.queue.call("delete_file", file_id, access):
+        if not await self.queue.delete_file(file_id, access):
             raise FileNotFound(f"no file '{file_id}'")
 
     async def content(self, file_id: str, access: Access) -> Iterator[bytes]:
@@ -144,7 +144,7 @@ class JobService:
             planned = []
         else:
             batch.models = sorted({chunk.model for chunk in planned if self.is_served(chunk.model)})
-        await self.queue.call("add_batch", batch, planned)
+        await self.queue.add_batch(batch, planned)
         self.worker.wake()
         return BatchView(batch, Progress(len(planned), 0, 0, 0, 0))
 
@@ -169,15 +169,15 @@ class JobService:
         return chunks.plan(batch.id, requests, endpoint.measure, self.settings.batch_chunk_texts), []
 
     async def batch(self, batch_id: str, access: Access) -> BatchView:
-        found = await self.queue.call("batch", batch_id, access)
+        found = await self.queue.batch(batch_id, access)
         if found is None:
             raise BatchNotFound(f"no batch '{batch_id}'")
         return BatchView(*found)
 
     async def list_batches(self, after: str | None, limit: int, access: Access) -> list[BatchView]:
-        return [BatchView(*found) for found in await self.queue.call("list_batches", after, limit, access)]
+        return [BatchView(*found) for found in await self.queue.list_batches(after, limit, access)]
 
     async def cancel(self, batch_id: str, access: Access) -> BatchView:
-        await self.queue.call("cancel", batch_id, access)
+        await self.queue.cancel(batch_id, access)
         return await self.batch(batch_id, access)
 
