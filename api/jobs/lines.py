@@ -24,7 +24,7 @@ MAX_CUSTOM_ID_CHARS = 512
 
 @dataclass(frozen=True)
 class RequestLine:
-    """One line as a worker runs it."""
+    """One line as the chunk runner runs it."""
 
     number: int
     custom_id: str

@@ -1,4 +1,4 @@
-"""A gateway's worker: leases chunks, runs their lines, writes their output and records them.
+"""A gateway's chunk runner: leases chunks, runs their lines, writes their output and records them.
 
 Each gateway process runs one, with a few chunks in hand at a time so that the next chunk's
 lines are read and tokenized while the last one's are in Triton. A chunk's texts go through
@@ -6,7 +6,7 @@ the embedding service's low-priority lane (``compute/scheduling/coalescing.py``)
 online requests leave. The lease is renewed while the chunk runs; a chunk whose lease is lost
 (a stall longer than the lease, its batch cancelled) is dropped, and whoever holds it then
 runs it again. Its output is written (whole, under a name of the chunk's) before the chunk
-is recorded done, so a worker killed at any point costs only the chunk it held.
+is recorded done, so a process killed at any point costs only the chunks its runner held.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def output_line(batch_id: str, request: RequestLine, outcome: Outcome) -> bytes:
     return orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
-class JobWorker:
+class ChunkRunner:
     def __init__(
         self,
         queue: JobQueue,
@@ -96,8 +96,8 @@ class JobWorker:
                 await self._round()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a store or file hiccup must not end the worker
-                log.exception("bulk job worker: a round failed; trying again")
+            except Exception:  # noqa: BLE001 - a store or file hiccup must not end the runner
+                log.exception("bulk job runner: a round failed; trying again")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_s):

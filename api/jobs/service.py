@@ -1,5 +1,5 @@
 """What the Files and Batches routes call: uploads checked and stored, batches planned and
-created, read, listed and cancelled; and this gateway's worker, started and stopped.
+created, read, listed and cancelled; and this gateway's chunk runner, started and stopped.
 
 Every call names whose files and batches it may find (``Access``); what it creates belongs
 to ``access.owner``. A file or batch the caller may not see is not found, in the same words
@@ -21,7 +21,7 @@ from .coordinator import file_name
 from .files import JobFiles
 from .queue import JobQueue
 from .records import BatchRecord, FileRecord, Progress
-from .runner import BatchEndpoint, JobWorker
+from .runner import BatchEndpoint, ChunkRunner
 from .store import Access
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
@@ -53,7 +53,7 @@ class JobService:
         self.files = files
         self.endpoints = endpoints
         self.is_served = is_served
-        self.worker = JobWorker(
+        self.runner = ChunkRunner(
             queue,
             files,
             endpoints,
@@ -66,13 +66,13 @@ class JobService:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.worker.run(), name="bulk-job-worker")
+        self._task = asyncio.create_task(self.runner.run(), name="bulk-job-runner")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.worker.stop()
+        await self.runner.stop()
 
     # --- files
     async def upload(self, filename: str, purpose: str, path: Path, access: Access) -> FileRecord:
@@ -145,7 +145,7 @@ class JobService:
         else:
             batch.models = sorted({chunk.model for chunk in planned if self.is_served(chunk.model)})
         await self.queue.add_batch(batch, planned)
-        self.worker.wake()
+        self.runner.wake()
         return BatchView(batch, Progress(len(planned), 0, 0, 0, 0))
 
     def _plan(self, batch: BatchRecord):

@@ -1,7 +1,7 @@
 """Job state in SQLite (WAL): uploaded files, batches, and each batch's chunks with their leases.
 
-One file beside the model repository, written by every worker of the machine. The chunk
-table is the queue: a worker leases the oldest pending chunk (or one whose lease ran out)
+One file beside the model repository, written by every gateway of the machine. The chunk
+table is the queue: a chunk runner leases the oldest pending chunk (or one whose lease ran out)
 for a while, renews the lease while it works, and records the chunk done only while the
 lease is still its own, so a chunk is done once whoever finished it. Calls block: the
 gateway makes them off the event loop.
@@ -74,7 +74,7 @@ CREATE INDEX IF NOT EXISTS files_owner ON files (owner, created_at);
 CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
 """
 
-# Batch states that have work left for the workers.
+# Batch states that have work left for the chunk runners.
 ACTIVE = ("in_progress",)
 
 
@@ -203,7 +203,7 @@ class JobStore:
         return [_batch_record(row) for row in rows.fetchall()]
 
     def active_batches(self) -> list[BatchRecord]:
-        """Batches a worker may still have to act on (work, cancel, finalize), oldest first."""
+        """Batches with something left to do (chunks to run, a cancel or a finish), oldest first."""
         rows = self._run(
             "SELECT * FROM batches WHERE status IN ('in_progress', 'finalizing', 'cancelling') ORDER BY seq"
         )

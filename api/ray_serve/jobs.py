@@ -1,6 +1,6 @@
 """Bulk jobs across the replicas: one coordinator for the application, in a Ray actor.
 
-Every replica's worker leases chunks from the same coordinator (``api/jobs/coordinator.py``,
+Every replica's chunk runner leases chunks from the same coordinator (``api/jobs/coordinator.py``,
 unchanged) through the actor, so a batch created on any replica is run by all of them, and a
 replica that dies loses only its leases: the chunks go back to the queue (at once when the
 dead process was on the coordinator's host, else when the lease runs out). The actor is

@@ -31,11 +31,11 @@ def batch_of(coordinator, tmp_path, chunks: int = 3) -> BatchRecord:
 def test_a_coordinator_on_a_new_machine_takes_the_copy_beside_the_files(s3_bucket, tmp_path):
     first = open_coordinator(s3_bucket.url, tmp_path / "node-a", lease_s=60)
     batch = batch_of(first, tmp_path)
-    chunk, _ = first.lease("worker-1")
+    chunk, _ = first.lease("runner-1")
     part = tmp_path / "part"
     part.write_text('{"custom_id": "c0"}\n')
     first.files.put(part_name(batch.id, chunk.index, "out"), part)
-    assert first.complete(chunk, "worker-1", completed=1, failed=0, tokens=2)
+    assert first.complete(chunk, "runner-1", completed=1, failed=0, tokens=2)
     assert s3_bucket.keys(f".embedgate-jobs/{CHECKPOINT}")
 
     # Node A is gone with its disk: a coordinator on node B starts with no store.
@@ -44,8 +44,8 @@ def test_a_coordinator_on_a_new_machine_takes_the_copy_beside_the_files(s3_bucke
     assert found.status == "in_progress" and progress.done == 1 and progress.chunks == 3
     assert second.file("file-1", EVERYTHING).filename == "in.jsonl"
     # The chunk recorded before is not leased again; the others are.
-    leased = {second.lease("worker-2")[0].index, second.lease("worker-2")[0].index}
-    assert leased == {1, 2} and second.lease("worker-2") is None
+    leased = {second.lease("runner-2")[0].index, second.lease("runner-2")[0].index}
+    assert leased == {1, 2} and second.lease("runner-2") is None
 
 
 def test_a_node_that_keeps_its_store_uses_its_own(s3_bucket, tmp_path):

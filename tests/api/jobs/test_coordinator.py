@@ -120,7 +120,7 @@ def test_cancel_waits_for_live_leases_then_keeps_what_ran(world):
     assert coordinator.cancel("batch_1", EVERYTHING).status == "cancelling"
     assert coordinator.lease("w") is None  # no more work of a cancelling batch
     coordinator.tend()
-    assert store.batch("batch_1").status == "cancelling"  # a worker still holds a lease
+    assert store.batch("batch_1").status == "cancelling"  # a chunk runner still holds a lease
     assert not coordinator.renew(held, "w")  # it learns, and gives the chunk back
     coordinator.tend()
     batch, progress = coordinator.batch("batch_1", EVERYTHING)
