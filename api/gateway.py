@@ -29,7 +29,7 @@ class Cluster(Protocol):
     """Where the set of loaded models lives when the gateway is one of many (a replica of
     the Ray Serve application, or a worker of ``embedgate serve --workers N``): loads and
     unloads go through it, not the manifest; and where bulk jobs are coordinated, for
-    every gateway's worker."""
+    every gateway's chunk runner."""
 
     def triton(self) -> Triton | None:
         """The Triton this gateway serves through when another process runs it; None:

@@ -352,14 +352,14 @@ class Settings(BaseSettings):
     batch_max_file_bytes: int = Field(200_000_000, ge=1, description="Largest batch file an upload may be.")
     batch_max_requests: int = Field(50_000, ge=1, description="Most requests (lines) in one batch file.")
     batch_chunk_texts: int = Field(
-        512, ge=1, description="Texts in one chunk: the unit a worker leases, runs and records at once."
+        512, ge=1, description="Texts in one chunk: the unit a chunk runner leases, runs and records at once."
     )
     batch_lease_s: float = Field(
-        60.0, gt=0, description="How long a worker holds a chunk without renewing; a dead worker's chunks "
+        60.0, gt=0, description="How long a chunk runner holds a chunk without renewing; a dead one's chunks "
         "are run again after it (at once, for a dead process of the same host)."
     )
     batch_chunks_in_hand: int = Field(2, ge=1, description="Chunks one gateway runs at a time.")
-    batch_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for work.")
+    batch_poll_s: float = Field(1.0, gt=0, description="How often an idle chunk runner looks for work.")
 
     @field_validator(
         "preload_models", "api_keys", "admin_keys", "key_names", "local_model_dirs", "image_fetch_allow",

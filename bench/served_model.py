@@ -2,9 +2,9 @@
 
 The repository's own ``model.py`` (with ``batch_layout.py`` and ``torch_graphs.py`` copied beside it) is
 imported with a stand-in for ``triton_python_backend_utils`` and handed batches of
-tokenized sentences as Triton hands them: each a request of ``rows`` texts, from one
-thread per worker (``worker_count`` in the model's config), as the stub's workers run
-them. The process's CPU time per text is then the model's own share of what the server
+tokenized sentences as Triton hands them: each a request of ``rows`` texts, from as many
+threads as the stub runs side by side (``worker_count`` in the model's config), as its
+threads run them. The process's CPU time per text is then the model's own share of what the server
 spends per text (its graph, its packing and sub-batching), measured apart from Triton,
 the stub's transport and the gateway.
 """
@@ -88,8 +88,8 @@ def _config_json(model_dir: Path) -> dict:
 
 
 def open_stub(model_dir: Path):
-    """The stub's model, initialized from the repository as Triton initializes it, and its
-    worker count; None where the model is not a CPU model of the Python backend."""
+    """The stub's model, initialized from the repository as Triton initializes it, and how
+    many threads it runs batches on; None where the model is not a CPU model of the Python backend."""
     stub = model_dir / "1" / STUB_FILE
     if not stub.is_file() or not (model_dir / CONFIG_FILE).is_file():
         return None
@@ -117,12 +117,12 @@ def open_stub(model_dir: Path):
 
 def core_ms_per_text(model: LocalModel, texts: list[str], rows: int) -> dict | None:
     """CPU ms per text (and texts/s) of the served model answering ``texts`` in requests of
-    ``rows`` texts, one thread per worker, tokenized beforehand as the gateway sends them;
+    ``rows`` texts, on as many threads as the stub runs, tokenized beforehand as the gateway sends them;
     None where the model has no CPU stub in the repository."""
     opened = open_stub(model.onnx_path.parent.parent)
     if opened is None:
         return None
-    stub, workers = opened
+    stub, thread_count = opened
     rows = max(1, rows)
     batches = []
     for start in range(0, len(texts), rows):
@@ -143,7 +143,7 @@ def core_ms_per_text(model: LocalModel, texts: list[str], rows: int) -> dict | N
                     return
                 failed.extend(r.error.message() for r in stub.answer(batch) if r.has_error())
 
-        threads = [threading.Thread(target=work) for _ in range(workers)]
+        threads = [threading.Thread(target=work) for _ in range(thread_count)]
         cpu, wall = time.process_time(), time.perf_counter()
         for thread in threads:
             thread.start()
@@ -157,7 +157,7 @@ def core_ms_per_text(model: LocalModel, texts: list[str], rows: int) -> dict | N
     return {
         "rows_per_request": rows,
         "texts": len(texts),
-        "threads": workers,
+        "threads": thread_count,
         "core_ms_per_text": round(cpu * 1000 / len(texts), 4),
         "texts_per_s": round(len(texts) / wall, 2),
     }

@@ -1,5 +1,5 @@
-"""Where a batch's requests are cut between workers (and the workers that run the parts
-side by side), and its text rows into onnxruntime runs and packed into rows: numpy and the
+"""Where a batch's requests are cut into parts (and the threads that run the parts side by
+side), and its text rows into onnxruntime runs and packed into rows: numpy and the
 standard library, for the Python-backend model (``python_backend_model.py``), which
 imports it from beside itself in the model's version directory, where the converter
 copies both.
@@ -129,7 +129,7 @@ def _balanced(lengths, order, count):
 
 def split_requests(rows, count, part_rows=0):
     """The requests of a batch (``rows``: each one's row count), in order, cut into parts of
-    about equal rows: ``[[index, ...], ...]``. At least ``count`` parts (one per worker) and,
+    about equal rows: ``[[index, ...], ...]``. At least ``count`` parts (one per thread) and,
     with ``part_rows``, enough for parts of at most that many rows; never more than one per
     request. A new part begins where a request's middle passes the current part's share."""
     total = sum(rows)
@@ -168,7 +168,7 @@ def request_part(values, start, rows, width, wide):
     return np.ascontiguousarray(values[start : start + rows, : width[0]] if wide else values[start : start + rows])
 
 
-class Workers:
+class PartThreads:
     """``count`` threads, each running one batch at a time with ``answer`` and sending
     each request its response (the final one: ``final_flag``) through the request's response
     sender; a batch that raises gets ``failed(message)`` for each request. onnxruntime
@@ -179,14 +179,14 @@ class Workers:
         self.final_flag, self.failed = final_flag, failed
         self.batches = queue.SimpleQueue()
         self.free = threading.Semaphore(count)
-        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"worker-{n}") for n in range(count)]
+        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"part-thread-{n}") for n in range(count)]
         for thread in self.threads:
             thread.start()
 
     def submit(self, requests):
-        """Hand the batch to the workers in parts (``split_requests``), each as one frees,
+        """Hand the batch to the threads in parts (``split_requests``), each as one frees,
         then wait until another is free: Triton sends the next batch only when ``execute``
-        returns. Whole, a merged batch would run on one worker while the others idled."""
+        returns. Whole, a merged batch would run on one thread while the others idled."""
         for part in self._parts(requests):
             self.free.acquire()
             self.batches.put(part)

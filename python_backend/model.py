@@ -23,9 +23,9 @@ one also cut to each request's width); a malformed request gets its own error re
 Where the config makes the model decoupled (CPU models), one instance runs
 ``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
 session (single-threaded runs, one copy of the weights and of the kernels' repacked
-weights, whatever the count). ``execute`` hands its batch to the workers (a merged batch
-cut into parts, ``split_requests``) and returns once another worker is free, so
-Triton keeps the next requests in its queue (and merges them) while every worker is busy;
+weights, whatever the count). ``execute`` hands its batch to the threads (a merged batch
+cut into parts, ``split_requests``) and returns once another thread is free, so
+Triton keeps the next requests in its queue (and merges them) while every thread is busy;
 each answer goes back through its request's response sender.
 Where the config names a ``torch_file`` (GPU instances: ``converters/library/gpu.py``'s
 TorchScript graph), it runs with PyTorch on the ``torch_device`` GPU instead of onnxruntime,
@@ -45,7 +45,7 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
-from batch_layout import PART_ROWS, Workers, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part
+from batch_layout import PART_ROWS, PartThreads, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part
 from torch_graphs import (
     GRAPH_ROWS_PARAMETER,
     GRAPH_TOKENS_PARAMETER,
@@ -71,6 +71,7 @@ TORCH_FILE_PARAMETER = "torch_file"
 TORCH_DEVICE_PARAMETER = "torch_device"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
+# How many threads run batches side by side (PartThreads), by the name published configs carry.
 WORKER_PARAMETER = "worker_count"
 # The Triton metric (a gauge per instance and part) of a GPU instance's memory.
 GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
@@ -112,17 +113,17 @@ class TritonPythonModel:
     torch = None
     # Its memory gauges (kept alive while the model is loaded), where Triton has metrics.
     metrics = None
-    # The threads that run batches side by side (batch_layout.Workers), in a decoupled model.
-    workers = None
+    # The threads that run batches side by side (batch_layout.PartThreads), in a decoupled model.
+    part_threads = None
 
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        self.workers = None
+        self.part_threads = None
         self.inputs = [_Input(entry) for entry in config["input"]]
         if config.get("model_transaction_policy", {}).get("decoupled", False):
             count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
             part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
-            self.workers = Workers(
+            self.part_threads = PartThreads(
                 count, self.answer, self._rows, part_rows, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL, _error_response
             )
         self.outputs = [entry["name"] for entry in config["output"]]
@@ -171,9 +172,9 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
-        if self.workers is None:
+        if self.part_threads is None:
             return self.answer(requests)
-        self.workers.submit(requests)
+        self.part_threads.submit(requests)
         return None
 
     def _rows(self, request):
@@ -333,8 +334,8 @@ class TritonPythonModel:
         return results
 
     def finalize(self):
-        if self.workers is not None:
-            self.workers.stop()
+        if self.part_threads is not None:
+            self.part_threads.stop()
         self.session = None
         self.torch = None
         if self.metrics is not None:

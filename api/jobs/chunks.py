@@ -1,4 +1,4 @@
-"""A batch cut into chunks: units of work a worker leases, runs and records as one.
+"""A batch cut into chunks: units of work a chunk runner leases, runs and records as one.
 
 A chunk holds lines of one model, and the lines are sorted by length across the whole file
 before they are cut: each chunk's texts are about the same length, so its Triton calls pad
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..endpoints.envelope import Measure
-from .store import Chunk, Line
+from .records import Chunk, Line
 
 
 def plan(

@@ -3,7 +3,7 @@ batches (completed, cancelled, expired or failed) by joining their chunks' outpu
 
 One coordinator per store. On one machine the gateway calls it directly (off the event loop:
 every method blocks); in the Ray Serve application one lives in a Ray actor and every
-replica's workers call it there. Finishing a batch is idempotent (its output files have ids
+replica's chunk runner calls it there. Finishing a batch is idempotent (its output files have ids
 of their own and are written whole), so a coordinator killed while finishing one finishes it
 again when it comes back.
 
@@ -11,7 +11,7 @@ States, as OpenAI's Batch API names them::
 
     in_progress -> finalizing -> completed      every chunk done
                 -> finalizing -> expired        past expires_at (the chunks not done: batch_expired)
-                -> cancelling -> cancelled      cancelled (once no worker holds a lease on it)
+                -> cancelling -> cancelled      cancelled (once no runner holds a lease on it)
                 -> failed                       a model it needs was unloaded
 
 What a client asks of files and batches names whose it may find (``store.Access``): the
@@ -34,7 +34,8 @@ from typing import Any
 from ..errors import BatchNotFound, BatchStateConflict
 from . import lines
 from .files import JobFiles
-from .store import Access, BatchRecord, Chunk, FileRecord, JobStore, Progress
+from .records import BatchRecord, Chunk, FileRecord, Progress
+from .store import Access, JobStore
 
 OUTPUT, ERRORS = "out", "err"
 # OpenAI's batch output line for a request that never ran.
@@ -89,7 +90,7 @@ class Coordinator:
         if self.on_change is not None:
             self.on_change()
 
-    # --- workers
+    # --- the chunk runners
     def lease(self, owner: str) -> tuple[Chunk, BatchRecord] | None:
         chunk = self.store.lease(owner, self.lease_s, self.clock())
         if chunk is None:
@@ -131,7 +132,7 @@ class Coordinator:
             self._changed()
 
     def tend(self) -> None:
-        """Housekeeping any worker may run often: leases of this host's dead processes go
+        """Housekeeping any chunk runner may run often: leases of this host's dead processes go
         back to the queue; overdue batches expire; cancelled ones and stalled finishes are
         finished."""
         gone = [owner for owner in self.store.lease_owners() if _gone_locally(owner)]

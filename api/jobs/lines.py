@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidBatchFile
-from .store import Line
+from .records import Line
 
 MAX_CUSTOM_ID_CHARS = 512
 
 
 @dataclass(frozen=True)
 class RequestLine:
-    """One line as a worker runs it."""
+    """One line as the chunk runner runs it."""
 
     number: int
     custom_id: str

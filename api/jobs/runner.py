@@ -1,4 +1,4 @@
-"""A gateway's worker: leases chunks, runs their lines, writes their output and records them.
+"""A gateway's chunk runner: leases chunks, runs their lines, writes their output and records them.
 
 Each gateway process runs one, with a few chunks in hand at a time so that the next chunk's
 lines are read and tokenized while the last one's are in Triton. A chunk's texts go through
@@ -6,7 +6,7 @@ the embedding service's low-priority lane (``compute/scheduling/coalescing.py``)
 online requests leave. The lease is renewed while the chunk runs; a chunk whose lease is lost
 (a stall longer than the lease, its batch cancelled) is dropped, and whoever holds it then
 runs it again. Its output is written (whole, under a name of the chunk's) before the chunk
-is recorded done, so a worker killed at any point costs only the chunk it held.
+is recorded done, so a process killed at any point costs only the chunks its runner held.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .coordinator import ERRORS, OUTPUT, file_name, line_id, owner_id, part_name
 from .files import JobFiles
 from .lines import RequestLine
 from .queue import JobQueue
-from .store import BatchRecord, Chunk
+from .records import BatchRecord, Chunk
 
 log = logging.getLogger("embedgate.jobs")
 
@@ -50,7 +50,7 @@ def output_line(batch_id: str, request: RequestLine, outcome: Outcome) -> bytes:
     return orjson.dumps(line, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
-class JobWorker:
+class ChunkRunner:
     def __init__(
         self,
         queue: JobQueue,
@@ -85,8 +85,8 @@ class JobWorker:
                 await self._round()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a store or file hiccup must not end the worker
-                log.exception("bulk job worker: a round failed; trying again")
+            except Exception:  # noqa: BLE001 - a store or file hiccup must not end the runner
+                log.exception("bulk job runner: a round failed; trying again")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_s):
@@ -100,9 +100,9 @@ class JobWorker:
     async def _round(self) -> None:
         if not self.ready():
             return
-        await self.queue.call("tend")
+        await self.queue.tend()
         while len(self._running) < self.chunks_in_hand:
-            leased = await self.queue.call("lease", self.owner)
+            leased = await self.queue.lease(self.owner)
             if leased is None:
                 return
             task = asyncio.create_task(self._run_chunk(*leased), name=f"chunk-{leased[0].batch_id}-{leased[0].index}")
@@ -118,7 +118,7 @@ class JobWorker:
         try:
             while not work.done():
                 done, _ = await asyncio.wait({work}, timeout=self.lease_s / 3)
-                if not done and not await self.queue.call("renew", chunk, self.owner):
+                if not done and not await self.queue.renew(chunk, self.owner):
                     log.info("bulk job %s: chunk %d no longer ours; dropped", chunk.batch_id, chunk.index)
                     work.cancel()
             await work
@@ -131,8 +131,8 @@ class JobWorker:
     async def _process(self, chunk: Chunk, batch: BatchRecord) -> None:
         endpoint = self.endpoints[batch.endpoint]
         if chunk.model in batch.models and not self.is_served(chunk.model):
-            await self.queue.call(
-                "fail", batch.id, "model_unloaded",
+            await self.queue.fail(
+                batch.id, "model_unloaded",
                 f"model '{chunk.model}' was unloaded while the batch ran; load it and submit the rest again",
             )
             return
@@ -140,7 +140,7 @@ class JobWorker:
         requests = await asyncio.to_thread(lines.read, path, chunk.lines)
         outcomes = await endpoint.answer_lines([request.body for request in requests])
         completed, failed, tokens = await asyncio.to_thread(self._write_parts, batch.id, chunk, requests, outcomes)
-        if await self.queue.call("complete", chunk, self.owner, completed=completed, failed=failed, tokens=tokens):
+        if await self.queue.complete(chunk, self.owner, completed=completed, failed=failed, tokens=tokens):
             log.info("bulk job %s: chunk %d done (%d lines)", chunk.batch_id, chunk.index, len(requests))
         else:
             log.info("bulk job %s: chunk %d was finished elsewhere", chunk.batch_id, chunk.index)

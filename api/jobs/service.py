@@ -1,5 +1,5 @@
 """What the Files and Batches routes call: uploads checked and stored, batches planned and
-created, read, listed and cancelled; and this gateway's worker, started and stopped.
+created, read, listed and cancelled; and this gateway's chunk runner, started and stopped.
 
 Every call names whose files and batches it may find (``Access``); what it creates belongs
 to ``access.owner``. A file or batch the caller may not see is not found, in the same words
@@ -20,8 +20,9 @@ from . import chunks, lines
 from .coordinator import file_name
 from .files import JobFiles
 from .queue import JobQueue
-from .runner import BatchEndpoint, JobWorker
-from .store import Access, BatchRecord, FileRecord, Progress
+from .records import BatchRecord, FileRecord, Progress
+from .runner import BatchEndpoint, ChunkRunner
+from .store import Access
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
 
@@ -52,7 +53,7 @@ class JobService:
         self.files = files
         self.endpoints = endpoints
         self.is_served = is_served
-        self.worker = JobWorker(
+        self.runner = ChunkRunner(
             queue,
             files,
             endpoints,
@@ -65,13 +66,13 @@ class JobService:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.worker.run(), name="bulk-job-worker")
+        self._task = asyncio.create_task(self.runner.run(), name="bulk-job-runner")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.worker.stop()
+        await self.runner.stop()
 
     # --- files
     async def upload(self, filename: str, purpose: str, path: Path, access: Access) -> FileRecord:
@@ -86,20 +87,20 @@ class JobService:
         )
         record = FileRecord(new_id("file-"), filename, purpose, size, int(time.time()), count, access.owner)
         await asyncio.to_thread(self.files.put, file_name(record.id), path)
-        await self.queue.call("add_file", record)
+        await self.queue.add_file(record)
         return record
 
     async def file(self, file_id: str, access: Access) -> FileRecord:
-        record = await self.queue.call("file", file_id, access)
+        record = await self.queue.file(file_id, access)
         if record is None:
             raise FileNotFound(f"no file '{file_id}'")
         return record
 
     async def list_files(self, purpose: str | None, access: Access) -> list[FileRecord]:
-        return await self.queue.call("list_files", purpose, access)
+        return await self.queue.list_files(purpose, access)
 
     async def delete_file(self, file_id: str, access: Access) -> None:
-        if not await self.queue.call("delete_file", file_id, access):
+        if not await self.queue.delete_file(file_id, access):
             raise FileNotFound(f"no file '{file_id}'")
 
     async def content(self, file_id: str, access: Access) -> Iterator[bytes]:
@@ -143,8 +144,8 @@ class JobService:
             planned = []
         else:
             batch.models = sorted({chunk.model for chunk in planned if self.is_served(chunk.model)})
-        await self.queue.call("add_batch", batch, planned)
-        self.worker.wake()
+        await self.queue.add_batch(batch, planned)
+        self.runner.wake()
         return BatchView(batch, Progress(len(planned), 0, 0, 0, 0))
 
     def _plan(self, batch: BatchRecord):
@@ -168,15 +169,15 @@ class JobService:
         return chunks.plan(batch.id, requests, endpoint.measure, self.settings.batch_chunk_texts), []
 
     async def batch(self, batch_id: str, access: Access) -> BatchView:
-        found = await self.queue.call("batch", batch_id, access)
+        found = await self.queue.batch(batch_id, access)
         if found is None:
             raise BatchNotFound(f"no batch '{batch_id}'")
         return BatchView(*found)
 
     async def list_batches(self, after: str | None, limit: int, access: Access) -> list[BatchView]:
-        return [BatchView(*found) for found in await self.queue.call("list_batches", after, limit, access)]
+        return [BatchView(*found) for found in await self.queue.list_batches(after, limit, access)]
 
     async def cancel(self, batch_id: str, access: Access) -> BatchView:
-        await self.queue.call("cancel", batch_id, access)
+        await self.queue.cancel(batch_id, access)
         return await self.batch(batch_id, access)
 

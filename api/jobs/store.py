@@ -1,7 +1,7 @@
 """Job state in SQLite (WAL): uploaded files, batches, and each batch's chunks with their leases.
 
-One file beside the model repository, written by every worker of the machine. The chunk
-table is the queue: a worker leases the oldest pending chunk (or one whose lease ran out)
+One file beside the model repository, written by every gateway of the machine. The chunk
+table is the queue: a chunk runner leases the oldest pending chunk (or one whose lease ran out)
 for a while, renews the lease while it works, and records the chunk done only while the
 lease is still its own, so a chunk is done once whoever finished it. Calls block: the
 gateway makes them off the event loop.
@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from .records import BatchRecord, Chunk, FileRecord, Line, Progress
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -72,47 +74,8 @@ CREATE INDEX IF NOT EXISTS files_owner ON files (owner, created_at);
 CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
 """
 
-# Batch states that have work left for the workers.
+# Batch states that have work left for the chunk runners.
 ACTIVE = ("in_progress",)
-
-
-@dataclass
-class FileRecord:
-    id: str
-    filename: str
-    purpose: str
-    bytes: int
-    created_at: int
-    lines: int = 0
-    # The keyed hash of the key that created it (a batch's output: the batch's owner's).
-    owner: str | None = None
-
-
-@dataclass
-class BatchRecord:
-    id: str
-    input_file_id: str
-    endpoint: str
-    completion_window: str
-    status: str
-    created_at: int
-    expires_at: int
-    metadata: dict[str, str] | None = None
-    in_progress_at: int | None = None
-    finalizing_at: int | None = None
-    completed_at: int | None = None
-    failed_at: int | None = None
-    expired_at: int | None = None
-    cancelling_at: int | None = None
-    cancelled_at: int | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    # [{"code", "message", "line"?, "param"?}]: why the batch failed.
-    errors: list[dict[str, Any]] | None = None
-    total: int = 0
-    # The models its lines name that were loaded when it was created.
-    models: list[str] = field(default_factory=list)
-    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,35 +97,8 @@ class Access:
 EVERYTHING = Access(everything=True)
 
 
-@dataclass(frozen=True)
-class Line:
-    """One request line of the input file: its number (from 1) and where its bytes are."""
-
-    number: int
-    offset: int
-    length: int
-
-
-@dataclass(frozen=True)
-class Chunk:
-    batch_id: str
-    index: int
-    model: str
-    lines: tuple[Line, ...]
-    texts: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    chunks: int
-    done: int
-    completed: int
-    failed: int
-    tokens: int
-
-
 _JSON_FIELDS = {"metadata", "errors", "models"}
-_BATCH_FIELDS = [f.name for f in fields(BatchRecord)]
+_BATCH_FIELDS = list(BatchRecord.model_fields)
 
 
 class JobStore:
@@ -267,7 +203,7 @@ class JobStore:
         return [_batch_record(row) for row in rows.fetchall()]
 
     def active_batches(self) -> list[BatchRecord]:
-        """Batches a worker may still have to act on (work, cancel, finalize), oldest first."""
+        """Batches with something left to do (chunks to run, a cancel or a finish), oldest first."""
         rows = self._run(
             "SELECT * FROM batches WHERE status IN ('in_progress', 'finalizing', 'cancelling') ORDER BY seq"
         )
@@ -384,7 +320,7 @@ def _columns(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batch_row(batch: BatchRecord) -> dict[str, Any]:
-    return _columns(asdict(batch))
+    return _columns(batch.model_dump())
 
 
 def _batch_record(row: sqlite3.Row) -> BatchRecord:

@@ -1,6 +1,6 @@
 """Bulk jobs across the replicas: one coordinator for the application, in a Ray actor.
 
-Every replica's worker leases chunks from the same coordinator (``api/jobs/coordinator.py``,
+Every replica's chunk runner leases chunks from the same coordinator (``api/jobs/coordinator.py``,
 unchanged) through the actor, so a batch created on any replica is run by all of them, and a
 replica that dies loses only its leases: the chunks go back to the queue (at once when the
 dead process was on the coordinator's host, else when the lease runs out). The actor is
@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from ..jobs.checkpoint import open_coordinator
+from ..jobs.queue import ForwardedQueue, forwarded
 from ..settings import Settings
 from .board import NAMESPACE
 
@@ -27,18 +28,19 @@ class JobCoordinator:
     def __init__(self, repository: str, state_dir: str, lease_s: float):
         self.coordinator = open_coordinator(repository, Path(state_dir), lease_s=lease_s)
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.coordinator, method)(*args, **kwargs)
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A replica's call of the coordinator (``RayQueue``)."""
+        return forwarded(self.coordinator, name)(*args, **kwargs)
 
 
-class RayQueue:
+class RayQueue(ForwardedQueue):
     """A replica's way to the application's coordinator actor."""
 
     def __init__(self, actor: Any):
         self.actor = actor
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self.actor.call.remote(method, *args, **kwargs)
+    async def _forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.actor.call.remote(name, *args, **kwargs)
 
 
 def job_queue(app_name: str, settings: Settings) -> RayQueue:

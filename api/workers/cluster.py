@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbedgateError, TritonError
+from ..jobs.queue import ForwardedQueue
 from ..models.control import LoadOutcome
 from ..models.progress import Event, Progress
 from ..models.registry import ModelRegistry
@@ -104,14 +105,14 @@ class SharedTriton:
         await self._cluster.close()
 
 
-class PrimaryQueue:
-    """Bulk jobs: the primary's coordinator, shared by every worker's job worker."""
+class PrimaryQueue(ForwardedQueue):
+    """Bulk jobs: the primary's coordinator, shared by every worker's chunk runner."""
 
     def __init__(self, cluster: WorkerCluster):
         self._cluster = cluster
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self._cluster.call("jobs", method, args, kwargs)
+    async def _forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._cluster.call("jobs", name, args, kwargs)
 
 
 class WorkerCluster:

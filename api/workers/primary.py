@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import EmbedgateError
 from ..jobs.checkpoint import open_coordinator
-from ..jobs.queue import LocalQueue
+from ..jobs.queue import LocalQueue, forwarded
 from ..models.host import ModelHost
 from ..models.progress import Progress
 from ..models.refs import ModelRef
@@ -176,9 +176,10 @@ class Primary:
     async def _reload_lost(self, key: str, part: str, sent_at: float) -> None:
         await self.host.registry.reload_lost(key, part, sent_at)
 
-    async def _call_jobs(self, method: str, args: tuple, kwargs: dict) -> Any:
+    async def _call_jobs(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """A worker's call of the coordinator (``PrimaryQueue``)."""
         assert self._jobs is not None
-        return await self._jobs.call(method, *args, **kwargs)
+        return await forwarded(self._jobs, name)(*args, **kwargs)
 
     async def _gather_metrics(self, asking: int) -> list[bytes]:
         """This process's metrics text (its conversions, its CPU) and every worker's but

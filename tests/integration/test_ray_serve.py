@@ -291,7 +291,7 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
             batch.status, batch.request_counts, batch.errors)
         ids = [json.loads(row)["custom_id"] for row in client.files.content(batch.output_file_id).text.splitlines()]
     assert len(ids) == count and set(ids) == {f"r{i}" for i in range(count)}
-    # Every replica's worker leased chunks from the one coordinator, the killed one's included.
+    # Every replica's chunk runner leased chunks from the one coordinator, the killed one's included.
     with sqlite3.connect(ray_app.jobs_dir / "jobs.sqlite3") as store:
         owners = store.execute(
             "SELECT COUNT(DISTINCT owner) FROM chunks WHERE batch_id = ? AND state = 'done'", (batch.id,)

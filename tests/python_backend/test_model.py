@@ -313,10 +313,10 @@ def test_model_py_reads_the_parameters_the_config_writer_names(load_python_model
         assert getattr(module, key) == value, key
 
 
-def decoupled_model(mean_pool_onnx, load_python_model, workers):
-    """A CPU model as published: decoupled, ``workers`` batches at once."""
+def decoupled_model(mean_pool_onnx, load_python_model, threads):
+    """A CPU model as published: decoupled, ``threads`` batches at once."""
     config = triton_config.build_text_model_config(
-        "tiny", EMBEDDING, mean_pool_onnx.table.shape[1], TritonConfigOptions(intra_op_threads=1, instance_count=workers)
+        "tiny", EMBEDDING, mean_pool_onnx.table.shape[1], TritonConfigOptions(intra_op_threads=1, instance_count=threads)
     )
     assert config.model_transaction_policy.decoupled
     instance = load_python_model().TritonPythonModel()
@@ -340,7 +340,7 @@ def final_answer(req, timeout=10.0):
 def test_a_decoupled_model_answers_each_request_once_through_its_sender(
     mean_pool_onnx, load_python_model, table, ragged_request, make_request
 ):
-    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    instance = decoupled_model(mean_pool_onnx, load_python_model, threads=2)
     try:
         requests = [ragged_request([3, 5], 0), ragged_request([7], 1)]
         malformed = make_request(**{INPUT_IDS: np.ones((1, 3), dtype=np.int64)})
@@ -357,10 +357,10 @@ def test_a_decoupled_model_answers_each_request_once_through_its_sender(
         instance.finalize()
 
 
-def test_workers_run_batches_side_by_side_and_execute_returns_once_one_is_free(
+def test_threads_run_batches_side_by_side_and_execute_returns_once_one_is_free(
     mean_pool_onnx, load_python_model, table, ragged_request
 ):
-    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    instance = decoupled_model(mean_pool_onnx, load_python_model, threads=2)
     real_run = instance.session.run
     release = threading.Event()
     lock = threading.Lock()
@@ -384,13 +384,13 @@ def test_workers_run_batches_side_by_side_and_execute_returns_once_one_is_free(
     instance.session = GatedSession()
     try:
         first, second = ragged_request([4], 0), ragged_request([6], 1)
-        instance.execute([first])  # a worker is still free: returns at once
+        instance.execute([first])  # a thread is still free: returns at once
         returned = threading.Event()
         submitter = threading.Thread(target=lambda: (instance.execute([second]), returned.set()))
         submitter.start()
 
         assert both_running.wait(10), "the second batch did not run beside the first"
-        # Both workers are busy: execute holds on, so Triton keeps (and merges) the next
+        # Both threads are busy: execute holds on, so Triton keeps (and merges) the next
         # requests in its own queue.
         assert not returned.wait(0.2)
         release.set()
@@ -407,7 +407,7 @@ def test_workers_run_batches_side_by_side_and_execute_returns_once_one_is_free(
 def test_a_batch_that_fails_answers_each_of_its_requests_with_the_error(
     mean_pool_onnx, load_python_model, ragged_request
 ):
-    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=1)
+    instance = decoupled_model(mean_pool_onnx, load_python_model, threads=1)
 
     class FailingSession:
         def run(self, outputs, feeds):
@@ -433,23 +433,23 @@ def test_a_batch_that_fails_answers_each_of_its_requests_with_the_error(
         ([100, 1, 1], [[100], [1, 1]]),
     ],
 )
-def test_a_batch_of_several_requests_is_cut_into_a_part_per_worker_of_about_equal_rows(
+def test_a_batch_of_several_requests_is_cut_into_a_part_per_thread_of_about_equal_rows(
     mean_pool_onnx, load_python_model, ragged_request, rows, parts
 ):
-    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+    instance = decoupled_model(mean_pool_onnx, load_python_model, threads=2)
     try:
         requests = [ragged_request([3] * n, seed) for seed, n in enumerate(rows)]
-        cut = instance.workers._parts(requests)
+        cut = instance.part_threads._parts(requests)
         assert [[instance._rows(r) for r in part] for part in cut] == parts
         assert [r for part in cut for r in part] == requests  # every request once, in order
     finally:
         instance.finalize()
 
 
-def test_a_merged_batch_runs_on_both_workers(mean_pool_onnx, load_python_model, table, ragged_request):
-    """Triton's dynamic batcher hands a freed worker everything queued; the batch is cut so
-    that the other worker runs its half."""
-    instance = decoupled_model(mean_pool_onnx, load_python_model, workers=2)
+def test_a_merged_batch_runs_on_both_threads(mean_pool_onnx, load_python_model, table, ragged_request):
+    """Triton's dynamic batcher hands a freed thread everything queued; the batch is cut so
+    that the other thread runs its half."""
+    instance = decoupled_model(mean_pool_onnx, load_python_model, threads=2)
     real_run = instance.session.run
     both_running = threading.Barrier(2, timeout=10)
     runs = itertools.count()

@@ -7,9 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-BatchStatus = Literal[
-    "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"
-]
+from ...jobs.records import BatchFields, BatchRecord, Progress
+
 MetadataKey = Annotated[str, StringConstraints(max_length=64)]
 MetadataValue = Annotated[str, StringConstraints(max_length=512)]
 
@@ -90,28 +89,26 @@ class BatchUsage(BaseModel):
     total_tokens: int
 
 
-class BatchObject(BaseModel):
-    id: str
+class BatchObject(BatchFields):
+    # The batch's fields as the store keeps them (``jobs/records.py``), and what is worked
+    # out as it is answered:
     object: Literal["batch"] = "batch"
-    endpoint: str
     errors: BatchErrors | None = None
-    input_file_id: str
-    completion_window: str
-    status: BatchStatus
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    created_at: int
-    in_progress_at: int | None = None
-    expires_at: int | None = None
-    finalizing_at: int | None = None
-    completed_at: int | None = None
-    failed_at: int | None = None
-    expired_at: int | None = None
-    cancelling_at: int | None = None
-    cancelled_at: int | None = None
     request_counts: RequestCounts
-    metadata: dict[str, str] | None = None
     usage: BatchUsage
+
+    @classmethod
+    def of(cls, batch: BatchRecord, progress: Progress) -> BatchObject:
+        """The answer for ``batch``, with its chunks' ``progress``."""
+        failed = progress.failed
+        if batch.status == "expired":  # requests that never ran count as failed, as OpenAI counts them
+            failed = batch.total - progress.completed
+        return cls(
+            **{name: getattr(batch, name) for name in BatchFields.model_fields},
+            errors=BatchErrors(data=[BatchError(**error) for error in batch.errors]) if batch.errors else None,
+            request_counts=RequestCounts(total=batch.total, completed=progress.completed, failed=failed),
+            usage=BatchUsage(input_tokens=progress.tokens, total_tokens=progress.tokens),
+        )
 
 
 class BatchList(BaseModel):

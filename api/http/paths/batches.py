@@ -26,20 +26,17 @@ from starlette.responses import StreamingResponse
 
 from ...compute.scheduling.tenants import Tenant
 from ...gateway import Gateway
+from ...jobs.records import FileRecord
 from ...jobs.service import BatchView
-from ...jobs.store import EVERYTHING, Access, FileRecord
+from ...jobs.store import EVERYTHING, Access
 from ..auth import require_api_key
 from ..openai.batch_schemas import (
     BatchCreateRequest,
-    BatchError,
-    BatchErrors,
     BatchList,
     BatchObject,
-    BatchUsage,
     FileDeleted,
     FileList,
     FileObject,
-    RequestCounts,
 )
 from ..openapi import openai_errors
 from ..routing import BodyRoute
@@ -70,21 +67,7 @@ def _file(record: FileRecord) -> FileObject:
 
 
 def _batch(view: BatchView) -> BatchObject:
-    batch, progress = view.batch, view.progress
-    failed = progress.failed
-    if batch.status == "expired":  # requests that never ran count as failed, as OpenAI counts them
-        failed = batch.total - progress.completed
-    errors = BatchErrors(data=[BatchError(**error) for error in batch.errors]) if batch.errors else None
-    return BatchObject(
-        **{name: getattr(batch, name) for name in (
-            "id", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id",
-            "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at",
-            "expired_at", "cancelling_at", "cancelled_at", "metadata",
-        )},
-        errors=errors,
-        request_counts=RequestCounts(total=batch.total, completed=progress.completed, failed=failed),
-        usage=BatchUsage(input_tokens=progress.tokens, total_tokens=progress.tokens),
-    )
+    return BatchObject.of(view.batch, view.progress)
 
 
 @router.post("/files", response_model=FileObject, responses=openai_errors(400, 413, 415, 422, 500, 503))

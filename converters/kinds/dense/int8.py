@@ -12,7 +12,7 @@ MatMuls cost almost nothing. So:
    ``DequantizeLinear`` on its input and uses per-channel int8 weights) lets ONE
    onnxruntime session measure each MatMul's harm alone;
 2. the most harmful are kept in float32, one at a time, until the simulated model reaches
-   the target on the parity sentences (:func:`plan`);
+   the target on the parity sentences (:func:`choose_float32`);
 3. ``quantize_dynamic`` writes the real graph (:func:`quantize`), which the caller measures
    again: the simulation ranks, the real graph decides.
 """
@@ -35,7 +35,10 @@ SWITCH_PREFIX = "embedgate_int8_switch_"
 
 
 @dataclass(frozen=True)
-class Plan:
+class Float32Choice:
+    """Which weight MatMuls stay float32: the simulation's choice, which the real graph
+    may widen (``variants.py``)."""
+
     # Weight MatMul names, the most harmful to quantize first.
     ranked: list[str]
     # How many of ranked[] stay float32 for the simulated model to reach the target.
@@ -138,14 +141,14 @@ class Simulator:
         return lambda feeds: self._session.run([EMBEDDING], {**feeds, **switches})[0]
 
 
-def plan(
+def choose_float32(
     simulator: Simulator,
     token_ids: list[list[int]],
     reference: np.ndarray,
     target: float,
     max_float32: int,
     step: Step,
-) -> Plan:
+) -> Float32Choice:
     """Rank the MatMuls by the harm each does alone, then keep the worst in float32 until
     the simulated model reaches ``target`` in every parity check (or ``max_float32`` are
     kept)."""
@@ -176,7 +179,7 @@ def plan(
         keep += 1
         achieved = score(keep)
     step(f"simulated: min cosine {achieved:.6f} with {keep} of {len(names)} MatMuls in float32")
-    return Plan(ranked, keep, achieved)
+    return Float32Choice(ranked, keep, achieved)
 
 
 def quantize(fp32_file: Path, out_file: Path, keep_float32: list[str]) -> None:

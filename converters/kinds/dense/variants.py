@@ -124,12 +124,12 @@ def _int8(spec, work_dir, onnx_file, token_ids, reference, step) -> tuple[Parity
         total = len(simulator.names)
         max_float32 = math.floor(total * MAX_FLOAT32_SHARE)
         target = 1.0 - (1.0 - threshold) * INT8_HEADROOM
-        plan = int8.plan(simulator, token_ids, reference, target, max_float32, step)
+        choice = int8.choose_float32(simulator, token_ids, reference, target, max_float32, step)
         del simulator  # its session holds a second copy of the weights
-        keep = plan.keep_float32
+        keep = choice.keep_float32
         while True:
             step(f"quantizing {total - keep} MatMuls to int8, {keep} stay float32")
-            int8.quantize(fp32_file, onnx_file, plan.ranked[:keep])
+            int8.quantize(fp32_file, onnx_file, choice.ranked[:keep])
             result, worst = parity.measure_embeddings(onnx_file, token_ids, reference, threshold)
             step(f"int8 parity: min cosine {result.min_cosine:.6f}, mean {result.mean_cosine:.6f}")
             # The real graph keeps the margin too: on another CPU its int8 kernels round
@@ -146,5 +146,5 @@ def _int8(spec, work_dir, onnx_file, token_ids, reference, step) -> tuple[Parity
         name="int8",
         onnx_bytes=weights.size_bytes(onnx_file),
         int8_matmuls=total - keep,
-        float32_matmuls=plan.ranked[:keep],
+        float32_matmuls=choice.ranked[:keep],
     )

@@ -10,7 +10,8 @@ import pytest
 from embedgate.api.errors import BatchNotFound, BatchStateConflict
 from embedgate.api.jobs.coordinator import Coordinator, file_name, output_ids, part_name
 from embedgate.api.jobs.files import LocalFiles
-from embedgate.api.jobs.store import EVERYTHING, Access, BatchRecord, Chunk, FileRecord, JobStore, Line
+from embedgate.api.jobs.records import BatchRecord, Chunk, FileRecord, Line
+from embedgate.api.jobs.store import EVERYTHING, Access, JobStore
 
 LEASE_S = 10.0
 
@@ -45,8 +46,8 @@ def add_batch(world, chunks=3, batch_id="batch_1", expires_in=3600):
         offset += len(row) + 1
     files.put(file_name(f"file-{batch_id}"), source)
     store.add_file(FileRecord(f"file-{batch_id}", "in.jsonl", "batch", offset, int(clock()), chunks))
-    batch = BatchRecord(batch_id, f"file-{batch_id}", "/v1/embeddings", "24h", "in_progress", int(clock()),
-                        int(clock()) + expires_in, total=chunks)
+    batch = BatchRecord(id=batch_id, input_file_id=f"file-{batch_id}", endpoint="/v1/embeddings", completion_window="24h",
+                        status="in_progress", created_at=int(clock()), expires_at=int(clock()) + expires_in, total=chunks)
     planned = [Chunk(batch_id, i, "m", (Line(i + 1, offsets[i], len(rows[i])),), 1) for i in range(chunks)]
     coordinator.add_batch(batch, planned)
     return batch
@@ -119,7 +120,7 @@ def test_cancel_waits_for_live_leases_then_keeps_what_ran(world):
     assert coordinator.cancel("batch_1", EVERYTHING).status == "cancelling"
     assert coordinator.lease("w") is None  # no more work of a cancelling batch
     coordinator.tend()
-    assert store.batch("batch_1").status == "cancelling"  # a worker still holds a lease
+    assert store.batch("batch_1").status == "cancelling"  # a chunk runner still holds a lease
     assert not coordinator.renew(held, "w")  # it learns, and gives the chunk back
     coordinator.tend()
     batch, progress = coordinator.batch("batch_1", EVERYTHING)

@@ -7,7 +7,7 @@ import pytest
 from embedgate.api.errors import InvalidBatchFile
 from embedgate.api.jobs import lines
 from embedgate.api.jobs.chunks import Measure, plan
-from embedgate.api.jobs.store import Line
+from embedgate.api.jobs.records import Line
 
 URLS = ("/v1/embeddings",)
 

@@ -3,7 +3,8 @@ opens with the column added, its rows found only by access to everything."""
 
 import sqlite3
 
-from embedgate.api.jobs.store import EVERYTHING, Access, FileRecord, JobStore
+from embedgate.api.jobs.records import FileRecord
+from embedgate.api.jobs.store import EVERYTHING, Access, JobStore
 
 BEFORE_OWNERS = """
 CREATE TABLE files (id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,

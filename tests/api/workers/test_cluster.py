@@ -1,6 +1,7 @@
 """A worker's view of its primary, without processes: the models it serves follow the
 primary's revisions in order (a deleted-and-reloaded model is taken again), loads answer
-only once applied here, and Triton's restarts as the primary reports them."""
+only once applied here, Triton's restarts as the primary reports them, and the primary's
+coordinator of bulk jobs reached over the channel."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ from types import SimpleNamespace
 import pytest
 
 from embedgate.api.errors import ModelNotFound
+from embedgate.api.jobs.coordinator import Coordinator
+from embedgate.api.jobs.files import LocalFiles
+from embedgate.api.jobs.queue import LocalQueue
+from embedgate.api.jobs.store import JobStore
 from embedgate.api.settings import Settings
 from embedgate.api.workers import cluster as cluster_module
 from embedgate.api.workers.cluster import SharedModels, SharedTriton, WorkerCluster
+from embedgate.api.workers.primary import Primary
+from tests.api.jobs.test_queue import exercise
+from tests.api.workers.test_channel import pair
 
 
 class FakeRegistry:
@@ -111,6 +119,21 @@ async def test_wait_restarted_follows_the_primarys_reports(monkeypatch):
     assert not waiting.done()
     triton.update({"ready": True, "serving": True, "restarts": 3})
     assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_the_job_queue_of_a_worker_is_the_primarys_coordinator_over_the_channel(tmp_path):
+    store = JobStore(tmp_path / "jobs.sqlite3")
+    coordinator = Coordinator(store, LocalFiles(tmp_path / "files"), lease_s=60)
+    # The primary's handler of a worker's coordinator calls, on a primary with only its coordinator.
+    primary = SimpleNamespace(_jobs=LocalQueue(coordinator))
+    handlers = {"jobs": lambda *args: Primary._call_jobs(primary, *args)}
+    try:
+        async with pair(tmp_path, handlers, {}) as (_, line):
+            worker = WorkerCluster(Settings(), "/nonexistent", 0)
+            worker._peer = line
+            await exercise(worker.job_queue(Settings()), coordinator, tmp_path)
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("cores,gpus,expected", [(2, 0, 1), (7, 0, 1), (16, 0, 4), (64, 0, 8), (16, 1, 8), (4, 1, 4)])

@@ -1,5 +1,5 @@
 """The Files and Batch APIs with keys, over the real job service, coordinator and SQLite
-store (no worker runs: batches stay in progress): each key finds only its own files and
+store (no chunk runner runs: batches stay in progress): each key finds only its own files and
 batches, another key's id is not found in the very words of an unknown one and nothing of
 it changes, an admin key finds and manages all; without keys, everything is everyone's."""
 

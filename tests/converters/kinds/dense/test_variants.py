@@ -291,13 +291,13 @@ def test_the_simulation_is_float32_when_switched_off_and_int8_when_on(two_matmul
     assert cosine_rows(real, reference).min() < 0.99  # the quantization error is real
 
 
-def test_the_plan_keeps_the_harmful_matmul_in_float32(two_matmuls, tmp_path):
+def test_the_choice_keeps_the_harmful_matmul_in_float32(two_matmuls, tmp_path):
     path, reference = two_matmuls
     steps = []
-    plan = int8.plan(int8.Simulator(path, tmp_path), TOKEN_IDS, reference, 0.999, 1, steps.append)
-    assert plan.ranked == ["second", "first"]
-    assert plan.keep_float32 == 1 and plan.simulated_min_cosine >= 0.999
-    int8.quantize(path, tmp_path / "int8.onnx", plan.ranked[: plan.keep_float32])
+    choice = int8.choose_float32(int8.Simulator(path, tmp_path), TOKEN_IDS, reference, 0.999, 1, steps.append)
+    assert choice.ranked == ["second", "first"]
+    assert choice.keep_float32 == 1 and choice.simulated_min_cosine >= 0.999
+    int8.quantize(path, tmp_path / "int8.onnx", choice.ranked[: choice.keep_float32])
     ops = collections.Counter(node.op_type for node in onnx.load(str(tmp_path / "int8.onnx")).graph.node)
     assert (ops["MatMulInteger"], ops["MatMul"]) == (1, 1)
     real = parity.onnx_runner(tmp_path / "int8.onnx")(parity.pad(TOKEN_IDS))
