@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
 from embedgate.contract.spec import EMBEDDING, PIXELS
 
@@ -351,10 +352,11 @@ class EmbeddingService:
     async def _embed_images(
         self, model: ServedModel, images: Sequence[str | bytes], normalize: bool, timeout_s: float
     ) -> ImageEmbeddings:
-        assert model.metadata.clip is not None
+        clip = model.metadata.record_of(ClipMetadata)
+        assert clip is not None
         with self.admit(model), self.backlogs.admitted(model, 1, lambda: float(len(images)), timeout_s):
             started = time.perf_counter()
-            pixels = await self.images.load(images, model.metadata.clip.image)
+            pixels = await self.images.load(images, clip.image)
             loaded = time.perf_counter()
             if self.settings.noop_inference:
                 vectors = np.zeros((len(pixels), model.metadata.embedding_dim), dtype=np.float32)
