@@ -51,12 +51,6 @@ def test_a_classifier_predicts_and_only_a_one_label_cross_encoder_reranks():
     assert classifier.labels() == ["LABEL_0", "LABEL_1", "LABEL_2"]
 
 
-def test_the_gateways_kinds_are_the_converters():
-    from embedgate.converters.kinds import KINDS as CONVERTED
-
-    assert set(CONVERTED) == set(KINDS)
-
-
 def test_a_kind_this_gateway_does_not_know_is_refused_as_another_versions():
     with pytest.raises(ModelConflict, match="another embedgate version"):
         kind_of(fake_metadata("m", kind="hologram"))
