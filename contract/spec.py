@@ -8,30 +8,28 @@ anything heavy: the serving path may import it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-# The parts of metadata.json, in a module of their own; named here too, as ever.
+from embedgate.contract import kinds
+from embedgate.contract.kinds import KindRecord
+
+# The parts of metadata.json, in a module of their own; named here too, as ever. What a
+# kind records of its own is in its module (contract/kinds/<kind>.py).
 from embedgate.contract.metadata_parts import (
-    AnyClipText,
     Calibration,
-    ClipClean,
-    ClipMetadata,
-    ClipsLayout,
-    ClipText,
-    CrossEncoderInfo,
     GpuInfo,
-    HFClipText,
-    ImageParityResult,
-    ImagePreprocessing,
-    MultiVectorInfo,
-    MultiVectorTask,
     ParityResult,
-    QueryExpansion,
     RouteInfo,
-    RouteTask,
-    SparseInfo,
     Variant,
     VariantInfo,
 )
@@ -79,10 +77,13 @@ TritonForm = Literal["python", "onnxruntime"]
 # The library a load names. A sentence-transformers directory declares which of its classes
 # it is, and that decides the kind; OpenCLIP models are one kind.
 ModelLibrary = Literal["sentence_transformers", "open_clip"]
-# What a published model computes: its kind's name. The kinds are types, each side's in one
-# registry (converters/kinds/__init__.py, api/compute/requests/kinds/__init__.py; a test keeps the two
-# in step); a name the gateway does not know is refused when the model is served.
+# What a published model computes: its kind's name. Each kind is declared in the contract
+# (contract/kinds/<kind>.py) and is a type on each side (converters/kinds/,
+# api/compute/requests/kinds/); a test keeps the three registries in step. A name the
+# gateway does not know is refused when the model is served.
 ModelKind = str
+# A kind's record (ModelMetadata.record_of).
+Record = TypeVar("Record", bound=KindRecord)
 # Load-time variants of a sentence-transformer model, each published as its own model:
 # "optimized" (onnxruntime's transformer graph fusion, float32) and "int8" (dynamic int8
 # quantization). Users name one "<model_name>@<variant>".
@@ -234,8 +235,6 @@ class ModelMetadata(BaseModel):
     parity: ParityResult
     created_at: str
     conversion_seconds: float
-    # CLIP only. max_seq_length is then the context length, and parity the text tower's.
-    clip: ClipMetadata | None = None
     # Variants only; model_name is then the variant's ("<model_name>@int8").
     variant: VariantInfo | None = None
     # Python form: the packed graph (PACKED_ONNX_FILE) for batches of short texts, and its
@@ -250,10 +249,12 @@ class ModelMetadata(BaseModel):
     # Why requests may not use a (non-empty) prompt with this model, where they may not: its
     # pooling leaves the prompt's tokens out, which the exported graph cannot do.
     prompts_refused: str | None = None
-    # Kind-specific: a cross-encoder's pairs and scores, a sparse encoder's vocabulary output.
-    cross_encoder: CrossEncoderInfo | None = None
-    sparse: SparseInfo | None = None
-    multi_vector: MultiVectorInfo | None = None
+    # What the kind records of its own (contract/kinds/<kind>.py: a cross-encoder's labels, an
+    # OpenCLIP model's tokenizer and image preprocessing...), read through record_of. On disk
+    # it is under the key its class names ("cross_encoder", "sparse", "multi_vector",
+    # "clip"), beside the other kinds' keys, null. None: a kind with no record, or a model
+    # converted before its kind recorded one.
+    record: SerializeAsAny[KindRecord] | None = None
     # A model whose modules differ by task (a Router): each route, the default one first.
     # None: one route for every task (the model's module stack).
     routes: list[RouteInfo] | None = None
@@ -262,8 +263,48 @@ class ModelMetadata(BaseModel):
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
     calibration: Calibration | None = None
 
+    def record_of(self, record_class: type[Record]) -> Record | None:
+        """The model's record, where it is a ``record_class`` (None for a model of another
+        kind, or one converted before its kind recorded one)."""
+        return self.record if isinstance(self.record, record_class) else None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _record_from_its_key(cls, data: Any) -> Any:
+        # The record of the model's kind, from the key its class names; the other kinds' keys
+        # (null) are dropped, and so is a record of a kind this version does not know.
+        if not isinstance(data, dict):
+            return data
+        declared = kinds.KINDS.get(data.get("kind", cls.model_fields["kind"].default))
+        record_class = declared.record if declared is not None else None
+        record = data.get("record", data.get(record_class.key) if record_class is not None else None)
+        data = {key: value for key, value in data.items() if key not in kinds.RECORDS}
+        if record_class is not None and isinstance(record, dict):
+            record = record_class.model_validate(record)
+        if record is not None:
+            data["record"] = record
+        return data
+
     @model_validator(mode="after")
-    def _clip_models_have_no_prompts(self) -> ModelMetadata:
-        if self.clip is not None and self.prompts is None:
+    def _record_is_its_kinds(self) -> ModelMetadata:
+        declared = kinds.KINDS.get(self.kind)
+        if declared is None:
+            return self
+        if self.record is not None and (declared.record is None or not isinstance(self.record, declared.record)):
+            raise ValueError(f"a {self.kind} model records no {type(self.record).__name__}")
+        # A kind without prompts has none, rather than unknown.
+        if not declared.prompts and self.prompts is None:
             self.prompts = {}
         return self
+
+    @model_serializer(mode="wrap")
+    def _record_under_its_key(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        # metadata.json as it has always been: each kind's key, the model's record under its own.
+        data = handler(self)
+        if "record" in data:
+            record = data.pop("record")
+            if not info.exclude_none:
+                data.update(dict.fromkeys(kinds.RECORDS))
+            if record is not None:
+                data[self.record.key] = record
+        return data

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
 
 from .names import clip_key, clip_triton_name, split_clip_key, split_variant, to_triton_name
@@ -47,9 +48,10 @@ class ModelRef:
         """Whether ``metadata`` (a part's in the repository) is this model's."""
         if metadata is None or metadata.model_name != self.model_name:
             return False
+        clip = metadata.record_of(ClipMetadata)
         if self.pretrained is None:
-            return metadata.clip is None
-        return metadata.clip is not None and metadata.clip.pretrained == self.pretrained
+            return clip is None
+        return clip is not None and clip.pretrained == self.pretrained
 
     def described(self) -> str:
         return self.model_name if self.pretrained is None else f"{self.model_name} ({self.pretrained})"

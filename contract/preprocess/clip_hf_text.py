@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from embedgate.contract.kinds.clip import ClipsLayout, HFClipText
 from embedgate.contract.preprocess.clip_clean import CLEANERS
 from embedgate.contract.preprocess.text import TokenBatch
-from embedgate.contract.spec import ClipsLayout, HFClipText
 
 
 class HFClipTokenizer:

@@ -21,10 +21,10 @@ import numpy as np
 import regex
 from tokenizers import Tokenizer
 
+from embedgate.contract.kinds.clip import AnyClipText, ClipText, HFClipText
 from embedgate.contract.preprocess.clip_clean import CLEANERS
 from embedgate.contract.preprocess.clip_hf_text import HFClipTokenizer
 from embedgate.contract.preprocess.text import TokenBatch
-from embedgate.contract.spec import AnyClipText, ClipText, HFClipText
 
 
 class ClipTokenizer:

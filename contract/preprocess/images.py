@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from embedgate.contract.spec import ImagePreprocessing
+from embedgate.contract.kinds.clip import ImagePreprocessing
 
 # Formats with a bounded, well-trodden decoder; anything else is refused unopened.
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from embedgate.contract.kinds.multi_vector import MultiVectorTask
 from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch, bucket_length
-from embedgate.contract.spec import MultiVectorTask
 
 
 class MultiVectorTokenizer(TextTokenizer):

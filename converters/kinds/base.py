@@ -1,4 +1,5 @@
-"""The one interface every model kind's converter has (``converters/kinds/<kind>.py``)."""
+"""The one interface every model kind's converter has (``converters/kinds/<kind>.py``, or a
+package ``converters/kinds/<kind>/``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import ClassVar
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.contract.spec import ConversionSpec, ModelKind, ModelMetadata
+from embedgate.contract.kinds import Kind
+from embedgate.contract.spec import ConversionSpec, ModelMetadata
 
 Step = Callable[[str], None]
 
@@ -18,7 +20,9 @@ class KindConverter(ABC):
     """Turns one model of its kind into Triton models: the files of each part, their
     configs and the metadata the gateway serves it by."""
 
-    kind: ClassVar[ModelKind]
+    # The kind it converts, as the contract declares it (contract/kinds/<kind>.py): the
+    # registry (converters/kinds/__init__.py) finds the converter by it.
+    kind: ClassVar[Kind]
 
     def __init__(self, spec: ConversionSpec, step: Step):
         self.spec = spec

@@ -25,6 +25,7 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import ParityError
+from embedgate.contract.kinds.cross_encoder import KIND, CrossEncoderInfo
 from embedgate.contract.spec import (
     ATTENTION_MASK,
     GATEWAY_ACTIVATIONS,
@@ -33,7 +34,6 @@ from embedgate.contract.spec import (
     ONNX_FILE,
     SCORES,
     TOKEN_TYPE_IDS,
-    CrossEncoderInfo,
     ModelMetadata,
     ParityResult,
 )
@@ -53,8 +53,7 @@ def _classifier_refusal(modules) -> str | None:
 
 
 class CrossEncoderConverter(LibraryKind):
-    kind = "cross_encoder"
-    model_class = "CrossEncoder"
+    kind = KIND
     noun = "cross-encoder"
 
     def refusal(self, modules) -> str | None:
@@ -136,7 +135,7 @@ class CrossEncoderConverter(LibraryKind):
             embedding_dim=labels,
             normalized=False,
             gpu=gpu,
-            cross_encoder=CrossEncoderInfo(
+            record=CrossEncoderInfo(
                 num_labels=labels,
                 activation=_qualified_name(activation),
                 token_type_ids=token_type_ids,
@@ -146,7 +145,7 @@ class CrossEncoderConverter(LibraryKind):
         )
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
-        info = metadata.cross_encoder
+        info = metadata.record_of(CrossEncoderInfo)
         assert info is not None
         output = LOGITS if info.logits else SCORES
         names = self.input_names(info.token_type_ids)

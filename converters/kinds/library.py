@@ -81,17 +81,24 @@ class LibraryKind(KindConverter):
     """A sentence-transformers model of class ``model_class``: one Triton model whose
     versions are its routes' graphs (one where it has no Router), the tokenizer beside it."""
 
-    model_class: ClassVar[str]
     # For messages: "unsupported cross-encoder: ...".
     noun: ClassVar[str]
     # Whether a model of this kind may hold a Router (each route served on its own).
     serves_routes: ClassVar[bool] = False
+    # Whether it builds load-time variants ("@optimized", "@int8").
+    serves_variants: ClassVar[bool] = False
 
     def __init__(self, spec: ConversionSpec, step: Step, source: Source, declared: Declared):
         super().__init__(spec, step)
         self.source = source
         self.declared = declared
         self.started = time.monotonic()
+
+    @property
+    def model_class(self) -> str:
+        """The sentence-transformers class it loads a model as: the kind's, as the contract declares it."""
+        assert self.kind.library_class is not None, f"{self.kind.name} is no sentence-transformers class"
+        return self.kind.library_class
 
     def load(self) -> Loaded:
         """The model, its routes and its prompts, refused if the gateway could not serve
@@ -227,7 +234,7 @@ class LibraryKind(KindConverter):
         spec = self.spec
         prompts = loaded.prompts
         return {
-            "kind": self.kind,
+            "kind": self.kind.name,
             "triton_name": spec.triton_name,
             "source": self.source.description,
             "library": "sentence-transformers",

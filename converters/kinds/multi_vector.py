@@ -20,16 +20,14 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import ParityError, UnsupportedModelError
+from embedgate.contract.kinds.multi_vector import KIND, MultiVectorInfo, MultiVectorTask, QueryExpansion
 from embedgate.contract.spec import (
     ATTENTION_MASK,
     INPUT_IDS,
     ONNX_FILE,
     TOKEN_EMBEDDINGS,
     ModelMetadata,
-    MultiVectorInfo,
-    MultiVectorTask,
     ParityResult,
-    QueryExpansion,
 )
 from embedgate.converters.kinds.library import Converted, LibraryKind
 from embedgate.converters.library import module_stack, parity
@@ -60,8 +58,7 @@ def _multi_vector_refusal(modules) -> str | None:
 
 
 class MultiVectorConverter(LibraryKind):
-    kind = "multi_vector_encoder"
-    model_class = "MultiVectorEncoder"
+    kind = KIND
     noun = "multi-vector encoder"
 
     def refusal(self, modules) -> str | None:
@@ -132,12 +129,12 @@ class MultiVectorConverter(LibraryKind):
             model_name=spec.model_name,
             embedding_dim=int(references["query"][1][0].shape[1]),
             normalized=any(type(module).__name__ == "Normalize" for module in modules),
-            multi_vector=info,
+            record=info,
             gpu=gpu,
         )
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
-        info = metadata.multi_vector
+        info = metadata.record_of(MultiVectorInfo)
         assert info is not None
         expansion = info.query.expansion
         # Expansion positions the encoder does not attend to have mask 0 but are computed:

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from embedgate.contract import kinds
 from embedgate.contract.errors import ConversionError, UnsupportedModelError
 
-KNOWN_KINDS: tuple[str, ...] = ("SentenceTransformer", "SparseEncoder", "CrossEncoder", "MultiVectorEncoder")
+# sentence-transformers' classes, as the contract's kinds declare them (contract/kinds/).
+KNOWN_KINDS: tuple[str, ...] = tuple(kind.library_class for kind in kinds.KINDS.values() if kind.library_class)
 LIBRARY_PREFIX = "sentence_transformers."
 # read(filename): a model file's text, or None where the model has no such file.
 FileReader = Callable[[str], "str | None"]

@@ -1,45 +1,111 @@
-"""The contract's CLIP text tokenization: one type per OpenCLIP tokenizer, told apart by
-``tokenizer``, with metadata written before that field existed read as SimpleTokenizer's."""
+"""metadata.json's record of a model's kind: read from the key its kind's record names, as
+files on disk have always held it, written back the same, and read through ``record_of``."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from pydantic import ValidationError
 
-from embedgate.contract.spec import ClipMetadata, ClipsLayout, ClipText, HFClipText
+from embedgate.contract.kinds.clip import ClipMetadata
+from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
+from embedgate.contract.kinds.multi_vector import MultiVectorInfo
+from embedgate.contract.kinds.sparse import SparseInfo
+from embedgate.contract.spec import ModelMetadata
 
-IMAGE = {"height": 224, "width": 224, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
-PARITY = {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1}
-# A ClipMetadata's "text" as metadata.json holds it for a model published before the
-# tokenizer field.
-SIMPLE_BEFORE = {"context_length": 77, "sot_token_id": 49406, "eot_token_id": 49407, "clean": "lower", "word_pattern": "x"}
+PARITY = {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "sentences": 1, "mean_cosine": None,
+          "max_abs_error": None}
+TASK = {"max_length": 16, "expansion": None, "skiplist": [], "keep_only": None}
+# Each kind's record as metadata.json holds it, under its key.
+RECORDS = {
+    "sparse_encoder": ("sparse", SparseInfo, {"max_active_dims": 7, "pooling": "max", "activation": "relu"}),
+    "cross_encoder": ("cross_encoder", CrossEncoderInfo, {
+        "num_labels": 3, "activation": "torch.nn.modules.linear.Identity", "token_type_ids": True, "logits": True,
+        "labels": ["a", "b", "c"],
+    }),
+    "multi_vector_encoder": ("multi_vector", MultiVectorInfo, {
+        "similarity": "maxsim", "query": {**TASK, "expansion": {"strategy": "fixed", "attend": True, "token_id": 103,
+                                                                "length": 8}},
+        "document": TASK, "default": {**TASK, "keep_only": [5]},
+    }),
+    "clip": ("clip", ClipMetadata, {
+        "pretrained": "tag",
+        "text": {"tokenizer": "simple", "context_length": 77, "sot_token_id": 1, "eot_token_id": 2, "clean": "lower",
+                 "word_pattern": "x"},
+        "image": {"height": 224, "width": 196, "resize_mode": "shortest", "interpolation": "bicubic", "fill_color": 0,
+                  "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+        "image_parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1},
+        "image_gpu": None,
+    }),
+}
 
 
-def clip_metadata(text: dict) -> ClipMetadata:
-    return ClipMetadata.model_validate({"pretrained": "p", "text": text, "image": IMAGE, "image_parity": PARITY})
+def on_disk(kind: str, **changes) -> dict:
+    """A metadata.json as embedgate has written it: every kind's key, null but the model's own."""
+    fields = {
+        "format_version": 1, "kind": kind, "model_name": "m", "triton_name": "m", "source": "s", "library": "l",
+        "library_version": "0", "embedding_dim": 3, "max_seq_length": 16, "normalized": False,
+        "do_lower_case": False, "strip_whitespace": False, "form": "python", "max_batch_size": 8,
+        "dynamic_batching": True, "instance_count": 1, "parity": PARITY, "created_at": "2026-01-01T00:00:00+00:00",
+        "conversion_seconds": 0.0, "clip": None, "variant": None, "packed_parity": None,
+        "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
+        "cross_encoder": None, "sparse": None, "multi_vector": None, "routes": None, "gpu": None, "calibration": None,
+    }
+    if kind in RECORDS:
+        key, _, record = RECORDS[kind]
+        fields[key] = record
+    return {**fields, **changes}
 
 
-def test_metadata_without_the_tokenizer_field_is_simple_tokenizer():
-    text = clip_metadata(SIMPLE_BEFORE).text
-    assert isinstance(text, ClipText) and text.tokenizer == "simple"
-    assert text == ClipText(**SIMPLE_BEFORE)
+@pytest.mark.parametrize("kind", ["sentence_transformer", *RECORDS])
+def test_metadata_json_reads_and_writes_back_as_on_disk(kind):
+    stored = on_disk(kind)
+    metadata = ModelMetadata.model_validate_json(json.dumps(stored))
+    if kind in RECORDS:
+        _, record_class, record = RECORDS[kind]
+        assert type(metadata.record) is record_class and metadata.record == record_class.model_validate(record)
+    else:
+        assert metadata.record is None
+    assert json.loads(metadata.model_dump_json()) == stored
+    assert ModelMetadata.model_validate(metadata.model_dump()) == metadata
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        ClipText(**SIMPLE_BEFORE),
-        HFClipText(context_length=64, clean="canonicalize", pad_token_id=1),
-        HFClipText(context_length=32, pad_token_id=0, padding_side="left", strip_sep_token_id=102),
-        HFClipText(context_length=32, pad_token_id=0, clips=ClipsLayout(bos_token_id=1, eos_token_id=2, cls_token_id=3)),
-    ],
-)
-def test_each_kind_round_trips_through_json(text):
-    metadata = clip_metadata(text.model_dump())
-    assert type(metadata.text) is type(text) and metadata.text == text
-    assert ClipMetadata.model_validate_json(metadata.model_dump_json()) == metadata
+def test_a_record_is_read_as_its_own_class_or_none():
+    metadata = ModelMetadata.model_validate(on_disk("cross_encoder"))
+    assert metadata.record_of(CrossEncoderInfo).labels == ["a", "b", "c"]
+    assert metadata.record_of(ClipMetadata) is None
+    assert ModelMetadata.model_validate(on_disk("cross_encoder", cross_encoder=None)).record_of(CrossEncoderInfo) is None
 
 
-def test_an_hf_text_without_its_pad_id_is_invalid():
-    with pytest.raises(ValidationError, match="pad_token_id"):
-        clip_metadata({"tokenizer": "hf", "context_length": 64})
+def test_a_record_made_in_code_is_written_under_its_key():
+    stored = on_disk("sparse_encoder")
+    record = SparseInfo(max_active_dims=7, pooling="max", activation="relu")
+    made = ModelMetadata(**{key: value for key, value in stored.items() if key != "sparse"}, record=record)
+    assert made.record is record and json.loads(made.model_dump_json()) == stored
+
+
+def test_a_record_of_another_kind_is_refused():
+    record = SparseInfo(max_active_dims=7, pooling="max", activation="relu")
+    with pytest.raises(ValidationError, match="a cross_encoder model records no SparseInfo"):
+        ModelMetadata(**on_disk("cross_encoder", cross_encoder=None), record=record)
+    with pytest.raises(ValidationError, match="a sentence_transformer model records no SparseInfo"):
+        ModelMetadata(**on_disk("sentence_transformer"), record=record)
+
+
+def test_an_invalid_record_is_invalid_metadata():
+    stored = on_disk("clip")
+    stored["clip"] = {**stored["clip"], "image": {**stored["clip"]["image"], "height": 0}}
+    with pytest.raises(ValidationError, match="image.height"):
+        ModelMetadata.model_validate_json(json.dumps(stored))
+
+
+def test_a_kind_this_version_does_not_know_loads_without_its_record():
+    # Its model is refused when served (api/compute/requests/kinds: kind_of), not when read.
+    metadata = ModelMetadata.model_validate(on_disk("hologram", hologram={"beams": 3}))
+    assert metadata.kind == "hologram" and metadata.record is None
+
+
+def test_a_kind_without_prompts_has_none_rather_than_unknown():
+    assert ModelMetadata.model_validate(on_disk("clip", prompts=None)).prompts == {}
+    assert ModelMetadata.model_validate(on_disk("cross_encoder")).prompts is None

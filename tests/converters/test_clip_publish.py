@@ -18,9 +18,8 @@ from tests.helpers import python_path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_CLIP_CONVERTER = textwrap.dedent(
     """
-    from embedgate.contract.spec import (
-        ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata, ParityResult,
-    )
+    from embedgate.contract.kinds.clip import ClipMetadata, ClipText, ImagePreprocessing
+    from embedgate.contract.spec import ImageParityResult, ModelMetadata, ParityResult
     from tests.converters.fake_kinds import tiny_onnx
 
     def convert(spec, text_dir, image_dir, step):
@@ -40,7 +39,7 @@ FAKE_CLIP_CONVERTER = textwrap.dedent(
             form=spec.triton.form, max_batch_size=spec.triton.max_batch_size,
             parity=ParityResult(sentences=1, **parity), created_at="2024-01-01T00:00:00+00:00",
             conversion_seconds=0.0,
-            clip=ClipMetadata(
+            record=ClipMetadata(
                 pretrained=spec.pretrained,
                 text=ClipText(context_length=77, sot_token_id=1, eot_token_id=2, word_pattern="\\\\w+"),
                 image=ImagePreprocessing(height=224, width=196, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),

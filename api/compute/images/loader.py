@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from embedgate.contract.kinds.clip import ImagePreprocessing
 from embedgate.contract.preprocess.images import ImageRejected, prepare_image
-from embedgate.contract.spec import ImagePreprocessing
 
 from ...errors import InvalidImage
 from ...settings import Settings

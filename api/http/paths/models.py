@@ -3,6 +3,7 @@
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import StreamingResponse
 
+from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.spec import ModelMetadata
 
 from ...compute.requests.kinds import kind_of
@@ -126,7 +127,8 @@ async def load_clip_model(
     async def load(progress: Progress | None = None) -> LoadClipResponse:
         outcome = await gateway.models.load_clip(body.model_name, body.pretrained, progress=progress)
         metadata = outcome.model.metadata
-        assert metadata.clip is not None
+        clip = metadata.record_of(ClipMetadata)
+        assert clip is not None
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
         return LoadClipResponse(
             model_name=body.model_name,
@@ -136,7 +138,7 @@ async def load_clip_model(
             converted=outcome.converted,
             embedding_dim=metadata.embedding_dim,
             max_seq_length=metadata.max_seq_length,
-            image_size=[metadata.clip.image.height, metadata.clip.image.width],
+            image_size=[clip.image.height, clip.image.width],
             message=message,
             parity_min_cosine=metadata.parity.min_cosine,
         )

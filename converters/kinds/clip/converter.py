@@ -20,14 +20,13 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.kinds.clip import KIND, ClipMetadata, ImagePreprocessing
 from embedgate.contract.spec import (
     INPUT_IDS,
     ONNX_FILE,
     PIXELS,
     TOKENIZER_DIR,
-    ClipMetadata,
     ConversionSpec,
-    ImagePreprocessing,
     ModelMetadata,
     clip_part_names,
 )
@@ -44,7 +43,7 @@ class ClipConverter(KindConverter):
     """Two Triton models, published together: the text tower (with the tokenizer), which
     makes the model visible, and the image tower."""
 
-    kind = "clip"
+    kind = KIND
 
     def parts(self) -> tuple[str, ...]:
         return clip_part_names(self.spec.triton_name)
@@ -54,12 +53,13 @@ class ClipConverter(KindConverter):
         return convert(self.spec, text_dir, image_dir, self.step)
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
-        assert metadata.clip is not None
+        clip = metadata.record_of(ClipMetadata)
+        assert clip is not None
         text_name, image_name = self.parts()
         dim, options = metadata.embedding_dim, self.spec.triton
-        size = metadata.clip.image
+        size = clip.image
         return [
-            build_clip_text_config(text_name, metadata.clip.text.context_length, dim, options),
+            build_clip_text_config(text_name, clip.text.context_length, dim, options),
             build_clip_image_config(image_name, size.height, size.width, dim, options),
         ]
 
@@ -131,7 +131,7 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         )
 
     return ModelMetadata(
-        kind="clip",
+        kind=KIND.name,
         model_name=spec.model_name,
         triton_name=spec.triton_name,
         source=loaded.source,
@@ -147,7 +147,7 @@ def convert(spec: ConversionSpec, text_dir: Path, image_dir: Path, step: Step) -
         parity=text_parity,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         conversion_seconds=round(time.monotonic() - started, 2),
-        clip=ClipMetadata(
+        record=ClipMetadata(
             pretrained=spec.pretrained or "", text=text, image=preprocessing, image_parity=image_parity,
             image_gpu=image_gpu,
         ),

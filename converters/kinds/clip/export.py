@@ -14,7 +14,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, ImagePreprocessing
+from embedgate.contract.kinds.clip import ImagePreprocessing
+from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS
 
 OPSET = 17
 

@@ -18,15 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from embedgate.contract.errors import ParityError
-from embedgate.contract.spec import (
-    EMBEDDING,
-    INPUT_IDS,
-    PIXELS,
-    AnyClipText,
-    ImageParityResult,
-    ImagePreprocessing,
-    ParityResult,
-)
+from embedgate.contract.kinds.clip import AnyClipText, ImagePreprocessing
+from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, ImageParityResult, ParityResult
 from embedgate.converters.library.parity import Run, cosines, onnx_runner, parity_sentences
 
 _CLIP_SENTENCES = (

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embedgate.contract.errors import ConversionError
-from embedgate.contract.spec import AnyClipText, ClipClean, ClipsLayout, ClipText, HFClipText
+from embedgate.contract.kinds.clip import AnyClipText, ClipClean, ClipsLayout, ClipText, HFClipText
 
 TOKENIZER_FILE = "tokenizer.json"
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import UnsupportedModelError
+from embedgate.contract.kinds.dense import KIND
 from embedgate.contract.spec import EMBEDDING, ModelMetadata, variant_model_name
 from embedgate.converters import calibration
 from embedgate.converters.kinds.dense import packed, variants
@@ -31,10 +32,10 @@ from embedgate.converters.triton_config import build_text_model_config
 
 
 class DenseConverter(LibraryKind):
-    kind = "sentence_transformer"
-    model_class = "SentenceTransformer"
+    kind = KIND
     noun = "sentence-transformer"
     serves_routes = True
+    serves_variants = True
 
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories

@@ -22,7 +22,8 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import UnsupportedModelError
-from embedgate.contract.spec import EMBEDDING, ModelMetadata, SparseInfo
+from embedgate.contract.kinds.sparse import KIND, SparseInfo
+from embedgate.contract.spec import EMBEDDING, ModelMetadata
 from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.kinds.sparse import static
 from embedgate.converters.library import module_stack, parity
@@ -44,8 +45,7 @@ def _splade_refusal(modules) -> str | None:
 
 
 class SparseConverter(LibraryKind):
-    kind = "sparse_encoder"
-    model_class = "SparseEncoder"
+    kind = KIND
     noun = "sparse encoder"
     serves_routes = True
 
@@ -81,7 +81,7 @@ class SparseConverter(LibraryKind):
             normalized=False,
             gpu=next((result.extras["gpu"] for result in converted if result.extras.get("gpu")), None),
             routes=routes,
-            sparse=SparseInfo(
+            record=SparseInfo(
                 max_active_dims=max_active_dims,
                 pooling=str(pooling.pooling_strategy),
                 activation=str(pooling.activation_function),

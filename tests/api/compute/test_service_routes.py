@@ -19,8 +19,8 @@ from embedgate.api.compute.requests.served import ServedModel
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.errors import UnknownRoute, WrongModelKind
 from embedgate.api.settings import Settings
+from embedgate.contract.kinds.multi_vector import MultiVectorInfo, MultiVectorTask, QueryExpansion
 from embedgate.contract.preprocess.text import TextTokenizer
-from embedgate.contract.spec import MultiVectorInfo, MultiVectorTask, QueryExpansion
 from tests.api.conftest import fake_metadata
 
 
@@ -108,7 +108,7 @@ def colbert(tokenizer_file: Path, tmp_path: Path) -> ServedModel:
         default=MultiVectorTask(max_length=32, skiplist=[1010, 1029]),
     )
     metadata = fake_metadata(
-        "org/colbert", kind="multi_vector_encoder", embedding_dim=2, normalized=True, multi_vector=info,
+        "org/colbert", kind="multi_vector_encoder", embedding_dim=2, normalized=True, record=info,
         prompts={"query": "", "document": ""},
     )
     # A published model's files: its tokenizer in tokenizer/.

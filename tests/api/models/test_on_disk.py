@@ -5,7 +5,8 @@ import pytest
 
 from embedgate.api.models.on_disk import OnDisk, find_on_disk
 from embedgate.api.models.refs import ModelRef
-from embedgate.contract.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing, ModelMetadata
+from embedgate.contract.kinds.clip import ClipMetadata, ClipText, ImagePreprocessing
+from embedgate.contract.spec import ImageParityResult, ModelMetadata
 from tests.api.conftest import fake_metadata
 
 
@@ -13,7 +14,7 @@ def clip_metadata(model_name: str, pretrained: str) -> ModelMetadata:
     return fake_metadata(model_name).model_copy(
         update={
             "kind": "clip",
-            "clip": ClipMetadata(
+            "record": ClipMetadata(
                 pretrained=pretrained,
                 text=ClipText(context_length=77, sot_token_id=1, eot_token_id=2, word_pattern="x"),
                 image=ImagePreprocessing(height=224, width=224, mean=(0.5,) * 3, std=(0.5,) * 3),

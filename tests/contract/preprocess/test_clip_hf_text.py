@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from embedgate.contract.errors import ConversionError
+from embedgate.contract.kinds.clip import HFClipText
 from embedgate.contract.preprocess.clip_hf_text import HFClipTokenizer
 from embedgate.contract.preprocess.clip_text import clip_tokenizer
-from embedgate.contract.spec import HFClipText
 from embedgate.converters.kinds.clip.parity import clip_sentences
 from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 from tests.clip_model import TOKENIZER_BUILDERS

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from embedgate.contract.kinds.clip import ImagePreprocessing
 from embedgate.contract.preprocess.images import ImageRejected, prepare_image
-from embedgate.contract.spec import ImagePreprocessing
 from embedgate.converters.kinds.clip.parity import parity_images
 
 MEAN = (0.48145466, 0.4578275, 0.40821073)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embedgate.contract.kinds.multi_vector import MultiVectorTask, QueryExpansion
 from embedgate.contract.preprocess.multi_vector import MultiVectorTokenizer
-from embedgate.contract.spec import MultiVectorTask, QueryExpansion
 from tests import tiny_models
 
 TEXTS = ["[Q] which fox jumps, quickly?", "a", "[D] " + " ".join(["the lazy dog. the fox!"] * 20)]

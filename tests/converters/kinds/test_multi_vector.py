@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from embedgate.contract.kinds.multi_vector import MultiVectorInfo
 from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.multi_vector import _multi_vector_refusal
 from embedgate.converters.triton_config import LENGTH_INPUT_PARAMETER, parse
@@ -21,7 +22,7 @@ def test_each_task_is_recorded_and_checked(tmp_path, attend):
                          "repository": str(tmp_path / "repository")})
     assert run.returncode == 0, run.stderr[-2000:]
     metadata = ModelMetadata.model_validate(run.last_line)
-    info = metadata.multi_vector
+    info = metadata.record_of(MultiVectorInfo)
     assert metadata.kind == "multi_vector_encoder" and metadata.embedding_dim == 16 and metadata.normalized
     assert info.similarity == "maxsim"
     expansion = info.query.expansion

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from embedgate.contract.kinds.clip import KIND, ClipMetadata
 from embedgate.contract.preprocess.clip_text import AnyClipTokenizer, clip_tokenizer
 from embedgate.contract.preprocess.text import TokenBatch
 from embedgate.contract.spec import INPUT_IDS, PIXELS, clip_part_names
@@ -20,7 +21,7 @@ from .dense import PRECISIONS_FIELD, dense_plan, unit_rows
 
 
 class ClipKind(ServedKind):
-    name = "clip"
+    name = KIND.name
     title = "an OpenCLIP model (text and image embeddings)"
     outputs = frozenset({Output.EMBED, Output.IMAGES})
     text_output = Output.EMBED
@@ -39,9 +40,10 @@ class ClipKind(ServedKind):
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         """The text tower's route, and the image tower's, which takes images."""
-        assert self.metadata.clip is not None
+        clip = self.metadata.record_of(ClipMetadata)
+        assert clip is not None
         image_tower = self.parts(triton_name)[1]
-        images = Route("images", EVERY_TASK, None, image_tower, images=self.metadata.clip.image)
+        images = Route("images", EVERY_TASK, None, image_tower, images=clip.image)
         return [*super().routes(files, triton_name), images]
 
     def image_inputs(self, pixels: np.ndarray) -> dict[str, np.ndarray]:
@@ -52,26 +54,29 @@ class ClipKind(ServedKind):
         return clip_part_names(triton_name)
 
     def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
-        assert self.metadata.clip is not None
-        pretrained = self.metadata.clip.pretrained
+        clip = self.metadata.record_of(ClipMetadata)
+        assert clip is not None
+        pretrained = clip.pretrained
         labels = ("text_encoder", "image_encoder")
         return {part: {"pretrained": pretrained, "part": label} for part, label in zip(self.parts(triton_name), labels)}
 
     def tokenizer(self, files: Files, triton_name: str) -> AnyClipTokenizer:
-        assert self.metadata.clip is not None
+        clip = self.metadata.record_of(ClipMetadata)
+        assert clip is not None
         text_part = self.parts(triton_name)[0]
-        return clip_tokenizer(self.tokenizer_file(files, text_part), self.metadata.clip.text)
+        return clip_tokenizer(self.tokenizer_file(files, text_part), clip.text)
 
     def text_inputs(self, batch: TokenBatch, rows: np.ndarray | slice, width: int) -> dict[str, np.ndarray]:
         # The text tower takes token ids only: it pools at the end-of-text token.
         return {INPUT_IDS: np.ascontiguousarray(batch.input_ids[rows, :width])}
 
     def fixed_width(self) -> int | None:
-        assert self.metadata.clip is not None
-        return self.metadata.clip.text.context_length
+        clip = self.metadata.record_of(ClipMetadata)
+        assert clip is not None
+        return clip.text.context_length
 
     def listing(self) -> dict[str, Any]:
-        clip = self.metadata.clip
+        clip = self.metadata.record_of(ClipMetadata)
         assert clip is not None
         return {
             "pretrained": clip.pretrained,

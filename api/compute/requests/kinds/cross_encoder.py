@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from embedgate.contract.kinds.cross_encoder import KIND, CrossEncoderInfo
 from embedgate.contract.preprocess.text import PairTokenizer, TokenBatch
 from embedgate.contract.spec import LOGITS, SCORES, TOKEN_TYPE_IDS
 
@@ -24,7 +25,7 @@ from .base import Files, ServedKind
 
 
 class CrossEncoderKind(ServedKind):
-    name = "cross_encoder"
+    name = KIND.name
     title = "a cross-encoder (a score per text or text pair)"
     outputs = frozenset({Output.RERANK, Output.PREDICT})
     listing_fields = {
@@ -38,22 +39,22 @@ class CrossEncoderKind(ServedKind):
 
     @property
     def output(self) -> str:  # type: ignore[override]
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         return LOGITS if info is not None and info.logits else SCORES
 
     def gives(self) -> frozenset[Output]:
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         # A reranker has one score per pair; a classifier scores its labels.
         return self.outputs if info is None or info.num_labels == 1 else frozenset({Output.PREDICT})
 
     def labels(self) -> list[str]:
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         count = info.num_labels if info is not None else self.metadata.embedding_dim
         named = info.labels if info is not None else []
         return named if len(named) == count else [f"LABEL_{index}" for index in range(count)]
 
     def _takes_token_types(self) -> bool:
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         return info is not None and info.token_type_ids
 
     def tokenizer(self, files: Files, triton_name: str) -> PairTokenizer:
@@ -75,7 +76,7 @@ class CrossEncoderKind(ServedKind):
     def scores(self, outputs: np.ndarray, wanted: Scores = Scores.MODEL) -> np.ndarray:
         """The graph's outputs as the request wants them: with the model's activation (as
         ``predict`` gives them), the logits, or TEI's probabilities."""
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         if info is None or not info.logits:
             # The activation is inside the graph: its scores are all there is.
             inside = info.activation if info is not None else None
@@ -108,7 +109,7 @@ class CrossEncoderKind(ServedKind):
         return Plan([Run(route, inputs)], lambda results: joined(results, self.scores(results[0].vectors, wanted)))
 
     def listing(self) -> dict[str, Any]:
-        info = self.metadata.cross_encoder
+        info = self.metadata.record_of(CrossEncoderInfo)
         if info is None:
             return {}
         return {"num_labels": info.num_labels, "activation": info.activation, "labels": self.labels()}

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from embedgate.contract.kinds.dense import KIND
+
 from ....errors import InvalidOption, WrongModelKind
 from ..asks import Ask, Output, Plan, Served, joined, text_run
 from ..quantize import CALIBRATED, Precision, available, quantized
@@ -24,7 +26,7 @@ PRECISIONS_FIELD = (
 
 
 class DenseKind(ServedKind):
-    name = "sentence_transformer"
+    name = KIND.name
     title = "a sentence-transformer (dense text embeddings)"
     outputs = frozenset({Output.EMBED})
     text_output = Output.EMBED

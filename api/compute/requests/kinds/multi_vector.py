@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from embedgate.contract.kinds.multi_vector import KIND, MultiVectorInfo, MultiVectorTask
 from embedgate.contract.preprocess.multi_vector import MultiVectorTokenizer
 from embedgate.contract.preprocess.text import TokenBatch
-from embedgate.contract.spec import INPUT_IDS, TOKEN_EMBEDDINGS, MultiVectorTask
+from embedgate.contract.spec import INPUT_IDS, TOKEN_EMBEDDINGS
 
 from ....errors import WrongModelKind
 from ..asks import Ask, Output, Plan, Served, joined, text_run
@@ -27,7 +28,7 @@ from .base import Files, ServedKind
 
 
 class MultiVectorKind(ServedKind):
-    name = "multi_vector_encoder"
+    name = KIND.name
     title = "a multi-vector encoder (a vector per token, late interaction)"
     outputs = frozenset({Output.MULTI_VECTOR, Output.RERANK})
     text_output = Output.MULTI_VECTOR
@@ -45,7 +46,7 @@ class MultiVectorKind(ServedKind):
     }
 
     def _tasks(self) -> dict[str, MultiVectorTask]:
-        info = self.metadata.multi_vector
+        info = self.metadata.record_of(MultiVectorInfo)
         assert info is not None
         return {DEFAULT_TASK: info.default, "query": info.query, "document": info.document}
 
@@ -92,11 +93,12 @@ class MultiVectorKind(ServedKind):
         return Plan([query, documents], finish)
 
     def _similarity(self) -> str:
-        info = self.metadata.multi_vector
+        info = self.metadata.record_of(MultiVectorInfo)
         return info.similarity if info is not None else "maxsim"
 
     def listing(self) -> dict[str, Any]:
-        expansion = self.metadata.multi_vector.query.expansion if self.metadata.multi_vector else None
+        info = self.metadata.record_of(MultiVectorInfo)
+        expansion = info.query.expansion if info is not None else None
         return {"similarity": self._similarity(), "query_tokens": expansion.length if expansion else None}
 
 

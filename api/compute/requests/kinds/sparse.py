@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from embedgate.contract.kinds.sparse import KIND, SparseInfo
 from embedgate.contract.spec import STATIC_WEIGHTS_FILE, RouteInfo
 
 from ....errors import WrongModelKind
@@ -35,7 +36,7 @@ def sparsify(vectors: np.ndarray, top_k: int | None) -> list[SparseVector]:
 
 
 class SparseKind(ServedKind):
-    name = "sparse_encoder"
+    name = KIND.name
     title = "a sparse encoder (a weight per vocabulary token)"
     outputs = frozenset({Output.SPARSE})
     text_output = Output.SPARSE
@@ -53,7 +54,7 @@ class SparseKind(ServedKind):
         return np.load(directory / STATIC_WEIGHTS_FILE).astype(np.float32, copy=False)
 
     def default_top_k(self) -> int | None:
-        sparse = self.metadata.sparse
+        sparse = self.metadata.record_of(SparseInfo)
         return sparse.max_active_dims if sparse is not None else None
 
     def plan(self, model: Served, ask: Ask) -> Plan:

@@ -11,8 +11,8 @@ from embedgate.api.compute.images.loader import ImageLoader, decode_data_uri
 from embedgate.api.endpoints.statuses import status_of
 from embedgate.api.errors import InvalidImage
 from embedgate.api.settings import Settings
+from embedgate.contract.kinds.clip import ImagePreprocessing
 from embedgate.contract.preprocess.images import ImageRejected
-from embedgate.contract.spec import ImagePreprocessing
 
 SPEC = ImagePreprocessing(height=16, width=16, mean=(0.5,) * 3, std=(0.5,) * 3)
 

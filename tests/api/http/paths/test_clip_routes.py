@@ -132,13 +132,14 @@ def test_upload_limits_and_missing_fields(client, settings, image_calls):
 def test_load_clip_model_passes_the_pair_and_answers_with_the_image_size(client, gateway):
     from dataclasses import dataclass
 
-    from embedgate.contract.spec import ClipMetadata, ClipText, ImageParityResult, ImagePreprocessing
+    from embedgate.contract.kinds.clip import ClipMetadata, ClipText, ImagePreprocessing
+    from embedgate.contract.spec import ImageParityResult
     from tests.api.conftest import fake_metadata
 
     metadata = fake_metadata("ViT-B-32").model_copy(
         update={
             "kind": "clip",
-            "clip": ClipMetadata(
+            "record": ClipMetadata(
                 pretrained="tag",
                 text=ClipText(context_length=77, sot_token_id=1, eot_token_id=2, word_pattern="x"),
                 image=ImagePreprocessing(height=224, width=224, mean=(0.5,) * 3, std=(0.5,) * 3),

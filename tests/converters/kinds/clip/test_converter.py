@@ -10,9 +10,10 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from embedgate.contract.kinds.clip import ClipMetadata, HFClipText
 from embedgate.contract.preprocess.clip_text import ClipTokenizer, clip_tokenizer
 from embedgate.contract.preprocess.images import prepare_image
-from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, HFClipText, ModelMetadata, clip_part_names
+from embedgate.contract.spec import EMBEDDING, INPUT_IDS, PIXELS, ModelMetadata, clip_part_names
 from embedgate.converters.kinds.clip.parity import parity_images
 from tests.clip_model import TINY_CLIP_CONFIG, build_tiny_clip, build_tiny_siglip, reference_model
 from tests.helpers import cosine_rows
@@ -59,7 +60,7 @@ def test_both_towers_are_published_with_one_metadata(converted):
     assert (text_dir / "tokenizer" / "tokenizer.json").is_file()
     assert not (image_dir / "tokenizer").exists()
     assert metadata.kind == "clip" and metadata.embedding_dim == 32 and metadata.max_seq_length == 24
-    clip = metadata.clip
+    clip = metadata.record_of(ClipMetadata)
     assert (clip.image.height, clip.image.width, clip.image.resize_mode) == (48, 64, "shortest")
     assert clip.text.context_length == 24 and clip.text.eot_token_id == 49407
     assert metadata.parity.min_cosine >= 0.9999 and clip.image_parity.min_cosine >= 0.9999
@@ -92,7 +93,7 @@ def test_text_tower_matches_encode_text_on_new_texts(converted, reference):
     metadata = ModelMetadata.model_validate(converted.last_line)
     texts = ["a diagram", "a dog playing in the snow " * 12, "Ünïcödé ☃", ""]
     ids = ClipTokenizer(
-        converted.repository / clip_part_names(BASE)[0] / "tokenizer" / "tokenizer.json", metadata.clip.text
+        converted.repository / clip_part_names(BASE)[0] / "tokenizer" / "tokenizer.json", metadata.record_of(ClipMetadata).text
     ).encode(texts).input_ids
     np.testing.assert_array_equal(ids, tokenizer(texts).numpy())
     with torch.no_grad():
@@ -115,7 +116,7 @@ def test_image_tower_matches_encode_image_through_the_gateways_preprocessing(con
         buffer = io.BytesIO()
         Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(buffer, format="PNG")
         images.append(buffer.getvalue())
-    pixels = np.stack([prepare_image(data, metadata.clip.image, max_pixels=10**8) for data in images])
+    pixels = np.stack([prepare_image(data, metadata.record_of(ClipMetadata).image, max_pixels=10**8) for data in images])
     with torch.no_grad():
         expected = model.encode_image(torch.stack([preprocess(Image.open(io.BytesIO(d))) for d in images])).numpy()
     session = onnx_session(converted, 1)
@@ -194,10 +195,11 @@ def test_a_model_with_a_hugging_face_tokenizer_converts_and_reproduces_open_clip
     model, _, tokenizer = reference_model(siglip)
     text_dir = run.repository / clip_part_names("tiny_siglip")[0]
     assert ModelMetadata.model_validate_json((text_dir / "metadata.json").read_text()) == metadata
-    text = metadata.clip.text
+    clip = metadata.record_of(ClipMetadata)
+    text = clip.text
     assert text == HFClipText(context_length=16, clean="canonicalize", pad_token_id=tokenizer.tokenizer.pad_token_id)
     assert metadata.max_seq_length == 16 and metadata.embedding_dim == 32
-    assert metadata.parity.min_cosine >= 0.9999 and metadata.clip.image_parity.min_cosine >= 0.9999
+    assert metadata.parity.min_cosine >= 0.9999 and clip.image_parity.min_cosine >= 0.9999
 
     texts = ["A Photo of a CAT!", "a photo of a dog playing in the snow " * 8, "Ünïcödé ☃ &amp; co", "", "   "]
     ids = clip_tokenizer(text_dir / "tokenizer" / "tokenizer.json", text).encode(texts).input_ids

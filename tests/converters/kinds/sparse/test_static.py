@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from embedgate.contract.kinds.sparse import SparseInfo
 from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.sparse.static import refusal
 from embedgate.converters.library.routes import Route
@@ -23,7 +24,7 @@ def test_the_query_route_is_stored_for_the_gateway_and_the_document_route_is_a_g
     assert (document.name, document.version, document.add_special_tokens) == ("document", 1, True)
     assert (query.name, query.tasks, query.version, query.add_special_tokens) == ("query", ["query"], None, False)
     assert query.parity.passed and query.parity.max_abs_error < 1e-6
-    assert metadata.sparse.max_active_dims == 30 and metadata.embedding_dim == 74
+    assert metadata.record_of(SparseInfo).max_active_dims == 30 and metadata.embedding_dim == 74
     published = tmp_path / "repository" / "org--free"
     weights = np.load(published / "routes" / "1" / "weights.npy")
     assert weights.shape == (74,) and (weights == 0).any() and weights.max() > 1

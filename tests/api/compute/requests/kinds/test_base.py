@@ -6,7 +6,7 @@ import pytest
 from embedgate.api.compute.requests.asks import Output
 from embedgate.api.compute.requests.kinds import KINDS, kind_of
 from embedgate.api.errors import ModelConflict, WrongModelKind
-from embedgate.contract.spec import CrossEncoderInfo
+from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
 from tests.api.conftest import fake_metadata
 
 
@@ -43,19 +43,13 @@ def test_a_classifier_predicts_and_only_a_one_label_cross_encoder_reranks():
     def info(labels):
         return CrossEncoderInfo(num_labels=labels, activation="torch.nn.modules.linear.Identity", token_type_ids=False)
 
-    reranker = kind_of(fake_metadata("m", kind="cross_encoder", cross_encoder=info(1)))
-    classifier = kind_of(fake_metadata("m", kind="cross_encoder", embedding_dim=3, cross_encoder=info(3)))
+    reranker = kind_of(fake_metadata("m", kind="cross_encoder", record=info(1)))
+    classifier = kind_of(fake_metadata("m", kind="cross_encoder", embedding_dim=3, record=info(3)))
     assert reranker.gives() == {Output.RERANK, Output.PREDICT}
     assert classifier.gives() == {Output.PREDICT}
     with pytest.raises(WrongModelKind, match="POST /predict"):
         classifier.require(Output.RERANK, "m")
     assert classifier.labels() == ["LABEL_0", "LABEL_1", "LABEL_2"]
-
-
-def test_the_gateways_kinds_are_the_converters():
-    from embedgate.converters.kinds import KINDS as CONVERTED
-
-    assert set(CONVERTED) == set(KINDS)
 
 
 def test_a_kind_this_gateway_does_not_know_is_refused_as_another_versions():

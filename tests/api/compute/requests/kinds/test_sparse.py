@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from embedgate.api.compute.requests.kinds import sparsify
+from embedgate.api.compute.requests.kinds.sparse import sparsify
 
 
 @pytest.fixture(scope="module")

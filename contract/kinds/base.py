@@ -1,0 +1,36 @@
+"""What a model kind is to both sides: its declaration (:class:`Kind`), which the kind's
+own module in this package makes, and the base of the record ``metadata.json`` keeps of
+what is the kind's own (:class:`KindRecord`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+
+class KindRecord(BaseModel):
+    """What ``metadata.json`` records of one kind's own (``ModelMetadata.record``): a
+    cross-encoder's labels, an OpenCLIP model's tokenizer and image preprocessing..."""
+
+    # The key metadata.json keeps it under ("cross_encoder", "clip"...).
+    key: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What the converter of a kind and the gateway's served kind must agree on."""
+
+    # metadata.json's kind, and the answers' ("kind" in a load's answer and the listings).
+    name: str
+    # What metadata.json records of the kind's own (None: nothing of its own).
+    record: type[KindRecord] | None = None
+    # The library a load names (ConversionSpec.library).
+    library: str = "sentence_transformers"
+    # The library's class a directory declares itself to be (config_sentence_transformers.json's
+    # model_type), which its converter loads it as; None where the library has one kind (OpenCLIP).
+    library_class: str | None = None
+    # Whether its models have prompts. Where not, metadata.json's prompts read as none ({})
+    # rather than unknown (None: converted before prompts were recorded).
+    prompts: bool = True
