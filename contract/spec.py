@@ -28,8 +28,10 @@ from embedgate.contract.kinds import KindRecord
 from embedgate.contract.metadata_parts import (
     Calibration,
     GpuInfo,
+    ImageParityResult,
     ParityResult,
     RouteInfo,
+    RouteTask,
     Variant,
     VariantInfo,
 )

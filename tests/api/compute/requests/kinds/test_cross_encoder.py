@@ -8,7 +8,7 @@ import pytest
 from embedgate.api.compute.requests.asks import Scores
 from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.errors import InvalidInput
-from embedgate.contract.spec import CrossEncoderInfo
+from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
 from tests.api.conftest import fake_metadata
 
 IDENTITY = "torch.nn.modules.linear.Identity"
