@@ -13,17 +13,13 @@ import numpy as np
 
 from ..requests.served import ServedModel
 
+# A Triton model's input tensors, by name.
+Tensors = dict[str, np.ndarray]
+
 
 class Backend(Protocol):
     async def infer(
-        self,
-        model: ServedModel,
-        part: str,
-        tensors: dict[str, np.ndarray],
-        output: str,
-        *,
-        timeout_s: float,
-        version: str = "",
+        self, model: ServedModel, part: str, tensors: Tensors, output: str, *, timeout_s: float, version: str = ""
     ) -> np.ndarray:
         """``model``'s Triton model ``part`` (at ``version``) on ``tensors``: its ``output``."""
         ...

@@ -7,17 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..requests.served import ServedModel
+from .base import Tensors
 
 
 class NoopBackend:
     async def infer(
-        self,
-        model: ServedModel,
-        part: str,
-        tensors: dict[str, np.ndarray],
-        output: str,
-        *,
-        timeout_s: float,
-        version: str = "",
+        self, model: ServedModel, part: str, tensors: Tensors, output: str, *, timeout_s: float, version: str = ""
     ) -> np.ndarray:
         return model.kind.noop_output(tensors)

@@ -8,6 +8,7 @@ import numpy as np
 from ...triton.client import TritonClient
 from ..requests.served import ServedModel
 from . import resend
+from .base import Tensors
 
 
 class TritonBackend:
@@ -18,14 +19,7 @@ class TritonBackend:
         self.reload_lost: resend.ReloadLost | None = None
 
     async def infer(
-        self,
-        model: ServedModel,
-        part: str,
-        tensors: dict[str, np.ndarray],
-        output: str,
-        *,
-        timeout_s: float,
-        version: str = "",
+        self, model: ServedModel, part: str, tensors: Tensors, output: str, *, timeout_s: float, version: str = ""
     ) -> np.ndarray:
         return await resend.surviving(
             lambda: self.client.infer(part, tensors, output, timeout_s=timeout_s, version=version),

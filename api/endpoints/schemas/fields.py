@@ -10,6 +10,7 @@ calls invalid the server refuses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
@@ -76,9 +77,10 @@ IMAGES_NEED_PRETRAINED = {
 Texts = Annotated[list[str], BeforeValidator(_one_or_many), _one_or_many_schema("max_texts_per_request")]
 
 
-def name_of(pattern: str, description: str, example: str) -> Any:
-    """A model named in a body: 1 to 200 characters of ``pattern``."""
-    field = Field(min_length=1, max_length=200, description=description, examples=[example],
+def name_of(pattern: str, description: str | None, example: str, where: Callable[..., Any] = Field) -> Any:
+    """A model named in a request: 1 to 200 characters of ``pattern``, in a body (``Field``),
+    or, with FastAPI's ``Path`` or ``Form`` as ``where``, in a path or a form."""
+    field = where(min_length=1, max_length=200, description=description, examples=[example],
                   json_schema_extra={"pattern": pattern})
     return Annotated[str, field]
 

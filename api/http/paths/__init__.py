@@ -3,14 +3,16 @@ request is served by, a model named in a path, the request's deadline."""
 
 import math
 import re
-from typing import Annotated
+from collections.abc import Callable
+from typing import Any
 
-from fastapi import Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 
 from ...endpoints.schemas import patterns
-from ...endpoints.schemas.fields import FROM_SETTINGS
+from ...endpoints.schemas.fields import FROM_SETTINGS, name_of
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
+from ..responses import JSONResponse
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
 # a thread hop on every request for a few attribute reads.
@@ -25,16 +27,12 @@ async def get_gateway(request: Request) -> Gateway:
 
 # A model named in a path by one string (OpenAI's and TEI's APIs). The name is checked where
 # every name is (a 400 or 422 in the route's shape); the pattern documents it.
-ModelKey = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=200,
-        description="A loaded model, or a CLIP model as '<model_name>:<pretrained>'.",
-        examples=["sentence-transformers/all-MiniLM-L6-v2"],
-        json_schema_extra={"pattern": patterns.OPENAI_MODEL},
-    ),
-]
+ModelKey = name_of(
+    patterns.OPENAI_MODEL,
+    "A loaded model, or a CLIP model as '<model_name>:<pretrained>'.",
+    "sentence-transformers/all-MiniLM-L6-v2",
+    Path,
+)
 
 
 TIMEOUT_HEADER = "x-request-timeout"
@@ -78,3 +76,20 @@ async def request_timeout(request: Request) -> float:
             f"X-Request-Timeout must be between {MIN_REQUEST_TIMEOUT_S:g} and {settings.max_request_timeout_s:g} seconds"
         )
     return value
+
+
+def endpoint_route(
+    router: APIRouter, path: str, body: type, endpoint_of: Callable[[Any], Any], *, name: str, **documented: Any
+) -> None:
+    """A POST path operation that hands its body to the gateway's endpoint (``endpoint_of``
+    its endpoints) with the request's deadline, and answers what the endpoint answers."""
+
+    async def operation(
+        request: body,  # type: ignore[valid-type]
+        gateway: Gateway = Depends(get_gateway),
+        timeout_s: float = Depends(request_timeout),
+    ) -> JSONResponse:
+        answer = await endpoint_of(gateway.endpoints)(request, timeout_s)
+        return JSONResponse(answer.body, headers=answer.headers)
+
+    router.post(path, name=name, openapi_extra=TAKES_A_DEADLINE, **documented)(operation)

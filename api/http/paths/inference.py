@@ -7,14 +7,14 @@ from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from ...endpoints.embed import Uploads
 from ...endpoints.schemas import patterns
-from ...endpoints.schemas.fields import FROM_SETTINGS
+from ...endpoints.schemas.fields import FROM_SETTINGS, name_of
 from ...endpoints.schemas.native import InferRequest, InferResponse
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
 from ..openapi import errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
-from . import TAKES_A_DEADLINE, get_gateway, request_timeout
+from . import TAKES_A_DEADLINE, endpoint_route, get_gateway, request_timeout
 
 router = APIRouter(tags=["inference"], route_class=BodyRoute)
 
@@ -26,28 +26,15 @@ ANSWERS = {
 }
 
 
-@router.post("/infer", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
-async def infer(
-    body: InferRequest,
-    gateway: Gateway = Depends(get_gateway),
-    timeout_s: float = Depends(request_timeout),
-) -> JSONResponse:
-    answer = await gateway.endpoints.infer(body, timeout_s)
-    return JSONResponse(answer.body, headers=answer.headers)
+endpoint_route(
+    router, "/infer", InferRequest, lambda endpoints: endpoints.infer, name="infer",
+    response_model=InferResponse, responses=ANSWERS,
+)
 
 
 @router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
 async def infer_image(
-    model_name: Annotated[
-        str,
-        Form(
-            min_length=1,
-            max_length=200,
-            description="OpenCLIP architecture.",
-            examples=["ViT-B-32"],
-            json_schema_extra={"pattern": patterns.CLIP_ARCHITECTURE},
-        ),
-    ],
+    model_name: name_of(patterns.CLIP_ARCHITECTURE, "OpenCLIP architecture.", "ViT-B-32", Form),  # type: ignore[valid-type]
     pretrained: Annotated[
         str,
         Form(

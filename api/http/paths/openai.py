@@ -20,9 +20,8 @@ from ...endpoints.schemas.openai import EmbeddingsRequest, EmbeddingsResponse, M
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
 from ..openapi import openai_errors
-from ..responses import JSONResponse
 from ..routing import BodyRoute
-from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout
+from . import ModelKey, endpoint_route, get_gateway
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
 
@@ -34,16 +33,10 @@ EMBEDDINGS_ANSWERS = {
 }
 
 
-@router.post(
-    "/embeddings", response_model=EmbeddingsResponse, responses=EMBEDDINGS_ANSWERS, openapi_extra=TAKES_A_DEADLINE
+endpoint_route(
+    router, "/embeddings", EmbeddingsRequest, lambda endpoints: endpoints.embeddings, name="create_embeddings",
+    response_model=EmbeddingsResponse, responses=EMBEDDINGS_ANSWERS,
 )
-async def create_embeddings(
-    body: EmbeddingsRequest,
-    gateway: Gateway = Depends(get_gateway),
-    timeout_s: float = Depends(request_timeout),
-) -> JSONResponse:
-    answer = await gateway.endpoints.embeddings(body, timeout_s)
-    return JSONResponse(answer.body, headers=answer.headers)
 
 
 def _created(timestamp: str) -> int:

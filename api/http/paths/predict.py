@@ -4,15 +4,13 @@ answered by its endpoint (``endpoints/predict.py``): each label's score, best fi
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from ...endpoints.schemas.predict import PredictRequest, PredictResponse
 from ...endpoints.timing import documented_headers
-from ...gateway import Gateway
 from ..openapi import errors
-from ..responses import JSONResponse
 from ..routing import BodyRoute
-from . import TAKES_A_DEADLINE, get_gateway, request_timeout
+from . import endpoint_route
 
 router = APIRouter(tags=["predict"], route_class=BodyRoute)
 ANSWERS = {
@@ -21,11 +19,7 @@ ANSWERS = {
 }
 
 
-@router.post("/predict", response_model=PredictResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
-async def predict(
-    body: PredictRequest,
-    gateway: Gateway = Depends(get_gateway),
-    timeout_s: float = Depends(request_timeout),
-) -> JSONResponse:
-    answer = await gateway.endpoints.predict(body, timeout_s)
-    return JSONResponse(answer.body, headers=answer.headers)
+endpoint_route(
+    router, "/predict", PredictRequest, lambda endpoints: endpoints.predict, name="predict",
+    response_model=PredictResponse, responses=ANSWERS,
+)
