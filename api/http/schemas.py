@@ -14,11 +14,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
+from embedgate.contract.sources import ModelSource
 from embedgate.contract.spec import variant_model_name
 
 from ..compute.requests.kinds import KINDS
 from ..compute.requests.quantize import Precision
 from ..models.names import split_variant
+from ..models.source_change import OnSourceChange
 from . import patterns
 
 # In a schema: keywords whose values are settings, e.g. {"maxItems": "max_texts_per_request"};
@@ -122,6 +124,20 @@ ONE_PROMPT = {
     }
 }
 AbsolutePath = Annotated[str, Field(max_length=4096, json_schema_extra={"pattern": patterns.ABSOLUTE_PATH})]
+# What a load does when the repository's copy was converted from another source.
+OnSourceChangeField = Annotated[
+    OnSourceChange,
+    Field(
+        description="When the repository's copy of the model was converted from another source than this load "
+        "names (another directory or checkpoint, or the same one changed since: its files' fingerprint "
+        "differs): 'convert' converts it again and serves the new copy in place of the old (which serves "
+        "until then); 'refuse' answers 409 source_changed, naming both, and changes nothing.",
+    ),
+]
+MADE_FROM_DESCRIPTION = (
+    "What the model was converted from: the directory, package, hub snapshot or checkpoint, and a fingerprint "
+    "of its files; null for a model converted before sources were recorded (its source is unknown)."
+)
 
 
 class _Body(BaseModel):
@@ -162,6 +178,7 @@ class LoadSentenceTransformerRequest(_Body):
         "refused below EMBEDGATE_INT8_PARITY_THRESHOLD (min cosine against PyTorch). With optimize "
         "too, the model is still '@int8'.",
     )
+    on_source_change: OnSourceChangeField = "convert"
 
     @model_validator(mode="after")
     def _one_way_to_name_a_variant(self) -> LoadSentenceTransformerRequest:
@@ -184,6 +201,7 @@ class ModelRequest(_Body):
 class LoadClipRequest(_Body):
     model_name: ClipArchitecture
     pretrained: Annotated[Pretrained, Field(json_schema_extra={"pattern": patterns.PRETRAINED_TO_LOAD})]
+    on_source_change: OnSourceChangeField = "convert"
 
     @model_validator(mode="before")
     @classmethod
@@ -215,6 +233,7 @@ class LoadResponse(BaseModel):
     parity_min_cosine: float | None = Field(
         None, description="Lowest cosine against the PyTorch model measured before publishing."
     )
+    made_from: ModelSource | None = Field(None, description=MADE_FROM_DESCRIPTION)
 
 
 class LoadClipResponse(LoadResponse):
