@@ -5,7 +5,8 @@ whether to convert), so it must cost little on a model of many GB. Small files (
 tokenizers, vocabularies, module code: every file up to ``FULL_HASH_MAX_BYTES``) are hashed
 in full: an edit is always seen, and a copy or a mere touch changes nothing. A large file
 (the weights) counts by its size, its modification time and the hash of its first and
-last MiB: hashing every byte would take about a second per GB on every load, while a model
+last MiB: hashing every byte would cost every load seconds per GB (2 GB of weights took
+3.3 s in full and 3 ms sampled on a 2-core machine, from the page cache), while a model
 trained again is written anew, which sets the time. The time is what makes this sound:
 the size and the header of a safetensors file stay the same when a model is trained again
 with the same shapes, and its first and last MiB may hold tensors the training left alone
