@@ -203,7 +203,7 @@ class ModelRegistry:
             elif served is not None:
                 return LoadOutcome(served, already_loaded=True, converted=False)
             progress.step("loading into Triton")
-            model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served)
+            model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served, new_files=converted)
             progress.step("ready")
             await self._write_manifest()
             return LoadOutcome(model, already_loaded=False, converted=converted)
@@ -217,23 +217,31 @@ class ModelRegistry:
         return ServedModel(name, triton_name, metadata, routes[0].tokenizer, routes=routes)
 
     async def _activate(
-        self, name: str, triton_name: str, metadata: ModelMetadata, *, replacing: ServedModel | None = None
+        self,
+        name: str,
+        triton_name: str,
+        metadata: ModelMetadata,
+        *,
+        replacing: ServedModel | None = None,
+        new_files: bool = False,
     ) -> ServedModel:
         """Load the model in Triton and serve it; ``replacing``: the model served under this
         name until now (a conversion published in its place), which Triton serves until it
-        has loaded the new one, and this registry until then too."""
+        has loaded the new one, and this registry until then too. ``new_files``: just
+        converted, so a copy an external Triton holds already is an older one."""
         model = await self._model(name, triton_name, metadata)
         restarts = self.triton.restarts if self.triton is not None else 0
+        reload = new_files or replacing is not None
         try:
             try:
-                await self._load_parts(model, reload=replacing is not None)
+                await self._load_parts(model, reload=reload)
             except TritonConnectionLost:
                 # Triton died under the load (or was ended for a load that hung): once its
                 # supervisor has it back, load again, so the caller sees a slower success.
                 if self.triton is None or not await self.triton.wait_restarted(restarts):
                     raise
                 log.warning("triton restarted while loading %s; loading it again", name)
-                await self._load_parts(model, reload=replacing is not None)
+                await self._load_parts(model, reload=reload)
         except BaseException:
             if replacing is not None:
                 # Its parts in Triton are now the new copy's, or none: the old one is no
@@ -292,7 +300,7 @@ class ModelRegistry:
         return all(states.get(part) == "READY" for part in model.triton_names)
 
     async def _load_parts(self, model: ServedModel, *, reload: bool = False) -> None:
-        """``reload``: the parts are loaded already, with the files of an older copy."""
+        """``reload``: parts Triton holds already are of an older copy: load them anew."""
         if not reload and await self._already_served(model):
             log.info("model %s is already loaded in the external Triton; serving it as it is", model.name)
             return

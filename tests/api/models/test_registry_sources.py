@@ -5,6 +5,8 @@ Triton client."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -24,6 +26,8 @@ class FakeTritonClient:
         self.loads: list[str] = []
         self.unloads: list[str] = []
         self.failing = False
+        # An external Triton: the models it holds READY (another gateway's loads too).
+        self.ready: set[str] = set()
 
     async def load(self, part: str) -> None:
         if self.failing:
@@ -32,6 +36,9 @@ class FakeTritonClient:
 
     async def unload(self, part: str) -> None:
         self.unloads.append(part)
+
+    async def repository_states(self) -> dict[str, str]:
+        return {part: "READY" for part in self.ready}
 
 
 @pytest.fixture
@@ -178,3 +185,18 @@ async def test_another_process_serving_the_old_copy_takes_the_new_one_on_refresh
     await following.refresh(NAME)
     assert following.held(NAME).metadata.made_from.location == str(tmp_path / "b")
     assert following.client.loads == [PART, PART] and len(conversions) == 2
+
+
+async def test_a_copy_converted_again_is_loaded_even_where_an_external_triton_holds_the_old(tmp_path, conversions):
+    """Another gateway on the same external Triton serves the old copy: it is loaded anew."""
+    registry = registry_on(str(tmp_path / "repository"), tmp_path)
+    registry.triton = SimpleNamespace(embedded=False, restarts=0, serving=True)
+    registry.client.ready.add(PART)
+    await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "a"))
+    assert registry.client.loads == [PART]  # just converted: whatever Triton held is older
+    await registry.unload(NAME)
+    await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "a"))
+    assert registry.client.loads == [PART]  # the same copy, READY there: served as it is
+    await registry.unload(NAME)
+    await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "b", '{"pooling": "cls"}'))
+    assert registry.client.loads == [PART, PART]
