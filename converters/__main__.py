@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from embedgate.contract.errors import ConversionError, DiskFullError, OutOfMemoryError
 from embedgate.contract.repository import ModelRepository, open_repository
+from embedgate.contract.sources import ModelSource, made_from
 from embedgate.contract.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
 from embedgate.converters import hub_access, kinds, weights
 from embedgate.converters.triton_config import render, validate_options
@@ -71,9 +72,12 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
     repository = open_repository(spec.repository, spec.repository_cache_dir)
     converter = kinds.converter_for(spec, step)
     names = converter.parts()
+    source = _made_from(spec)
     with ExitStack() as staged:
         stages = [staged.enter_context(repository.stage(name, replace=spec.replace)) for name in names]
         metadata = converter.convert([stage.path for stage in stages])
+        # A hub model the load just downloaded had no files to fingerprint before it.
+        metadata.made_from = source if source.fingerprint is not None else _made_from(spec)
         step("writing config" if len(stages) == 1 else "writing configs")
         for stage, config in zip(stages, converter.configs(metadata), strict=True):
             _write_model_files(stage.path, render(config), spec)
@@ -82,6 +86,13 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
             (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")
         _publish(repository, names, stages, step)
     return metadata
+
+
+def _made_from(spec: ConversionSpec) -> ModelSource:
+    """What the conversion reads, fingerprinted before it reads the weights: files that
+    change while it runs then differ from the record, and the next load converts again,
+    where a record taken after could name files the model was not made from."""
+    return made_from(spec.library, spec.model_name, spec.model_path, spec.pretrained)
 
 
 def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, step: Progress) -> None:

@@ -86,10 +86,12 @@ class EmbedgateClient:
         trust_remote_code: bool = False,
         optimize: bool = False,
         quantize: str | None = None,
+        on_source_change: str | None = None,
         on_progress: ProgressHandler | None = None,
     ) -> dict[str, Any]:
         """Load (converting first if needed), following the server's progress events.
-        With ``pretrained``, an OpenCLIP model; ``optimize`` or ``quantize`` load a variant."""
+        With ``pretrained``, an OpenCLIP model; ``optimize`` or ``quantize`` load a variant;
+        ``on_source_change`` "refuse": a 409 rather than a conversion again from a changed source."""
         body: dict[str, Any] = {"model_name": model_name}
         if pretrained:
             path, body["pretrained"] = "/load_clip_model", pretrained
@@ -103,6 +105,8 @@ class EmbedgateClient:
             body["optimize"] = True
         if quantize:
             body["quantize"] = quantize
+        if on_source_change:
+            body["on_source_change"] = on_source_change
         # No read deadline: a conversion can take minutes, and the server enforces its own.
         timeout = httpx.Timeout(self.timeout, read=None)
         with self._http.stream(

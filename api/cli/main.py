@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="load the variant MODEL@optimized (graph fused by onnxruntime)")
     load.add_argument("--quantize", choices=["int8"],
                       help="load the variant MODEL@int8 (dynamic int8 quantization)")
+    load.add_argument("--refuse-source-change", action="store_true",
+                      help="fail (409 source_changed) instead of converting again when the repository's copy "
+                      "was converted from another source than this load names")
     load.add_argument("--quiet", action="store_true", help="no progress lines")
     for name, what in (("unload", "unload a model (it stays in the repository)"),
                        ("delete", "unload a model and remove it from the repository")):
@@ -177,6 +180,7 @@ def _load(client: EmbedgateClient, args: argparse.Namespace) -> None:
         trust_remote_code=args.trust_remote_code,
         optimize=args.optimize,
         quantize=args.quantize,
+        on_source_change="refuse" if args.refuse_source_change else None,
         on_progress=None if args.quiet else _show_progress,
     )
     print(json.dumps(result))

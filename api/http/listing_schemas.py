@@ -8,8 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from embedgate.contract.sources import ModelSource
+
 from ..compute.requests.kinds import KINDS
-from .schemas import KIND_DESCRIPTION, ModelKindName
+from .schemas import KIND_DESCRIPTION, MADE_FROM_DESCRIPTION, ModelKindName
 
 
 class RouteListing(BaseModel):
@@ -28,6 +30,7 @@ class _ModelInfo(BaseModel):
     normalized: bool
     form: str
     source: str
+    made_from: ModelSource | None = Field(None, description=MADE_FROM_DESCRIPTION)
     loaded: bool
     variant: str | None = Field(None, description="'optimized' or 'int8' for a variant (named '<model>@<variant>').")
     parity_min_cosine: float | None = Field(

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from embedgate.contract.sources import ModelSource
 from embedgate.contract.spec import variant_model_name
 
 from ..compute.requests.kinds import KINDS
@@ -21,6 +22,22 @@ from ..endpoints.schemas.fields import (
     Pretrained,
 )
 from ..models.names import split_variant
+from ..models.source_change import OnSourceChange
+
+# What a load does when the repository's copy was converted from another source.
+OnSourceChangeField = Annotated[
+    OnSourceChange,
+    Field(
+        description="When the repository's copy of the model was converted from another source than this load "
+        "names (another directory or checkpoint, or the same one changed since: its files' fingerprint "
+        "differs): 'convert' converts it again and serves the new copy in place of the old (which serves "
+        "until then); 'refuse' answers 409 source_changed, naming both, and changes nothing.",
+    ),
+]
+MADE_FROM_DESCRIPTION = (
+    "What the model was converted from: the directory, package, hub snapshot or checkpoint, and a fingerprint "
+    "of its files; null for a model converted before sources were recorded (its source is unknown)."
+)
 
 
 class LoadSentenceTransformerRequest(Body):
@@ -57,6 +74,7 @@ class LoadSentenceTransformerRequest(Body):
         "refused below EMBEDGATE_INT8_PARITY_THRESHOLD (min cosine against PyTorch). With optimize "
         "too, the model is still '@int8'.",
     )
+    on_source_change: OnSourceChangeField = "convert"
 
     @model_validator(mode="after")
     def _one_way_to_name_a_variant(self) -> LoadSentenceTransformerRequest:
@@ -79,6 +97,7 @@ class ModelRequest(Body):
 class LoadClipRequest(Body):
     model_name: ClipArchitecture
     pretrained: Annotated[Pretrained, Field(json_schema_extra={"pattern": patterns.PRETRAINED_TO_LOAD})]
+    on_source_change: OnSourceChangeField = "convert"
 
     @model_validator(mode="before")
     @classmethod
@@ -110,6 +129,7 @@ class LoadResponse(BaseModel):
     parity_min_cosine: float | None = Field(
         None, description="Lowest cosine against the PyTorch model measured before publishing."
     )
+    made_from: ModelSource | None = Field(None, description=MADE_FROM_DESCRIPTION)
 
 
 class LoadClipResponse(LoadResponse):

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..compute.requests.served import ServedModel
-from .progress import Progress
 
 
 @dataclass(frozen=True)
@@ -19,11 +18,13 @@ class LoadOutcome:
 
 class ModelControl(Protocol):
     """What the management routes call (and the embedding service, to load again a model
-    whose process died)."""
+    whose process died). A load's ``options``: ``progress``, ``on_source_change`` (what it
+    does when the repository's copy was made from another source: ``source_change.py``),
+    and for a sentence-transformer ``trust_remote_code``."""
 
     async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome: ...
 
-    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome: ...
+    async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome: ...
 
     async def unload(self, name: str, pretrained: str | None = None) -> None: ...
 

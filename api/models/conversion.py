@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from embedgate.contract.repository import ModelRepository, RepositoryError
 from embedgate.contract.spec import ConversionSpec, ModelMetadata
 
 from ..errors import (
@@ -26,8 +27,10 @@ from ..errors import (
     RepositoryUnavailable,
     UnsupportedModel,
 )
+from ..settings import Settings
 from ..telemetry.metrics import observe_conversion
 from ..triton.children import tied_to_parent
+from .progress import Progress
 from .warm_converter import ConverterProcess, WarmConverter
 
 log = logging.getLogger("embedgate.conversion")
@@ -164,3 +167,31 @@ async def run_conversion(
         f"conversion of '{spec.model_name}' crashed (exit {proc.returncode}){hint}; "
         "nothing was published"
     )
+
+
+async def convert(
+    spec: ConversionSpec, settings: Settings, repository: ModelRepository, parts: tuple[str, ...], progress: Progress
+) -> ModelMetadata:
+    """``spec`` converted within this server's limits; on failure, what the converter left
+    of ``parts`` removed (a killed converter cannot clean up after itself)."""
+    try:
+        return await run_conversion(
+            spec,
+            timeout_s=settings.conversion_timeout_s,
+            memory_limit_mb=settings.conversion_memory_limit_mb,
+            on_line=progress.converter_line,
+            warm_s=settings.converter_warm_s,
+        )
+    except ConversionTargetExists:
+        raise  # another conversion's model, or its upload in progress: not ours to remove
+    except BaseException:
+        for part in parts:
+            await asyncio.to_thread(_remove_partial, repository, part)
+        raise
+
+
+def _remove_partial(repository: ModelRepository, part: str) -> None:
+    try:
+        repository.remove_partial(part)
+    except RepositoryError as error:
+        log.warning("could not remove what the conversion of %s left: %s", part, error)

@@ -14,15 +14,13 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from embedgate.contract.repository import RepositoryError
-from embedgate.contract.spec import ConversionSpec, ModelMetadata
+from embedgate.contract.spec import ModelMetadata
 
 from ..compute.backend.resend import Restartable, unloaded
 from ..compute.requests.kinds import KINDS, kind_of
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.batching import BatchingPolicy
 from ..errors import (
-    ConversionTargetExists,
     EmbedgateError,
     InvalidInput,
     ModelConflict,
@@ -33,14 +31,17 @@ from ..errors import (
 from ..settings import Settings
 from ..triton.client import TritonClient
 from .control import LoadOutcome
-from .conversion import run_conversion
+from .conversion import convert
 from .lost import LostProcesses
-from .names import clip_key, is_triton_name, split_variant
+from .manifest import Manifest
+from .names import clip_key, is_triton_name
 from .on_disk import OnDisk, find_on_disk
 from .progress import Progress
 from .refs import ModelRef
-from .repository import RepositoryUnavailable, off_loop, open_for
+from .repository import off_loop, open_for
+from .source_change import OnSourceChange, converts_again
 from .sources import check_model_path, check_pretrained
+from .specs import conversion_spec
 
 log = logging.getLogger("embedgate.registry")
 
@@ -59,17 +60,14 @@ class ModelRegistry:
         # The supervisor of an embedded Triton: a load that Triton died under is made again
         # once it is back.
         self.triton = triton
-        # One gateway keeps a manifest of its models for restarts; replicas of a cluster
-        # share a repository and are told their models instead.
-        self.keep_manifest = keep_manifest
         self.repository = open_for(settings)
+        self._manifest = Manifest(self.repository, kept=keep_manifest)
         self.batching = BatchingPolicy(settings)
         self._served: dict[str, ServedModel] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # Remote repository: the models this registry has seen there (a request for a model
         # that is not loaded is answered from this, never by a call to the bucket).
         self._seen: set[str] = set()
-        self._manifest_lock = asyncio.Lock()
         # Told after the set of served models changed (a model added, or taken out before
         # Triton unloads it): the primary of several gateway workers tells them all.
         self.on_change: Callable[[], Awaitable[None]] | None = None
@@ -143,90 +141,72 @@ class ModelRegistry:
         model_path: str | None = None,
         *,
         trust_remote_code: bool = False,
+        on_source_change: OnSourceChange = "convert",
         progress: Progress | None = None,
     ) -> LoadOutcome:
         """A sentence-transformers model of any of its classes (the directory says which)."""
         ref = ModelRef.named(name)
         model_path = check_model_path(self.settings, model_path, trust_remote_code)
-        return await self._load(ref, progress, model_path=model_path, trust_remote_code=trust_remote_code)
+        return await self._load(ref, progress, on_source_change, model_path=model_path, trust_remote_code=trust_remote_code)
 
-    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome:
+    async def load_clip(
+        self,
+        model_name: str,
+        pretrained: str,
+        *,
+        on_source_change: OnSourceChange = "convert",
+        progress: Progress | None = None,
+    ) -> LoadOutcome:
         """An OpenCLIP model: one model in the registry, two Triton models (text, image)."""
         ref = ModelRef.named(model_name, pretrained)
         check_pretrained(self.settings, pretrained)
-        return await self._load(ref, progress)
+        return await self._load(ref, progress, on_source_change)
 
     async def restore(self, key: str) -> LoadOutcome:
         """Load a model named as in the manifest: a model name or a CLIP model's key (its
-        source checked against today's settings, as any load's)."""
+        source checked against today's settings, as any load's), served as the repository
+        holds it: its source is compared by the loads that decide, never again here."""
         ref = ModelRef.from_key(key)
         if ref.pretrained is not None:
-            return await self.load_clip(ref.model_name, ref.pretrained)
-        return await self.load_sentence_transformer(ref.key)
+            check_pretrained(self.settings, ref.pretrained)
+        return await self._load(ref, None, None)
 
-    async def _load(self, ref: ModelRef, progress: Progress | None, **source: Any) -> LoadOutcome:
+    async def _load(
+        self, ref: ModelRef, progress: Progress | None, on_source_change: OnSourceChange | None, **source: Any
+    ) -> LoadOutcome:
+        """``on_source_change`` None: a restore, which does not compare sources."""
         progress = progress or Progress(ref.key)
         async with self._locks[ref.triton_name]:
-            if ref.key in self._served:
-                return LoadOutcome(self._served[ref.key], already_loaded=True, converted=False)
-            state, metadata = await off_loop(self._find, ref)
+            served = self._served.get(ref.key)
+            if served is not None and on_source_change is None:
+                return LoadOutcome(served, already_loaded=True, converted=False)
+            # A loaded model is compared as it is served.
+            state, metadata = (OnDisk.PUBLISHED, served.metadata) if served else await off_loop(self._find, ref)
             if state is OnDisk.CONFLICT:
                 raise ModelConflict(
                     f"repository entries {' and '.join(ref.parts())} hold another model, or no embedgate model"
                 )
-            converted = False
+            replace = state is OnDisk.HALF_PUBLISHED
+            if metadata is not None and on_source_change is not None:
+                # A copy made from another source than the load names is converted again, in its place.
+                if await converts_again(ref, metadata.made_from, on_source_change, source.get("model_path")):
+                    progress.step("converting again: the repository's copy was made from another source")
+                    metadata, replace = None, True
+            converted = metadata is None
             if metadata is None:
                 # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
-                spec = await asyncio.to_thread(self._spec, ref, replace=state is OnDisk.HALF_PUBLISHED, **source)
-                metadata = await self._convert(spec, progress, ref.parts())
-                converted = True
+                spec = await asyncio.to_thread(
+                    conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
+                )
+                metadata = await convert(spec, self.settings, self.repository, ref.parts(), progress)
+                self._seen.update(ref.parts())
+            elif served is not None:
+                return LoadOutcome(served, already_loaded=True, converted=False)
             progress.step("loading into Triton")
-            model = await self._activate(ref.key, ref.triton_name, metadata)
+            model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served, new_files=converted)
             progress.step("ready")
             await self._write_manifest()
             return LoadOutcome(model, already_loaded=False, converted=converted)
-
-    def _spec(self, ref: ModelRef, **job: Any) -> ConversionSpec:
-        """A conversion job for ``ref`` into this registry's repository, with this server's settings."""
-        settings = self.settings
-        variant = ref.variant
-        config_dir = settings.clip_model_config_dir if ref.library == "open_clip" else None
-        return ConversionSpec(
-            library=ref.library,
-            # A variant ("<name>@int8") is converted from its model, with its own threshold.
-            model_name=split_variant(ref.model_name)[0],
-            variant=variant,
-            pretrained=ref.pretrained,
-            clip_model_config_dir=str(config_dir.resolve()) if config_dir else None,
-            triton_name=ref.triton_name,
-            parity_threshold=settings.int8_parity_threshold if variant == "int8" else settings.parity_threshold,
-            repository=self.repository.location,
-            repository_cache_dir=str(settings.repository_cache),
-            triton=self.batching.triton_options(ref.library, variant),
-            gpu_float16=settings.gpu_float16,
-            half_parity_threshold=settings.gpu_half_parity_threshold,
-            allow_network=settings.allow_hub_download,
-            **job,
-        )
-
-    async def _convert(self, spec: ConversionSpec, progress: Progress, staged: tuple[str, ...]) -> ModelMetadata:
-        try:
-            metadata = await run_conversion(
-                spec,
-                timeout_s=self.settings.conversion_timeout_s,
-                memory_limit_mb=self.settings.conversion_memory_limit_mb,
-                on_line=progress.converter_line,
-                warm_s=self.settings.converter_warm_s,
-            )
-        except ConversionTargetExists:
-            raise  # another conversion's model, or its upload in progress: not ours to remove
-        except BaseException:
-            # A killed converter cannot clean up after itself.
-            for triton_name in staged:
-                await asyncio.to_thread(self._remove_partial, triton_name)
-            raise
-        self._seen.update(staged)
-        return metadata
 
     async def _model(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
         # Everything a model is served with comes from the repository (its tokenizers, a
@@ -236,18 +216,39 @@ class ModelRegistry:
         routes = await off_loop(kind_of(metadata).routes, self.repository.fetch, triton_name)
         return ServedModel(name, triton_name, metadata, routes[0].tokenizer, routes=routes)
 
-    async def _activate(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
+    async def _activate(
+        self,
+        name: str,
+        triton_name: str,
+        metadata: ModelMetadata,
+        *,
+        replacing: ServedModel | None = None,
+        new_files: bool = False,
+    ) -> ServedModel:
+        """Load the model in Triton and serve it; ``replacing``: the model served under this
+        name until now (a conversion published in its place), which Triton serves until it
+        has loaded the new one, and this registry until then too. ``new_files``: just
+        converted, so a copy an external Triton holds already is an older one."""
         model = await self._model(name, triton_name, metadata)
         restarts = self.triton.restarts if self.triton is not None else 0
+        reload = new_files or replacing is not None
         try:
-            await self._load_parts(model)
-        except TritonConnectionLost:
-            # Triton died under the load (or was ended for a load that hung): once its
-            # supervisor has it back, load again, so the caller sees a slower success.
-            if self.triton is None or not await self.triton.wait_restarted(restarts):
-                raise
-            log.warning("triton restarted while loading %s; loading it again", name)
-            await self._load_parts(model)
+            try:
+                await self._load_parts(model, reload=reload)
+            except TritonConnectionLost:
+                # Triton died under the load (or was ended for a load that hung): once its
+                # supervisor has it back, load again, so the caller sees a slower success.
+                if self.triton is None or not await self.triton.wait_restarted(restarts):
+                    raise
+                log.warning("triton restarted while loading %s; loading it again", name)
+                await self._load_parts(model, reload=reload)
+        except BaseException:
+            if replacing is not None:
+                # Its parts in Triton are now the new copy's, or none: the old one is no
+                # longer served as it was, and the new one is not ready.
+                await self._stop_serving(replacing)
+            raise
+        # New routes, so new serials: the response cache never answers from the old copy's rows.
         self._served[name] = model
         log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
         await self._changed()
@@ -270,6 +271,21 @@ class ModelRegistry:
             self._served[ref.key] = model
             return model
 
+    async def refresh(self, key: str) -> None:
+        """Serve a loaded model as the repository holds it now: where another process
+        converted it again (the Ray replica that took a load from a changed source), load
+        the new copy in this Triton in place of the old one. Each conversion's metadata is
+        its own (its creation time, its source), so another metadata is another copy."""
+        ref = ModelRef.from_key(key)
+        async with self._locks[ref.triton_name]:
+            served = self._served.get(ref.key)
+            if served is None:
+                return
+            state, metadata = await off_loop(self._find, ref)
+            if state is OnDisk.PUBLISHED and metadata is not None and metadata != served.metadata:
+                log.info("model %s was converted again by another process; loading the new copy", key)
+                await self._activate(ref.key, ref.triton_name, metadata, replacing=served)
+
     def forget(self, key: str) -> None:
         """No longer serve a model another process unloaded (or is about to)."""
         self._served.pop(key, None)
@@ -283,8 +299,9 @@ class ModelRegistry:
         states = await self.client.repository_states()
         return all(states.get(part) == "READY" for part in model.triton_names)
 
-    async def _load_parts(self, model: ServedModel) -> None:
-        if await self._already_served(model):
+    async def _load_parts(self, model: ServedModel, *, reload: bool = False) -> None:
+        """``reload``: parts Triton holds already are of an older copy: load them anew."""
+        if not reload and await self._already_served(model):
             log.info("model %s is already loaded in the external Triton; serving it as it is", model.name)
             return
         loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
@@ -302,11 +319,15 @@ class ModelRegistry:
         async with self._locks[ref.triton_name]:
             if ref.key not in self._served:
                 self.served(name, pretrained)  # raises 404 or 409 with the right message
-            model = self._served.pop(ref.key)
-            await self._write_manifest()
-            await self._changed()
-            await self._unload(model)
+            await self._stop_serving(self._served[ref.key])
             log.info("model %s unloaded", ref.key)
+
+    async def _stop_serving(self, model: ServedModel) -> None:
+        """Taken out of the served models (the lock held), then unloaded from Triton."""
+        self._served.pop(model.name, None)
+        await self._write_manifest()
+        await self._changed()
+        await self._unload(model)
 
     async def delete(self, name: str, pretrained: str | None = None) -> None:
         ref = ModelRef.named(name, pretrained)
@@ -314,11 +335,9 @@ class ModelRegistry:
             state, _ = await off_loop(self._find, ref)
             if state in (OnDisk.ABSENT, OnDisk.CONFLICT):
                 raise ModelNotFound(f"model '{ref.described()}' is not in the repository")
-            model = self._served.pop(ref.key, None)
+            model = self._served.get(ref.key)
             if model is not None:
-                await self._write_manifest()
-                await self._changed()
-                await self._unload(model)
+                await self._stop_serving(model)
             # The first part first: without it the model is no longer listed.
             for part in ref.parts():
                 # A missing part (of an interrupted publish) is no error.
@@ -338,12 +357,6 @@ class ModelRegistry:
 
     async def process_exited(self, part: str) -> None:
         await self.lost.exited(part)
-
-    def _remove_partial(self, triton_name: str) -> None:
-        try:
-            self.repository.remove_partial(triton_name)
-        except RepositoryError as error:
-            log.warning("could not remove what the conversion of %s left: %s", triton_name, error)
 
     async def reload_all(self) -> None:
         """After a Triton restart: load again every model that was loaded."""
@@ -377,19 +390,7 @@ class ModelRegistry:
     # --- manifest: the models to bring back when the gateway restarts
     def manifest(self) -> list[str]:
         """The models to bring back (blocking: call it off the event loop)."""
-        try:
-            return self.repository.read_manifest()
-        except RepositoryError as error:
-            log.error("could not read the manifest of loaded models: %s", error)
-            return []
+        return self._manifest.read()
 
     async def _write_manifest(self) -> None:
-        if not self.keep_manifest:
-            return
-        # Serialized, so the last state written is the latest one.
-        async with self._manifest_lock:
-            try:
-                await off_loop(self.repository.write_manifest, sorted(self._served))
-            except RepositoryUnavailable as error:
-                # The model is loaded all the same; only a restart would miss it.
-                log.error("could not write the manifest of loaded models: %s", error.message)
+        await self._manifest.write(list(self._served))

@@ -64,10 +64,13 @@ class ServeCluster:
             failed: dict[str, str] = {}
             loaded = {model.name for model in registry.loaded()}
             for key in desired.models:
-                if key in loaded:
-                    continue
                 try:
-                    await self._restore(registry, key)
+                    if key in loaded:
+                        # The replica that took a load from a changed source converted it
+                        # again: every other one loads the new copy in place of its old one.
+                        await registry.refresh(key)
+                    else:
+                        await self._restore(registry, key)
                 except EmbedgateError as exc:
                     log.error("replica %s could not load %s: %s", self.replica_id, key, exc.message)
                     failed[key] = exc.message
@@ -151,9 +154,9 @@ class ClusterModels:
         await self._everywhere(outcome.model.name, True, options.get("progress"))
         return outcome
 
-    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome:
-        outcome = await self.registry.load_clip(model_name, pretrained, progress=progress)
-        await self._everywhere(outcome.model.name, True, progress)
+    async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome:
+        outcome = await self.registry.load_clip(model_name, pretrained, **options)
+        await self._everywhere(outcome.model.name, True, options.get("progress"))
         return outcome
 
     async def unload(self, name: str, pretrained: str | None = None) -> None:

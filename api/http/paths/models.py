@@ -50,6 +50,7 @@ def _info(metadata: ModelMetadata, loaded: bool, gpu_memory: dict[str, int] | No
         normalized=metadata.normalized,
         form=metadata.form,
         source=metadata.source,
+        made_from=metadata.made_from,
         loaded=loaded,
         variant=metadata.variant.name if metadata.variant else None,
         parity_min_cosine=metadata.parity.min_cosine,
@@ -94,7 +95,11 @@ async def load_sentence_transformer_model(
 
     async def load(progress: Progress | None = None) -> LoadResponse:
         outcome = await gateway.models.load_sentence_transformer(
-            name, body.model_path, trust_remote_code=body.trust_remote_code, progress=progress
+            name,
+            body.model_path,
+            trust_remote_code=body.trust_remote_code,
+            on_source_change=body.on_source_change,
+            progress=progress,
         )
         model: ServedModel = outcome.model
         metadata = model.metadata
@@ -109,6 +114,7 @@ async def load_sentence_transformer_model(
             message=message,
             variant=metadata.variant.name if metadata.variant else None,
             parity_min_cosine=metadata.parity.min_cosine,
+            made_from=metadata.made_from,
         )
 
     if wants_progress(request):
@@ -125,7 +131,9 @@ async def load_clip_model(
     become two Triton models, served as one model."""
 
     async def load(progress: Progress | None = None) -> LoadClipResponse:
-        outcome = await gateway.models.load_clip(body.model_name, body.pretrained, progress=progress)
+        outcome = await gateway.models.load_clip(
+            body.model_name, body.pretrained, on_source_change=body.on_source_change, progress=progress
+        )
         metadata = outcome.model.metadata
         clip = metadata.record_of(ClipMetadata)
         assert clip is not None
@@ -141,6 +149,7 @@ async def load_clip_model(
             image_size=[clip.image.height, clip.image.width],
             message=message,
             parity_min_cosine=metadata.parity.min_cosine,
+            made_from=metadata.made_from,
         )
 
     if wants_progress(request):

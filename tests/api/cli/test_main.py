@@ -115,7 +115,9 @@ def test_models_as_a_table_and_as_json(run, gateway):
 
 
 def test_load_shows_the_servers_progress_then_prints_the_result(run, gateway):
-    async def load_sentence_transformer(name, model_path=None, *, trust_remote_code=False, progress=None):
+    async def load_sentence_transformer(
+        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+    ):
         progress.converter_line("[  1.5s] exporting ONNX (opset 17)")
         progress.step("loading into Triton")
         return SimpleNamespace(model=FakeModel(name), already_loaded=False, converted=True)
@@ -135,7 +137,7 @@ def test_server_errors_exit_1_with_status_code_and_message(run, gateway):
     assert (code, out) == (1, "")
     assert "404 model_not_found" in err and "load it first" in err
 
-    async def fails(name, model_path=None, *, trust_remote_code=False, progress=None):
+    async def fails(name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None):
         from embedgate.api.errors import ModelNotFound
 
         raise ModelNotFound(f"model '{name}' could not be found")
@@ -143,6 +145,22 @@ def test_server_errors_exit_1_with_status_code_and_message(run, gateway):
     gateway.registry.load_sentence_transformer = fails
     code, out, err = run("load", "org/absent")
     assert code == 1 and "404 model_not_found: model 'org/absent' could not be found" in err
+
+
+def test_refuse_source_change_asks_the_server_for_a_409_rather_than_a_conversion(run, gateway):
+    asked = []
+
+    async def refuses(name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None):
+        from embedgate.api.errors import SourceChanged
+
+        asked.append(on_source_change)
+        raise SourceChanged(f"model '{name}' in the repository was converted from directory /a ...")
+
+    gateway.registry.load_sentence_transformer = refuses
+    code, _, err = run("load", "org/m", "--model-path", "/srv", "--refuse-source-change")
+    assert code == 1 and "409 source_changed" in err
+    run("load", "org/m", "--model-path", "/srv")
+    assert asked == ["refuse", "convert"]
 
 
 def test_unload_prints_the_servers_message(run, gateway):
@@ -179,7 +197,7 @@ def test_pretrained_loads_a_clip_model(run, gateway):
 
     asked = []
 
-    async def load_clip(model_name, pretrained, *, progress=None):
+    async def load_clip(model_name, pretrained, *, on_source_change="convert", progress=None):
         asked.append((model_name, pretrained))
         raise ModelNotFound(f"CLIP model '{model_name}' ({pretrained}) could not be found")
 

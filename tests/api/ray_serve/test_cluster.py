@@ -29,6 +29,7 @@ class FakeRegistry:
         self.unloaded = []
         self.triton_down_for = triton_down_for  # loads that meet Triton down
         self.tries = 0
+        self.refreshed = []
 
     def loaded(self):
         return list(self.models.values())
@@ -40,6 +41,9 @@ class FakeRegistry:
         if key in self.failing:
             raise ModelNotLoaded(f"no room for {key}")
         self.models[key] = Model(key)
+
+    async def refresh(self, key):
+        self.refreshed.append(key)
 
     async def unload(self, name, pretrained=None):
         key = name if pretrained is None else f"{name}:{pretrained}"
@@ -70,6 +74,9 @@ async def test_reconcile_loads_what_is_wanted_unloads_the_rest_and_reports_failu
     report = board.reports_by_replica["me"]
     assert report["revision"] == 7 and report["models"] == ["new", "old"]
     assert report["failed"] == {"broken": "no room for broken"}
+    # A wanted model it serves already is served as the repository holds it now (another
+    # replica may have converted it again from a changed source).
+    assert registry.refreshed == ["old"]
 
 
 async def test_a_load_that_meets_triton_down_is_tried_again_until_triton_is_back(monkeypatch):

@@ -66,6 +66,27 @@ async def test_revisions_apply_in_order_and_a_new_load_of_a_name_is_taken_again(
     await worker.applied(3)
 
 
+async def test_a_model_converted_again_is_taken_in_place_of_the_old_one_never_missing_meanwhile():
+    registry = FakeRegistry()
+    worker = attached(registry)
+    await worker._sync(1, {"org/m": 10})
+    old = registry.served["org/m"]
+    seen_while_taking = []
+    adopt = registry.adopt
+
+    async def adopt_watched(key):
+        seen_while_taking.append(registry.served.get(key))
+        return await adopt(key)
+
+    registry.adopt = adopt_watched
+    await worker._sync(2, {"org/m": 11})  # the primary replaced its copy: a new load, a new serial
+    assert seen_while_taking == [old] and registry.served["org/m"] is not old
+    # One that cannot be taken is no longer served at all: never the old copy on the new graph.
+    registry.missing.add("org/m")
+    await worker._sync(3, {"org/m": 12})
+    assert "org/m" not in registry.served
+
+
 async def test_a_model_this_worker_cannot_take_is_skipped_and_the_rest_applied():
     registry = FakeRegistry(missing={"gone"})
     worker = attached(registry)

@@ -33,7 +33,9 @@ def loads(gateway):
     """The names the route asked the registry to load."""
     names = []
 
-    async def load_sentence_transformer(name, model_path=None, *, trust_remote_code=False, progress=None):
+    async def load_sentence_transformer(
+        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+    ):
         to_triton_name(name)  # as the registry does first
         names.append(name)
         return LoadOutcome(VariantModel(name), already_loaded=False, converted=True)

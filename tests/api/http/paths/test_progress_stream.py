@@ -19,7 +19,9 @@ def loads(gateway):
     """A registry load that reports progress as the real one does, then succeeds or fails."""
     outcome = {"error": None}
 
-    async def load_sentence_transformer(name, model_path=None, *, trust_remote_code=False, progress=None):
+    async def load_sentence_transformer(
+        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+    ):
         if progress is not None:
             progress.converter_line("[  0.4s] exporting ONNX (opset 17)")
             progress.converter_line("Traceback (most recent call last):")  # never reaches a client

@@ -1,0 +1,10 @@
+"""What a conversion was made from, recorded in its ``metadata.json`` and computed again by
+the gateway on a load to tell whether the model's source changed since: the record
+(``record.py``), the fingerprint of the files that define a model (``fingerprint.py``) and
+where a load's model is read from (``locate.py``). Torch-free: the gateway imports it."""
+
+from embedgate.contract.sources.fingerprint import fingerprint
+from embedgate.contract.sources.locate import made_from, packaged_model_dir
+from embedgate.contract.sources.record import ModelSource, SourceType
+
+__all__ = ["ModelSource", "SourceType", "fingerprint", "made_from", "packaged_model_dir"]
