@@ -1,5 +1,7 @@
 """Model management: load (converting when needed), unload, delete, list."""
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import StreamingResponse
 
@@ -36,24 +38,31 @@ CHANGE_ANSWERS = errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
 READ_ANSWERS = errors(500, 503)
 
 
+def _described(metadata: ModelMetadata) -> dict[str, Any]:
+    """What a load's answer and the listings both say of a model, from its metadata."""
+    return {
+        "kind": metadata.kind,
+        "embedding_dim": metadata.embedding_dim,
+        "max_seq_length": metadata.max_seq_length,
+        "variant": metadata.variant.name if metadata.variant else None,
+        "parity_min_cosine": metadata.parity.min_cosine,
+        "made_from": metadata.made_from,
+    }
+
+
 def _info(metadata: ModelMetadata, loaded: bool, gpu_memory: dict[str, int] | None = None) -> ModelInfo:
     kind = kind_of(metadata)
     parts = list(kind.parts(metadata.triton_name))
     reported = [gpu_memory[part] for part in parts if part in (gpu_memory or {})]
     return ModelInfo(
+        **_described(metadata),
         model_name=metadata.model_name,
         triton_name=metadata.triton_name,
         triton_parts=parts,
-        kind=metadata.kind,
-        embedding_dim=metadata.embedding_dim,
-        max_seq_length=metadata.max_seq_length,
         normalized=metadata.normalized,
         form=metadata.form,
         source=metadata.source,
-        made_from=metadata.made_from,
         loaded=loaded,
-        variant=metadata.variant.name if metadata.variant else None,
-        parity_min_cosine=metadata.parity.min_cosine,
         parity_mean_cosine=metadata.parity.mean_cosine,
         gpu_dtype=metadata.gpu.dtype if metadata.gpu else None,
         gpu_parity_min_cosine=metadata.gpu.parity.min_cosine if metadata.gpu else None,
@@ -105,16 +114,7 @@ async def load_sentence_transformer_model(
         metadata = model.metadata
         status, message = _outcome(outcome.already_loaded, model.name)
         return LoadResponse(
-            model_name=model.name,
-            kind=metadata.kind,
-            status=status,
-            converted=outcome.converted,
-            embedding_dim=metadata.embedding_dim,
-            max_seq_length=metadata.max_seq_length,
-            message=message,
-            variant=metadata.variant.name if metadata.variant else None,
-            parity_min_cosine=metadata.parity.min_cosine,
-            made_from=metadata.made_from,
+            **_described(metadata), model_name=model.name, status=status, converted=outcome.converted, message=message
         )
 
     if wants_progress(request):
@@ -139,17 +139,8 @@ async def load_clip_model(
         assert clip is not None
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
         return LoadClipResponse(
-            model_name=body.model_name,
-            kind=metadata.kind,
-            pretrained=body.pretrained,
-            status=status,
-            converted=outcome.converted,
-            embedding_dim=metadata.embedding_dim,
-            max_seq_length=metadata.max_seq_length,
-            image_size=[clip.image.height, clip.image.width],
-            message=message,
-            parity_min_cosine=metadata.parity.min_cosine,
-            made_from=metadata.made_from,
+            **_described(metadata), model_name=body.model_name, pretrained=body.pretrained, status=status,
+            converted=outcome.converted, image_size=[clip.image.height, clip.image.width], message=message,
         )
 
     if wants_progress(request):
@@ -158,20 +149,20 @@ async def load_clip_model(
     return await load()
 
 
-def _described(body: ModelRequest) -> str:
+def _named(body: ModelRequest) -> str:
     return body.model_name if body.pretrained is None else f"{body.model_name} ({body.pretrained})"
 
 
 @router.post("/unload_model", response_model=MessageResponse, responses=CHANGE_ANSWERS)
 async def unload_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
     await gateway.models.unload(body.model_name, body.pretrained)
-    return MessageResponse(message=f"Model {_described(body)} unloaded.")
+    return MessageResponse(message=f"Model {_named(body)} unloaded.")
 
 
 @router.post("/delete_model", response_model=MessageResponse, responses=CHANGE_ANSWERS)
 async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gateway)) -> MessageResponse:
     await gateway.models.delete(body.model_name, body.pretrained)
-    return MessageResponse(message=f"Model {_described(body)} deleted.")
+    return MessageResponse(message=f"Model {_named(body)} deleted.")
 
 
 @listing.get("/loaded_models", response_model=ModelList, responses=READ_ANSWERS)
