@@ -51,6 +51,7 @@ def on_disk(kind: str, **changes) -> dict:
         "conversion_seconds": 0.0, "clip": None, "variant": None, "packed_parity": None,
         "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
         "cross_encoder": None, "sparse": None, "multi_vector": None, "routes": None, "gpu": None, "calibration": None,
+        "made_from": None,
     }
     if kind in RECORDS:
         key, _, record = RECORDS[kind]
@@ -69,6 +70,9 @@ def test_metadata_json_reads_and_writes_back_as_on_disk(kind):
         assert metadata.record is None
     assert json.loads(metadata.model_dump_json()) == stored
     assert ModelMetadata.model_validate(metadata.model_dump()) == metadata
+    # Written before sources were recorded: read, its source unknown.
+    older = {key: value for key, value in stored.items() if key != "made_from"}
+    assert ModelMetadata.model_validate_json(json.dumps(older)).made_from is None
 
 
 def test_a_record_is_read_as_its_own_class_or_none():
