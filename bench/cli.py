@@ -28,7 +28,7 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
-from embedgate.bench import compare, inprocess, job, plot, processes, served_model, server_stats, sweep
+from embedgate.bench import compare, inprocess, job, plot, processes, served_model, server_stats, stages, sweep
 from embedgate.bench.connection import Target
 from embedgate.bench.endpoints import build_endpoint
 from embedgate.bench.loadgen import LoadRun, run_load_split
@@ -133,6 +133,9 @@ async def _server_run(
 
         counters_before = await server_stats.read_settled_counters(session, args.url, serves)
         procs_before = processes.sample(roots) if roots else []
+        profile = stages.StageProfile(roots) if args.profile and roots else None
+        if profile is not None:
+            profile.start()
         amount = f"{args.requests} requests" if args.requests else f"{args.duration:g}s"
         generators = f" from {args.load_processes} processes" if args.load_processes > 1 else ""
         _progress(f"measuring: {amount}, {args.concurrency} clients{generators}, {args.payload} payload")
@@ -143,6 +146,7 @@ async def _server_run(
         )
         run = split.run
         procs_after = processes.sample(roots) if roots else []
+        sampled = profile.stop() if profile is not None else None
         if watch:
             await watch.stop()
         counters_after = await server_stats.read_settled_counters(session, args.url, serves)
@@ -153,6 +157,8 @@ async def _server_run(
     cpu["client"] = split.client_cpu_s
     report["cpu_ms_per_request"] = per_request(cpu, len(run.records))
     by_process = processes.cpu_by_process(procs_before, procs_after) if roots else {}
+    if sampled is not None:
+        report["cpu_ms_per_request_by_stage"] = stages.cpu_per_stage(sampled, procs_before, procs_after, len(run.records))
     if any(label.startswith("gateway worker") for label in by_process):
         report["cpu_ms_per_request_by_process"] = per_request(by_process, len(run.records))
     if watch:

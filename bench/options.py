@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="server PID (repeatable; descendants included). Default: the process "
                         "listening on --url's port, when it runs on this machine")
     server.add_argument("--sample-interval", type=float, default=0.5, help="memory sampling period (s)")
+    server.add_argument("--profile", action="store_true",
+                        help="sample the server's Python processes with py-spy over the measured window and "
+                        "report CPU per request by stage (needs py-spy, and a server on this machine)")
 
     baseline = parser.add_argument_group("in-process baseline")
     baseline.add_argument("--inprocess", action="store_true",

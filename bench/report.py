@@ -150,6 +150,9 @@ def format_summary(report: dict) -> str:
     by_process = report.get("cpu_ms_per_request_by_process")
     if by_process:
         lines.append("CPU per request by process (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in by_process.items()))
+    by_stage = report.get("cpu_ms_per_request_by_stage")
+    if by_stage:
+        lines.append("CPU per request by stage (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in by_stage.items()))
     memory = report.get("memory")
     if memory:
         roles = ", ".join(f"{k} {v:.0f}" for k, v in memory["peak_by_role_mb"].items())
