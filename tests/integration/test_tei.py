@@ -140,13 +140,18 @@ def test_a_tei_clients_class_probabilities_are_teis_softmax_of_the_librarys_logi
     client = InferenceClient(base_url=f"{base(gateway, CLASSIFIER)}/predict")
     texts = ["TEI reads these as probabilities.", "A second text TEI classifies.", "Raw logits, please (TEI).",
              "The native route's scores, for TEI's test."]
-    logits = library[CLASSIFIER].predict(texts, activation_fn=torch.nn.Identity())
+    logits = np.stack([library[CLASSIFIER].predict(text, activation_fn=torch.nn.Identity()) for text in texts])
     labels = list(tiny_models.NLI_LABELS)
-    for text, row in zip(texts[:2], logits):
-        answer = {item.label: item.score for item in client.text_classification(text, top_k=3)}
-        assert sum(answer.values()) == pytest.approx(1.0, abs=1e-5)
-        expected = np.exp(row - row.max()) / np.exp(row - row.max()).sum()
-        assert [answer[label] for label in labels] == pytest.approx(list(expected), abs=1e-4)
+    probabilities = [np.exp(row - row.max()) / np.exp(row - row.max()).sum() for row in logits]
+    # huggingface_hub's client reads the best label of one input.
+    best = client.text_classification(texts[0])
+    assert (best.label, best.score) == (labels[int(np.argmax(probabilities[0]))], pytest.approx(max(probabilities[0]), abs=1e-4))
+    # Every label's, in TEI's shape, for a batch: each input's sum to 1.
+    answer = computed(httpx.post(f"{base(gateway, CLASSIFIER)}/predict", json={"inputs": [[texts[1]]]}, timeout=60))
+    for row, expected in zip(answer.json(), probabilities[1:2]):
+        by_label = {item["label"]: item["score"] for item in row}
+        assert sum(by_label.values()) == pytest.approx(1.0, abs=1e-5)
+        assert [by_label[label] for label in labels] == pytest.approx(list(expected), abs=1e-4)
     raw = httpx.post(f"{base(gateway, CLASSIFIER)}/predict", json={"inputs": texts[2], "raw_scores": True}, timeout=60)
     by_label = {item["label"]: item["score"] for item in computed(raw).json()}
     assert [by_label[label] for label in labels] == pytest.approx(list(logits[2]), abs=1e-4)
