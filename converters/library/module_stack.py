@@ -95,7 +95,14 @@ def takes_token_type_ids(transformer) -> bool:
     return TOKEN_TYPE_IDS in transformer.tokenizer.model_input_names
 
 
-def stack_graph(modules, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
+def stack_graph(
+    modules,
+    input_names: Sequence[str],
+    zero_token_types: bool,
+    output_key: str,
+    after: Callable | None,
+    pad_token_id: int | None = None,
+):
     import torch
 
     class StackGraph(torch.nn.Module):
@@ -108,6 +115,8 @@ def stack_graph(modules, input_names: Sequence[str], zero_token_types: bool, out
             if zero_token_types:
                 # Single-segment input: the segment ids are all zero, built in the graph.
                 features[TOKEN_TYPE_IDS] = torch.zeros_like(features[INPUT_IDS])
+            if pad_token_id is not None:
+                features[INPUT_IDS] = padded_with(features[INPUT_IDS], features[ATTENTION_MASK], pad_token_id)
             for module in self.stack:
                 features = module(features)
             output = features[output_key]
@@ -128,21 +137,50 @@ def export(
     output_key: str = "sentence_embedding",
     output_name: str,
     after: Callable | None = None,
+    pad_token_id: int | None = None,
 ) -> None:
     """Export a module stack (``modules``: a model, or one route's modules): ``input_names``
     in (dynamic batch and sequence axes), ``features[output_key]`` (then ``after`` of it) out
     as ``output_name`` (per token where ``output_key`` is token_embeddings). ``zero_token_types``:
-    the transformer takes token_type_ids the graph does not; it gets zeros. A failure says
-    which module and operator failed, and what to try."""
+    the transformer takes token_type_ids the graph does not; it gets zeros. ``pad_token_id``:
+    the model tells padding by its id (a decoder's sequence-classification head scores the
+    last token that is not one), so the gateway's padding becomes that id in the graph. A
+    failure says which module and operator failed, and what to try."""
+    graph = stack_graph(modules, input_names, zero_token_types, output_key, after, pad_token_id)
+    per_token = output_key == "token_embeddings"
+    export_graph(graph, example, onnx_file, modules, input_names=input_names, output_name=output_name, per_token=per_token)
+
+
+def padded_with(input_ids, attention_mask, pad_token_id: int):
+    """``input_ids`` with ``pad_token_id`` wherever the mask is 0: padding as the model's own
+    tokenizer pads (the gateway pads with 0)."""
+    import torch
+
+    return torch.where(attention_mask.bool(), input_ids, torch.full_like(input_ids, pad_token_id))
+
+
+def export_graph(
+    graph,
+    example: dict,
+    onnx_file: Path,
+    modules: Sequence,
+    *,
+    input_names: Sequence[str],
+    output_name: str,
+    per_token: bool = False,
+) -> None:
+    """Export ``graph`` (a module taking ``input_names`` in order) to ``onnx_file``, traced on
+    ``example``: dynamic batch and sequence axes, one output (per token where ``per_token``).
+    A failure names ``modules`` (what the graph runs), the operator or library code where it
+    stopped, and what to try."""
     import onnx
     import torch
 
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
-    graph = stack_graph(modules, input_names, zero_token_types, output_key, after)
     # Two texts of different lengths: the trace then follows the masked (padded) path.
     inputs = tuple(example[name] for name in input_names)
     dynamic = {0: "batch", 1: "sequence"}
-    output_axes = {0: "batch", 1: "sequence"} if output_key == "token_embeddings" else {0: "batch"}
+    output_axes = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
     try:
         with torch.no_grad(), warnings.catch_warnings(), index_based_masks():
             # The tracer warns about shape-dependent Python branches; parity decides.

@@ -71,3 +71,12 @@ def test_an_operator_the_exporter_lacks_is_named():
     error = RuntimeError("Exporting the operator 'aten::fft_rfft' to ONNX opset version 17 is not supported.")
     message = str(module_stack.export_failure(error, [Transformer()]))
     assert "no conversion of operator aten::fft_rfft" in message and "opset 17" in message
+
+
+def test_padding_becomes_the_models_own_pad_id_where_the_mask_is_0():
+    import torch
+
+    ids = torch.tensor([[5, 6, 0, 0], [7, 0, 8, 9]])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    # A real token that happens to be 0 stays 0: only padding is rewritten.
+    assert module_stack.padded_with(ids, mask, 42).tolist() == [[5, 6, 42, 42], [7, 0, 8, 9]]
