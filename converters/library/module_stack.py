@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.errors import ConversionError, ModelNotFoundError, RemoteCodeRefused, UnsupportedModelError
 from embedgate.contract.sources import packaged_model_dir
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
 
@@ -68,6 +68,12 @@ def load(model_class: str, source: Source, spec: ConversionSpec):
         model = cls(source.location, device="cpu", trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "trust_remote_code" in str(error) and not spec.trust_remote_code:
+            # Code of its own the checks before loading did not see (a tokenizer's, a subfolder's config).
+            raise RemoteCodeRefused(
+                f"the model runs code of its own when it is loaded ({first_line[:200]}): load it with "
+                "trust_remote_code (where the server allows it)"
+            ) from error
         raise ModelNotFoundError(f"cannot load model from {source.description}: {first_line}") from error
     # Models stored in half precision still serve float32 outputs; upcasting is lossless.
     return model.float().eval()
@@ -242,8 +248,10 @@ def _parameters(function) -> set[str]:
         return set()
 
 
-# Where an export stops: the innermost frame in the libraries' model code.
-_LIBRARY_CODE = re.compile(r"(transformers|sentence_transformers)/(.+\.py)$")
+# Where an export stops: the innermost frame in the libraries' model code, or in a model's
+# own (trust_remote_code: transformers imports it from its transformers_modules cache).
+_LIBRARY_CODE = re.compile(r"(transformers_modules|transformers|sentence_transformers)/(.+\.py)$")
+OWN_CODE = "transformers_modules"
 _OPERATOR = re.compile(r"operator '?([\w:.]+)'?", re.IGNORECASE)
 
 
@@ -261,14 +269,25 @@ def export_failure(error: BaseException, modules: Sequence) -> UnsupportedModelE
     else:
         frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _LIBRARY_CODE.search(frame.filename)]
         site = _LIBRARY_CODE.search(frames[-1].filename) if frames else None
-        where = (
-            f"tracing stopped in {site.group(1)}/{site.group(2)} ({frames[-1].name}, line {frames[-1].lineno})"
-            if site else "tracing stopped"
-        ) + f" with {type(error).__name__}: {message[:200]}"
+        if site is None:
+            where = "tracing stopped"
+        elif site.group(1) == OWN_CODE:
+            where = f"tracing stopped in the model's own code, {Path(site.group(2)).name} ({frames[-1].name}, line {frames[-1].lineno})"
+        else:
+            where = f"tracing stopped in {site.group(1)}/{site.group(2)} ({frames[-1].name}, line {frames[-1].lineno})"
+        where += f" with {type(error).__name__}: {message[:200]}"
+    own_code = any(OWN_CODE in frame.filename for frame in traceback.extract_tb(error.__traceback__))
+    advice = (
+        "What to try: its code must trace (no Python branch on a tensor's values, no data-dependent shapes, "
+        "operators the ONNX exporter has: see the manual's page on models with their own code), or a port of "
+        "the model to an architecture transformers has"
+        if own_code else
+        "What to try: a newer embedgate (its torch and transformers export more architectures), or the same "
+        "model saved by a current transformers release"
+    )
     return UnsupportedModelError(
         f"unsupported model: its {architecture} transformer ({names}) does not export to ONNX: {where}. "
-        "What to try: a newer embedgate (its torch and transformers export more architectures), or the same "
-        "model saved by a current transformers release; nothing was published"
+        f"{advice}; nothing was published"
     )
 
 
