@@ -52,3 +52,26 @@ def test_what_the_record_says_of_the_scored_tokens(reranker):
     info = logit_score.info(reranker[0], reranker[1])
     assert (info.true_token, info.false_token) == ("yes", "no")
     assert info.true_token_id == reranker[0].tokenizer.convert_tokens_to_ids("yes")
+
+
+def test_the_gpu_instances_trace_of_it_gives_predicts_logits_on_other_shapes(reranker, tmp_path):
+    """TorchScript, as GPU instances run it (traced here on the CPU: the converter's code on CUDA)."""
+    import copy
+
+    import torch
+
+    from embedgate.converters.library import gpu, module_stack
+
+    transformer, score = reranker[0], reranker[1]
+    expected = reranker.predict([list(pair) for pair in PAIRS], activation_fn=torch.nn.Identity())
+    ids = [reranker.preprocess([list(pair)])["input_ids"][0].tolist() for pair in PAIRS]
+    names = ("input_ids", "attention_mask")
+    example = [torch.from_numpy(value) for value in parity.pad(ids[:2]).values()]
+    with logit_score.narrowed_head(transformer, score), module_stack.index_based_masks():
+        graph = logit_score.graph(transformer, score, names, "text")
+        info = gpu.build_module(
+            lambda dtype, device: copy.deepcopy(graph).to(device=device, dtype=dtype), example, tmp_path,
+            lambda run, half: parity.check_scores(run, ids, None, expected, 1e-4), lambda line: None,
+            input_names=names, half=False, device="cpu",
+        )
+    assert info.dtype == "float32" and info.parity.max_abs_error <= 1e-4
