@@ -13,7 +13,7 @@ reason.
 
 Custom modules (``modules.json`` naming a class outside sentence-transformers) and an
 architecture of the model's own (``config.json``'s ``auto_map`` naming its modeling files,
-for a ``model_type`` transformers does not have: nomic-bert, jina-bert, new...) run code from
+for a ``model_type`` transformers does not have: jina-bert, gte's new...) run code from
 the model's files: they are refused unless ``trust_remote_code`` is allowed.
 """
 
