@@ -134,6 +134,13 @@ class Forbidden(EmbedgateError):
     code = "forbidden"
 
 
+class TrustRemoteCodeRequired(Forbidden):
+    """A model that runs code of its own (its modeling files, custom modules), loaded
+    without ``trust_remote_code``: the message says what code, and how to allow it."""
+
+    code = "trust_remote_code_required"
+
+
 # --- models
 class ModelNotFound(EmbedgateError):
     code = "model_not_found"

@@ -37,6 +37,13 @@ class UnsupportedModelError(ConversionError):
     exit_code = 8
 
 
+class RemoteCodeRefused(UnsupportedModelError):
+    """A model that runs code of its own (its modeling files, custom modules), loaded without
+    trust_remote_code: what the request did not allow, rather than what cannot be served."""
+
+    exit_code = 9
+
+
 class RepositoryError(ConversionError):
     """The model repository could not be read or written (an S3 service unreachable,
     access denied): nothing about the model itself."""

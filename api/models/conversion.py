@@ -25,6 +25,7 @@ from ..errors import (
     InsufficientStorage,
     ModelNotFound,
     RepositoryUnavailable,
+    TrustRemoteCodeRequired,
     UnsupportedModel,
 )
 from ..settings import Settings
@@ -46,6 +47,7 @@ FAILURES: dict[int, type[EmbedgateError]] = {
     6: InsufficientStorage,
     7: RepositoryUnavailable,
     8: UnsupportedModel,
+    9: TrustRemoteCodeRequired,
 }
 
 

@@ -49,20 +49,31 @@ def bucket_length(length: int, max_length: int, smallest: int = 8) -> int:
 def _batch(encodings: list, pad_to_bucket: bool, max_length: int, type_ids: bool = False) -> TokenBatch:
     """Encodings right-padded with id 0 and mask 0 (and segment 0) to the longest, or to
     its bucket (the native form)."""
-    counts = [len(e.ids) for e in encodings]
+    return padded(
+        [e.ids for e in encodings], [bool(e.overflowing) for e in encodings], pad_to_bucket, max_length,
+        [e.type_ids for e in encodings] if type_ids else None,
+    )
+
+
+def padded(
+    rows: list, truncated: list[bool], pad_to_bucket: bool, max_length: int, type_ids: list | None = None
+) -> TokenBatch:
+    """Token ids (one sequence per row) right-padded with id 0 and mask 0 (and segment 0) to
+    the longest, or to its bucket (the native form)."""
+    counts = [len(ids) for ids in rows]
     longest = max(counts)
     if pad_to_bucket:
         longest = bucket_length(longest, max_length)
-    input_ids = np.zeros((len(encodings), longest), dtype=np.int64)
-    attention_mask = np.zeros((len(encodings), longest), dtype=np.int64)
-    segments = np.zeros((len(encodings), longest), dtype=np.int64) if type_ids else None
-    for row, encoding in enumerate(encodings):
+    input_ids = np.zeros((len(rows), longest), dtype=np.int64)
+    attention_mask = np.zeros((len(rows), longest), dtype=np.int64)
+    segments = np.zeros((len(rows), longest), dtype=np.int64) if type_ids is not None else None
+    for row, ids in enumerate(rows):
         n = counts[row]
-        input_ids[row, :n] = encoding.ids
+        input_ids[row, :n] = ids
         attention_mask[row, :n] = 1
         if segments is not None:
-            segments[row, :n] = encoding.type_ids
-    return TokenBatch(input_ids, attention_mask, counts, [bool(e.overflowing) for e in encodings], segments)
+            segments[row, :n] = type_ids[row]  # type: ignore[index]
+    return TokenBatch(input_ids, attention_mask, counts, truncated, segments)
 
 
 class TextTokenizer:

@@ -52,6 +52,7 @@ def converter_for(spec: ConversionSpec, step: Step) -> KindConverter:
     if converter is None:
         raise declared.unsupported(found, tuple(LIBRARY_KINDS))
     declared.check_custom_modules(found, trust_remote_code=spec.trust_remote_code)
+    declared.check_modeling_code(declared.model_files(source.location), trust_remote_code=spec.trust_remote_code)
     if spec.variant is not None and not converter.serves_variants:
         raise UnsupportedModelError(
             f"the model is a {found.kind} (per {found.evidence}); variants ('@{spec.variant}') are built "

@@ -204,10 +204,21 @@ class LibraryKind(KindConverter):
     def gpu_graph(self, modules, example: dict, version_dir: Path, check: gpu.Check, **options) -> GpuInfo | None:
         """The TorchScript graph of GPU instances (``library/gpu.py``), where the model
         is published for them; None for CPU instances."""
-        triton = self.spec.triton
-        if triton.form != "python" or triton.instance_kind != "gpu":
+        if not self.on_gpu_instances():
             return None
         return gpu.build(modules, example, version_dir, check, self.step, **options)
+
+    def gpu_module(self, make: Callable, inputs: Sequence, version_dir: Path, check: gpu.Check, **options) -> GpuInfo | None:
+        """``gpu_graph`` for a graph the kind makes itself (``make(dtype, device)``, traced on
+        ``inputs``: ``gpu.build_module``)."""
+        if not self.on_gpu_instances():
+            return None
+        return gpu.build_module(make, inputs, version_dir, check, self.step, **options)
+
+    def on_gpu_instances(self) -> bool:
+        """Whether the model is published for GPU instances (their TorchScript graph)."""
+        triton = self.spec.triton
+        return triton.form == "python" and triton.instance_kind == "gpu"
 
     def save_tokenizer(self, transformer, files_dir: Path, max_length: int) -> Path:
         self.step("saving tokenizer")

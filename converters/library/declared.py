@@ -11,8 +11,10 @@ thrown away). So the kind is read first, from the files, and a directory is only
 converted by the converter of its own kind (``converters/kinds/``), or refused with the
 reason.
 
-Custom modules (``modules.json`` naming a class outside sentence-transformers) run code
-from the model's directory: they are refused unless ``trust_remote_code`` is allowed.
+Custom modules (``modules.json`` naming a class outside sentence-transformers) and an
+architecture of the model's own (``config.json``'s ``auto_map`` naming its modeling files,
+for a ``model_type`` transformers does not have: jina-bert, gte's new...) run code from
+the model's files: they are refused unless ``trust_remote_code`` is allowed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embedgate.contract import kinds
-from embedgate.contract.errors import ConversionError, UnsupportedModelError
+from embedgate.contract.errors import ConversionError, RemoteCodeRefused, UnsupportedModelError
 
 # sentence-transformers' classes, as the contract's kinds declare them (contract/kinds/).
 KNOWN_KINDS: tuple[str, ...] = tuple(kind.library_class for kind in kinds.KINDS.values() if kind.library_class)
@@ -68,14 +70,39 @@ def unsupported(declared: Declared, served: tuple[str, ...]) -> UnsupportedModel
 
 
 def check_custom_modules(declared: Declared, *, trust_remote_code: bool) -> None:
-    """Raises :class:`UnsupportedModelError` where the model's modules would run its own code
+    """Raises :class:`RemoteCodeRefused` where the model's modules would run its own code
     and the request does not allow that."""
     custom = [name for name in declared.modules if not name.startswith(LIBRARY_PREFIX)]
     if custom and not trust_remote_code:
-        raise UnsupportedModelError(
+        raise RemoteCodeRefused(
             f"the model uses custom modules ({', '.join(custom)}) that run code from its directory: "
             "load it with trust_remote_code (where the server allows it)"
         )
+
+
+def check_modeling_code(read: FileReader, *, trust_remote_code: bool) -> None:
+    """Raises :class:`RemoteCodeRefused` where the model's architecture is code of its own
+    (``auto_map`` in its ``config.json``, for a ``model_type`` transformers does not have)
+    and the request does not allow running it. A model whose type transformers has loads
+    transformers' own class without it, as the library loads it."""
+    if trust_remote_code:
+        return
+    config = _json(read("config.json"), "config.json") or {}
+    auto_map = config.get("auto_map") or {}
+    if not isinstance(auto_map, dict) or not auto_map or _known_model_type(config.get("model_type")):
+        return
+    files = sorted({str(target).split("--")[-1].rpartition(".")[0] + ".py" for target in auto_map.values() if target})
+    raise RemoteCodeRefused(
+        f"the model's architecture ({config.get('model_type') or '?'}) is code of its own "
+        f"({', '.join(files) or 'its auto_map'}), which runs when it is loaded: load it with trust_remote_code "
+        "(where the server allows it)"
+    )
+
+
+def _known_model_type(model_type: object) -> bool:
+    from transformers import CONFIG_MAPPING
+
+    return isinstance(model_type, str) and model_type in CONFIG_MAPPING
 
 
 def model_files(location: str | Path) -> FileReader:

@@ -59,6 +59,7 @@ def trace(
     zero_token_types: bool = False,
     output_key: str = "sentence_embedding",
     after: Callable | None = None,
+    pad_token_id: int | None = None,
     device: str = DEVICE,
 ) -> None:
     """Trace a module stack (``model``: a model, or one route's modules) on ``device`` in
@@ -66,7 +67,7 @@ def trace(
     import torch
 
     moved = copy.deepcopy(torch.nn.ModuleList(list(model))).to(device=device, dtype=dtype)
-    graph = module_stack.stack_graph(moved, input_names, zero_token_types, output_key, after)
+    graph = module_stack.stack_graph(moved, input_names, zero_token_types, output_key, after, pad_token_id)
     with module_stack.index_based_masks():
         trace_module(graph, [example[name] for name in input_names], torch_file, device)
 

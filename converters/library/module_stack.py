@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
+from embedgate.contract.errors import ConversionError, ModelNotFoundError, RemoteCodeRefused, UnsupportedModelError
 from embedgate.contract.sources import packaged_model_dir
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
 
@@ -68,6 +68,12 @@ def load(model_class: str, source: Source, spec: ConversionSpec):
         model = cls(source.location, device="cpu", trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "trust_remote_code" in str(error) and not spec.trust_remote_code:
+            # Code of its own the checks before loading did not see (a tokenizer's, a subfolder's config).
+            raise RemoteCodeRefused(
+                f"the model runs code of its own when it is loaded ({first_line[:200]}): load it with "
+                "trust_remote_code (where the server allows it)"
+            ) from error
         raise ModelNotFoundError(f"cannot load model from {source.description}: {first_line}") from error
     # Models stored in half precision still serve float32 outputs; upcasting is lossless.
     return model.float().eval()
@@ -95,7 +101,14 @@ def takes_token_type_ids(transformer) -> bool:
     return TOKEN_TYPE_IDS in transformer.tokenizer.model_input_names
 
 
-def stack_graph(modules, input_names: Sequence[str], zero_token_types: bool, output_key: str, after: Callable | None):
+def stack_graph(
+    modules,
+    input_names: Sequence[str],
+    zero_token_types: bool,
+    output_key: str,
+    after: Callable | None,
+    pad_token_id: int | None = None,
+):
     import torch
 
     class StackGraph(torch.nn.Module):
@@ -108,6 +121,8 @@ def stack_graph(modules, input_names: Sequence[str], zero_token_types: bool, out
             if zero_token_types:
                 # Single-segment input: the segment ids are all zero, built in the graph.
                 features[TOKEN_TYPE_IDS] = torch.zeros_like(features[INPUT_IDS])
+            if pad_token_id is not None:
+                features[INPUT_IDS] = padded_with(features[INPUT_IDS], features[ATTENTION_MASK], pad_token_id)
             for module in self.stack:
                 features = module(features)
             output = features[output_key]
@@ -128,21 +143,50 @@ def export(
     output_key: str = "sentence_embedding",
     output_name: str,
     after: Callable | None = None,
+    pad_token_id: int | None = None,
 ) -> None:
     """Export a module stack (``modules``: a model, or one route's modules): ``input_names``
     in (dynamic batch and sequence axes), ``features[output_key]`` (then ``after`` of it) out
     as ``output_name`` (per token where ``output_key`` is token_embeddings). ``zero_token_types``:
-    the transformer takes token_type_ids the graph does not; it gets zeros. A failure says
-    which module and operator failed, and what to try."""
+    the transformer takes token_type_ids the graph does not; it gets zeros. ``pad_token_id``:
+    the model tells padding by its id (a decoder's sequence-classification head scores the
+    last token that is not one), so the gateway's padding becomes that id in the graph. A
+    failure says which module and operator failed, and what to try."""
+    graph = stack_graph(modules, input_names, zero_token_types, output_key, after, pad_token_id)
+    per_token = output_key == "token_embeddings"
+    export_graph(graph, example, onnx_file, modules, input_names=input_names, output_name=output_name, per_token=per_token)
+
+
+def padded_with(input_ids, attention_mask, pad_token_id: int):
+    """``input_ids`` with ``pad_token_id`` wherever the mask is 0: padding as the model's own
+    tokenizer pads (the gateway pads with 0)."""
+    import torch
+
+    return torch.where(attention_mask.bool(), input_ids, torch.full_like(input_ids, pad_token_id))
+
+
+def export_graph(
+    graph,
+    example: dict,
+    onnx_file: Path,
+    modules: Sequence,
+    *,
+    input_names: Sequence[str],
+    output_name: str,
+    per_token: bool = False,
+) -> None:
+    """Export ``graph`` (a module taking ``input_names`` in order) to ``onnx_file``, traced on
+    ``example``: dynamic batch and sequence axes, one output (per token where ``per_token``).
+    A failure names ``modules`` (what the graph runs), the operator or library code where it
+    stopped, and what to try."""
     import onnx
     import torch
 
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
-    graph = stack_graph(modules, input_names, zero_token_types, output_key, after)
     # Two texts of different lengths: the trace then follows the masked (padded) path.
     inputs = tuple(example[name] for name in input_names)
     dynamic = {0: "batch", 1: "sequence"}
-    output_axes = {0: "batch", 1: "sequence"} if output_key == "token_embeddings" else {0: "batch"}
+    output_axes = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
     try:
         with torch.no_grad(), warnings.catch_warnings(), index_based_masks():
             # The tracer warns about shape-dependent Python branches; parity decides.
@@ -204,8 +248,10 @@ def _parameters(function) -> set[str]:
         return set()
 
 
-# Where an export stops: the innermost frame in the libraries' model code.
-_LIBRARY_CODE = re.compile(r"(transformers|sentence_transformers)/(.+\.py)$")
+# Where an export stops: the innermost frame in the libraries' model code, or in a model's
+# own (trust_remote_code: transformers imports it from its transformers_modules cache).
+_LIBRARY_CODE = re.compile(r"(transformers_modules|transformers|sentence_transformers)/(.+\.py)$")
+OWN_CODE = "transformers_modules"
 _OPERATOR = re.compile(r"operator '?([\w:.]+)'?", re.IGNORECASE)
 
 
@@ -223,14 +269,25 @@ def export_failure(error: BaseException, modules: Sequence) -> UnsupportedModelE
     else:
         frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _LIBRARY_CODE.search(frame.filename)]
         site = _LIBRARY_CODE.search(frames[-1].filename) if frames else None
-        where = (
-            f"tracing stopped in {site.group(1)}/{site.group(2)} ({frames[-1].name}, line {frames[-1].lineno})"
-            if site else "tracing stopped"
-        ) + f" with {type(error).__name__}: {message[:200]}"
+        if site is None:
+            where = "tracing stopped"
+        elif site.group(1) == OWN_CODE:
+            where = f"tracing stopped in the model's own code, {Path(site.group(2)).name} ({frames[-1].name}, line {frames[-1].lineno})"
+        else:
+            where = f"tracing stopped in {site.group(1)}/{site.group(2)} ({frames[-1].name}, line {frames[-1].lineno})"
+        where += f" with {type(error).__name__}: {message[:200]}"
+    own_code = any(OWN_CODE in frame.filename for frame in traceback.extract_tb(error.__traceback__))
+    advice = (
+        "What to try: its code must trace (no Python branch on a tensor's values, no data-dependent shapes, "
+        "operators the ONNX exporter has: see the manual's page on models with their own code), or a port of "
+        "the model to an architecture transformers has"
+        if own_code else
+        "What to try: a newer embedgate (its torch and transformers export more architectures), or the same "
+        "model saved by a current transformers release"
+    )
     return UnsupportedModelError(
         f"unsupported model: its {architecture} transformer ({names}) does not export to ONNX: {where}. "
-        "What to try: a newer embedgate (its torch and transformers export more architectures), or the same "
-        "model saved by a current transformers release; nothing was published"
+        f"{advice}; nothing was published"
     )
 
 

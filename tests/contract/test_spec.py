@@ -22,7 +22,7 @@ RECORDS = {
     "sparse_encoder": ("sparse", SparseInfo, {"max_active_dims": 7, "pooling": "max", "activation": "relu"}),
     "cross_encoder": ("cross_encoder", CrossEncoderInfo, {
         "num_labels": 3, "activation": "torch.nn.modules.linear.Identity", "token_type_ids": True, "logits": True,
-        "labels": ["a", "b", "c"],
+        "labels": ["a", "b", "c"], "chat_template": None, "logit_score": None,
     }),
     "multi_vector_encoder": ("multi_vector", MultiVectorInfo, {
         "similarity": "maxsim", "query": {**TASK, "expansion": {"strategy": "fixed", "attend": True, "token_id": 103,
@@ -73,6 +73,14 @@ def test_metadata_json_reads_and_writes_back_as_on_disk(kind):
     # Written before sources were recorded: read, its source unknown.
     older = {key: value for key, value in stored.items() if key != "made_from"}
     assert ModelMetadata.model_validate_json(json.dumps(older)).made_from is None
+
+
+def test_a_cross_encoder_recorded_before_llm_rerankers_reads_as_one_without_them():
+    stored = on_disk("cross_encoder")
+    stored["cross_encoder"] = {key: value for key, value in stored["cross_encoder"].items()
+                               if key not in ("chat_template", "logit_score")}
+    info = ModelMetadata.model_validate(stored).record_of(CrossEncoderInfo)
+    assert info.chat_template is None and info.logit_score is None
 
 
 def test_a_record_is_read_as_its_own_class_or_none():

@@ -1,7 +1,10 @@
 """The architectures people serve, end to end: each tiny model (tests/tiny_models.py) is
 converted and loaded by the real gateway and tritonserver, and what it serves is compared
 with ``SentenceTransformer.encode`` (and ``encode_query`` / ``encode_document``: an
-EmbeddingGemma-style Gemma 3 with bidirectional attention has prompts for each).
+EmbeddingGemma-style Gemma 3 with bidirectional attention has prompts for each). A model
+with code of its own (its modeling file and ``auto_map``: an architecture transformers does
+not have) is one of them, loaded with ``trust_remote_code`` (this module's gateway allows
+it); without it, or where the server does not allow it, its load is a 403.
 
 Each batch mixes lengths: a single word, one text longer than max_seq_length (cut as
 encode cuts it) and one longer than half the pack width. A batch whose texts all fit in
@@ -20,15 +23,21 @@ import numpy as np
 import pytest
 
 from embedgate.contract.spec import PACKED_ONNX_FILE, TORCH_FILE, TritonConfigOptions
-from tests import tiny_models
+from tests import remote_code_model, tiny_models
 from tests.helpers import cosine_rows
 
 from .conftest import start_gateway
 
 THRESHOLD = 0.9999
 PACK_WIDTH = TritonConfigOptions().pack_width
-# Only mean pooling (then Dense, Normalize) can run packed.
+# Only mean pooling (then Dense, Normalize) can run packed, by a model that takes position ids.
 PACKED = {"mean"}
+# name -> (builder, pooling); these load with trust_remote_code.
+ARCHITECTURES = {
+    **tiny_models.ARCHITECTURES,
+    "own-code": (remote_code_model.remote_code_model, "mean, the model's own code without position ids"),
+}
+TRUSTED = {"own-code"}
 # One single word per variant of the texts (Served.texts).
 SINGLE_WORDS = ("hello", "world", "query")
 WORDS = (
@@ -44,8 +53,10 @@ def models_root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def uncached(models_root):
-    """A gateway of this module's own, with no response cache."""
-    gateway = start_gateway(models_root / "repository", models_root / "gateway.log", response_cache_mb="0")
+    """A gateway of this module's own, with no response cache; loads may run a model's own code."""
+    gateway = start_gateway(
+        models_root / "repository", models_root / "gateway.log", response_cache_mb="0", allow_trust_remote_code="true"
+    )
     yield gateway
     gateway.stop()
 
@@ -60,15 +71,15 @@ def test_no_answer_here_can_come_from_the_cache(http):
     assert http.get("/metrics").json()["response_cache"] is None
 
 
-@pytest.fixture(scope="module", params=list(tiny_models.ARCHITECTURES))
+@pytest.fixture(scope="module", params=list(ARCHITECTURES))
 def architecture(request, uncached, models_root):
     """One architecture built, converted and loaded (once for all its tests), deleted after."""
     name = request.param
-    build, pooling = tiny_models.ARCHITECTURES[name]
+    build, pooling = ARCHITECTURES[name]
     model_dir = build(models_root / name)
     model_name = f"arch/{name}"
     with uncached.client(timeout=600) as http:
-        body = {"model_name": model_name, "model_path": str(model_dir)}
+        body = {"model_name": model_name, "model_path": str(model_dir), "trust_remote_code": name in TRUSTED}
         response = http.post("/load_sentence_transformer_model", json=body)
         assert response.status_code == 200, response.text
         assert response.json()["parity_min_cosine"] >= THRESHOLD
@@ -115,7 +126,7 @@ class Served:
 def _reference(model_dir):
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(model_dir), device="cpu")
+    return SentenceTransformer(str(model_dir), device="cpu", trust_remote_code=True)
 
 
 def embeddings(response) -> np.ndarray:
@@ -179,3 +190,20 @@ def test_a_tasks_texts_are_encode_querys_and_encode_documents(http, architecture
     for task, encode in (("query", reference.encode_query), ("document", reference.encode_document)):
         body = {"model_name": architecture.model_name, "text": texts, "task": task}
         assert_matches(embeddings(http.post("/infer", json=body)), encode(texts), f"{architecture.name}, {task}")
+
+
+def test_a_model_with_its_own_code_is_refused_without_trust_remote_code(uncached, gateway, models_root):
+    """Where the request does not set it (a 403 that names the code and says how), and where
+    the server does not allow it (the session's gateway: a 403 before anything runs)."""
+    model_dir = remote_code_model.remote_code_model(models_root / "own-code-refused", seed=1)
+    body = {"model_name": "arch/own-code-refused", "model_path": str(model_dir)}
+    with uncached.client(timeout=600) as http:
+        refused = http.post("/load_sentence_transformer_model", json=body)
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "trust_remote_code_required"
+        assert "modeling_tiny_rotary.py" in error["message"] and "trust_remote_code" in error["message"]
+        assert all(m["model_name"] != body["model_name"] for m in http.get("/loaded_models").json()["models"])
+    with gateway.client(timeout=600) as http:
+        forbidden = http.post("/load_sentence_transformer_model", json={**body, "trust_remote_code": True})
+        assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden", forbidden.text

@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from embedgate.contract.errors import ConversionError, UnsupportedModelError
-from embedgate.converters.library.declared import check_custom_modules, model_files, read_declared, unsupported
+from embedgate.contract.errors import ConversionError, RemoteCodeRefused, UnsupportedModelError
+from embedgate.converters.library.declared import (
+    check_custom_modules,
+    check_modeling_code,
+    model_files,
+    read_declared,
+    unsupported,
+)
 from tests import tiny_models
 from tests.converters.conftest import run_converter
 
@@ -54,9 +60,25 @@ def test_a_kind_nobody_serves_is_refused_with_its_name_and_where_it_was_read(tmp
 
 def test_custom_modules_need_trust_remote_code(tmp_path):
     found = read_declared(write(tmp_path, modules__json=modules(ST, "my_package.SecretPooling")))
-    with pytest.raises(UnsupportedModelError, match="my_package.SecretPooling.*trust_remote_code"):
+    with pytest.raises(RemoteCodeRefused, match="my_package.SecretPooling.*trust_remote_code") as refused:
         check_custom_modules(found, trust_remote_code=False)
+    # Not something that cannot be served: something the request did not allow (a 403).
+    assert refused.value.exit_code == 9
     check_custom_modules(found, trust_remote_code=True)
+
+
+def test_an_architecture_of_the_models_own_needs_trust_remote_code(tmp_path):
+    auto_map = {"AutoConfig": "jinaai/jina-bert-implementation--configuration_bert.JinaBertConfig",
+                "AutoModel": "jinaai/jina-bert-implementation--modeling_bert.JinaBertModel"}
+    own = write(tmp_path / "own", config__json={"model_type": "jina_bert", "auto_map": auto_map})
+    with pytest.raises(RemoteCodeRefused, match=r"\(jina_bert\) is code of its own \(configuration_bert.py, "
+                                                 r"modeling_bert.py\).*trust_remote_code"):
+        check_modeling_code(own, trust_remote_code=False)
+    check_modeling_code(own, trust_remote_code=True)
+    # An auto_map beside a type transformers has: its own class loads, as the library loads it.
+    known = write(tmp_path / "known", config__json={"model_type": "bert", "auto_map": auto_map})
+    check_modeling_code(known, trust_remote_code=False)
+    check_modeling_code(write(tmp_path / "plain", config__json={"model_type": "bert"}), trust_remote_code=False)
 
 
 def test_malformed_files_are_conversion_errors(tmp_path):

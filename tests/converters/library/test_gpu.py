@@ -148,3 +148,24 @@ def test_both_clip_towers_trace_and_keep_parity_with_open_clip(tmp_path):
     assert text.parity.min_cosine >= 0.9999 and image.parity.images == len(images)
     # The caller's model is left in float32 on the CPU.
     assert next(model.parameters()).dtype == torch.float32
+
+
+def test_a_decoders_classification_head_sees_its_own_padding_id_in_the_trace(tmp_path):
+    """A head that scores the last token that is not padding, told by its id (Qwen3's): the
+    gateway pads with 0, the traced graph puts the tokenizer's padding id there."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from tests import llm_rerankers
+
+    model = CrossEncoder(str(llm_rerankers.sequence_classification_reranker(tmp_path / "seq-cls")), device="cpu")
+    pairs = [["what is the fox", "the quick brown fox jumps"], ["hello", "a man is eating food at the bank"]]
+    expected = model.predict(pairs, activation_fn=torch.nn.Identity())
+    ids = [model.preprocess([pair])["input_ids"][0].tolist() for pair in pairs]
+    example = {name: torch.from_numpy(value) for name, value in parity.pad(ids).items()}
+    pad = model[0].tokenizer.pad_token_id
+    assert pad != 0
+    torch_file = tmp_path / "model.pt"
+    gpu.trace(model, example, torch_file, torch.float32, output_key="scores", pad_token_id=pad, device="cpu")
+    run = gpu.runner(torch_file, (INPUT_IDS, ATTENTION_MASK), "cpu")
+    assert parity.check_scores(run, ids, None, expected, 1e-4).max_abs_error <= 1e-4

@@ -1,9 +1,10 @@
 """A cross-encoder: a score per text or (query, document) pair, as ``CrossEncoder.predict``
 gives it, its activation included: a reranker's relevance score (one label; ``/rerank``)
 or a classifier's score per label (``/predict``, which a reranker answers too). An input
-is tokenized as one (a pair together), and merged with other requests' inputs like any text.
-The graph gives the logits and the gateway applies the activation (``activations.py``), so
-a request may have the logits as they are (``raw_scores``)."""
+is tokenized as one (a pair together, or rendered by the model's chat template with the
+prompt as its system message: LLM rerankers), and merged with other requests' inputs like
+any text. The graph gives the logits and the gateway applies the activation
+(``activations.py``), so a request may have the logits as they are (``raw_scores``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from embedgate.contract.kinds.cross_encoder import KIND, CrossEncoderInfo
+from embedgate.contract.preprocess.chat_pairs import ChatPairTokenizer, PromptedPair
 from embedgate.contract.preprocess.text import PairTokenizer, TokenBatch
 from embedgate.contract.spec import LOGITS, SCORES, TOKEN_TYPE_IDS
 
@@ -59,6 +61,9 @@ class CrossEncoderKind(ServedKind):
 
     def tokenizer(self, files: Files, triton_name: str) -> PairTokenizer:
         metadata = self.metadata
+        info = metadata.record_of(CrossEncoderInfo)
+        if info is not None and info.chat_template is not None:
+            return ChatPairTokenizer(self.tokenizer_file(files, triton_name), metadata.max_seq_length, info.chat_template)
         return PairTokenizer(
             self.tokenizer_file(files, triton_name),
             metadata.max_seq_length,
@@ -100,13 +105,31 @@ class CrossEncoderKind(ServedKind):
         route = route_for(model.routes, None, model.name)
         prompt = prompt_for(model.name, model.metadata, ask.prompt)
         wanted = ask.options.scores
-        if ask.output is Output.RERANK:
+        info = self.metadata.record_of(CrossEncoderInfo)
+        inputs: list
+        if info is not None and info.chat_template is not None:
+            inputs = self._chat_pairs(model.name, ask, prompt)
+        elif ask.output is Output.RERANK:
             # predict(prompt=...) puts the prompt before the query, the pair's first text.
             query = prompt + (ask.query or "")
-            inputs: list = [(query, document) for document in ask.inputs]
+            inputs = [(query, document) for document in ask.inputs]
         else:
             inputs = [prompt + item if isinstance(item, str) else (prompt + item[0], item[1]) for item in ask.inputs]
         return Plan([Run(route, inputs)], lambda results: joined(results, self.scores(results[0].vectors, wanted)))
+
+    @staticmethod
+    def _chat_pairs(model_name: str, ask: Ask, prompt: str) -> list:
+        """A chat-template model's pairs, each with the prompt its template renders as the
+        system message (``predict(prompt=...)`` gives it so): pairs only, its template has
+        no place for a text alone."""
+        if ask.output is Output.RERANK:
+            return [PromptedPair(ask.query or "", document, prompt) for document in ask.inputs]
+        if any(isinstance(item, str) for item in ask.inputs):
+            raise InvalidInput(
+                f"model '{model_name}' scores (query, document) pairs through its chat template, which has no place "
+                "for a single text: give each input as a pair"
+            )
+        return [PromptedPair(query, document, prompt) for query, document in ask.inputs]
 
     def listing(self) -> dict[str, Any]:
         info = self.metadata.record_of(CrossEncoderInfo)
