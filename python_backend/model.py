@@ -263,14 +263,16 @@ class TritonPythonModel:
         row order."""
         ids = feeds["input_ids"]
         rows = pack_rows(lengths, self.pack_width)
-        fullest = max(int(lengths[row].sum()) for row in rows)
-        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, fullest)))
+        sizes = lengths.tolist()
+        row_tokens = [sum(sizes[text] for text in row) for row in rows]
+        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, max(row_tokens))))
         per_run = -(-len(rows) // runs)  # runs of about the same size
         results = None
         for first in range(0, len(rows), per_run):
             run_rows = rows[first : first + per_run]
             texts = np.array([text for row in run_rows for text in row], dtype=np.int64)
-            input_ids, position_ids, segment_ids, token_index = _packed_feeds(ids, lengths, run_rows, texts)
+            width = max(row_tokens[first : first + per_run])
+            input_ids, position_ids, segment_ids, token_index = _packed_feeds(ids, lengths, run_rows, texts, width)
             outputs = self.session.run(
                 self.outputs,
                 {"input_ids": input_ids, "position_ids": position_ids, "segment_ids": segment_ids, "token_index": token_index},
@@ -356,18 +358,19 @@ def _error_response(message):
     return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
 
 
-def _packed_feeds(ids, lengths, run_rows, texts):
-    """The packed graph's inputs for ``run_rows`` (each row's texts end to end), built with
+def _packed_feeds(ids, lengths, run_rows, texts, width):
+    """The packed graph's inputs for ``run_rows`` (each row's texts end to end, the fullest
+    ``width`` tokens), built with
     array operations (per text in Python it was the stub's largest cost after the model):
     each token's row and column, its position in its text, its text's segment in the row,
     and, for each text, where its tokens are in the run (past the last token: the graph's
     zero row)."""
     sizes = lengths[texts]
-    width = max(int(lengths[row].sum()) for row in run_rows)
-    row_of = np.repeat(np.arange(len(run_rows)), [len(row) for row in run_rows])
+    counts = [len(row) for row in run_rows]
+    row_of = np.repeat(np.arange(len(run_rows)), counts)
     # Each text's first column: the tokens of the texts before it in its row.
     ends = np.cumsum(sizes)
-    row_starts = np.concatenate(([0], np.cumsum([len(row) for row in run_rows])[:-1]))
+    row_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     before = ends - sizes
     start = before - before[row_starts][row_of]
     segment = np.arange(len(texts)) - row_starts[row_of] + 1
