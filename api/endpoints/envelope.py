@@ -139,7 +139,7 @@ class Endpoint(Generic[Body]):
         standing = service.charge(call.charged, call.images)
         with service.admit(call.model):
             runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in prepared.plans]
-            results = await run_all(runs) if len(runs) > 1 else [await runs[0]]
+            results = await run_all(runs)
         total_ms = (time.perf_counter() - prepared.started) * 1000
         payload = self.respond(call, results)
         headers = {**self.headers(call, results, total_ms), **rate_limit_headers(standing)}
