@@ -276,6 +276,12 @@ class ModelMetadata(BaseModel):
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
     calibration: Calibration | None = None
 
+    @property
+    def gateway_only(self) -> bool:
+        """Whether the gateway computes every route (a static embedding model): no Triton
+        model then, and no config.pbtxt in the repository."""
+        return bool(self.routes) and all(route.version is None for route in self.routes)
+
     def record_of(self, record_class: type[Record]) -> Record | None:
         """The model's record, where it is a ``record_class`` (None for a model of another
         kind, or one converted before its kind recorded one)."""

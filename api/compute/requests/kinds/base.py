@@ -64,10 +64,7 @@ class ServedKind:
     def triton_parts(self, triton_name: str) -> tuple[str, ...]:
         """The Triton models it is made of: its parts, or none where the gateway computes
         every route (a static embedding model)."""
-        routes = self.metadata.routes
-        if routes and all(route.version is None for route in routes):
-            return ()
-        return self.parts(triton_name)
+        return () if self.metadata.gateway_only else self.parts(triton_name)
 
     def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
         """Where a model has several parts: each part's Triton name -> what the metrics call
