@@ -41,7 +41,7 @@ def test_a_static_model_is_computed_in_the_gateway_with_no_triton_model(tmp_path
     (served,) = kind.routes(lambda part: directory, "org--static")
     assert isinstance(served.static, MeanVectors) and served.static.normalize
     # Mapped from the repository, not read into the gateway's memory.
-    assert isinstance(served.static.vectors_of_tokens, np.memmap)
+    assert isinstance(served.static.vectors_of_tokens.base, np.memmap)
     batch = served.tokenizer.encode(["a man eats food", "hello"])
     assert batch.input_ids[0, 0] != 101, "a static model's texts have no special tokens"
     np.testing.assert_array_equal(
