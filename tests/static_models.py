@@ -28,3 +28,22 @@ def static_model(
     modules = [module, Normalize()] if normalize else [module]
     SentenceTransformer(modules=modules, device="cpu", **options).save(str(directory))
     return directory
+
+
+def static_query_model(directory: Path, seed: int = 0) -> Path:
+    """An asymmetric model: a StaticEmbedding for queries (computed by the gateway) and a
+    tiny BERT with mean pooling for documents, then Normalize (``Router.for_query_document``,
+    the document route the default)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, StaticEmbedding
+
+    bert_dir = tiny_models.save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
+    transformer = Transformer(str(bert_dir), max_seq_length=tiny_models.MAX_SEQ_LENGTH)
+    width = transformer.get_embedding_dimension()
+    torch.manual_seed(seed)
+    static = StaticEmbedding(tiny_models.bert_tokenizer(directory.parent / f"{directory.name}-tokenizer"), embedding_dim=width)
+    router = Router.for_query_document(query_modules=[static], document_modules=[transformer, Pooling(width)])
+    SentenceTransformer(modules=[router, Normalize()], device="cpu").save(str(directory))
+    return directory

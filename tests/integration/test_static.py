@@ -115,3 +115,34 @@ def test_teis_embed(http, loaded, reference):
     response = http.post(f"/tei/{NAME}/embed", json={"inputs": texts})
     assert response.status_code == 200, response.text
     assert_encoded(np.asarray(response.json()), reference.encode(texts))
+
+
+# --- a static route beside a transformer's: queries computed by the gateway, documents by Triton
+
+ROUTED = "org/tiny-static-queries"
+
+
+@pytest.fixture(scope="module")
+def routed(gateway, tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+
+    directory = static_models.static_query_model(tmp_path_factory.mktemp("static-queries") / "model")
+    with gateway.client(timeout=600) as http:
+        response = http.post("/load_sentence_transformer_model", json={"model_name": ROUTED, "model_path": str(directory)})
+        assert response.status_code == 200, response.text
+        yield SentenceTransformer(str(directory), device="cpu")
+        assert http.post("/delete_model", json={"model_name": ROUTED}).status_code == 200
+
+
+def test_a_static_query_route_beside_a_transformer_document_route(http, routed):
+    (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == ROUTED]
+    assert listed["routes"] == [
+        {"name": "document", "tasks": ["default", "document"], "runs_on": "triton"},
+        {"name": "query", "tasks": ["query"], "runs_on": "gateway"},
+    ]
+    assert listed["triton_parts"] == [listed["triton_name"]]
+    for task, encode in (("query", routed.encode_query), ("document", routed.encode_document), (None, routed.encode)):
+        # Texts of each task's own: no task is the document route, whose cache would answer the same texts.
+        texts = [f"how do plants make food {task}", f"the lazy dog at the bank {task}"]
+        body = {"model_name": ROUTED, "text": texts, **({"task": task} if task else {})}
+        assert cosine_rows(vectors(http.post("/infer", json=body)), encode(texts)).min() >= 0.9999, task
