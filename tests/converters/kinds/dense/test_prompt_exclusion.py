@@ -61,3 +61,26 @@ def test_a_router_or_weighted_mean_pooling_refuses_prompts_left_out():
     assert prompt_exclusion.refusal([Route("", ("default",), ("transformer", Pooling(("cls", "max"))))]) is None
     assert "without a Router" in prompt_exclusion.refusal([Route("query", ("query",), ("transformer", Pooling("mean")))])
     assert "weightedmean" in prompt_exclusion.refusal([Route("", ("default",), ("transformer", Pooling("weightedmean")))])
+
+
+def test_the_gpu_graph_pools_around_the_marks_too(converted, tmp_path):
+    """GPU instances run the module stack traced with TorchScript (library/gpu.py): traced on
+    unmarked texts, it reads the marks of prompted ones. Traced here on the CPU, as
+    tests/converters/library/test_gpu.py does."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
+    from embedgate.converters.library import gpu
+
+    model, metadata, published = converted
+    library = SentenceTransformer(str(model), device="cpu").float().eval()
+    torch_file = tmp_path / "model.pt"
+    gpu.trace(library, library.preprocess(["a", "b c d"], prompt=""), torch_file, torch.float32, device="cpu")
+    run = gpu.runner(torch_file, (INPUT_IDS, ATTENTION_MASK), "cpu")
+    exclusion = metadata.record_of(DenseInfo).prompt_exclusion
+    checked = prompt_exclusion.check(
+        library, run, published / "tokenizer" / "tokenizer.json", 64, False, exclusion.special_ids,
+        metadata.prompts.values(), 0.9999,
+    )
+    assert checked.parity.min_cosine >= 0.9999
