@@ -54,6 +54,7 @@ class Meta:
     calibration: None = None
     gpu: None = None  # CPU instances
     routes: None = None
+    gateway_only: bool = False  # a model in Triton
 
     def record_of(self, record_class):
         return None  # a sentence-transformer that pools every token, or a model with no record
