@@ -45,7 +45,8 @@ def refusal(routes: list[Route]) -> str | None:
     if routes[0].name:
         return "which embedgate serves for models without a Router"
     for module in excluding(routes[0].modules):
-        modes = module.pooling_mode if isinstance(module.pooling_mode, (tuple, list)) else (module.pooling_mode,)
+        mode = getattr(module, "pooling_mode", ())
+        modes = mode if isinstance(mode, (tuple, list)) else (mode,)
         if "weightedmean" in modes:
             return (
                 "which embedgate does not serve with weightedmean pooling (its weights count a token's position "
