@@ -93,7 +93,7 @@ class DenseConverter(LibraryKind):
             calibration=calibrated,
             gpu=first.extras["gpu"],
             routes=routes,
-            record=DenseInfo(prompt_exclusion=first.extras["prompt_exclusion"]) if loaded.prompts.excluded else None,
+            record=DenseInfo(prompt_exclusion=first.extras.get("prompt_exclusion")) if loaded.prompts.excluded else None,
         )
 
     def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
