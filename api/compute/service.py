@@ -36,7 +36,6 @@ from .requests.asks import ENDPOINTS, Ask, Gathered, Output, Plan, TextInput, pr
 from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
 from .requests.served import ServedModel
-from .requests.static import static_vectors
 from .scheduling import spreading
 from .scheduling.admission import admit
 from .scheduling.backlog import Backlogs
@@ -66,7 +65,7 @@ def _tokenize(model: ServedModel, route: Route, inputs: list[TextInput], prefix:
 def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBatch, np.ndarray]:
     batch = route.tokenizer.encode(prefixed(prefix, inputs))
     assert route.static is not None
-    return batch, static_vectors(route.static, batch.input_ids, batch.attention_mask)
+    return batch, route.static.vectors(batch.input_ids, batch.attention_mask)
 
 
 class EmbeddingService:
