@@ -196,8 +196,11 @@ def test_two_workers_asked_for_one_model_at_once_convert_it_once(served, tmp_pat
         client.close()
 
 
-def stub_pids() -> set[int]:
-    return set(processes_mentioning("triton_python_backend_stub"))
+def stub_pids(served) -> set[int]:
+    """The stubs of this gateway's tritonserver (its repository is in their command line;
+    another server's on the same host are not its)."""
+    stubs = set(processes_mentioning("triton_python_backend_stub"))
+    return stubs & set(processes_mentioning(str(served.repository)))
 
 
 def worker_pids(served) -> dict[int, int]:
@@ -322,7 +325,7 @@ def answered_by(answers: list, worker: str) -> int:
 
 async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served, minilm):
     before = worker_pids(served)
-    stubs = stub_pids()
+    stubs = stub_pids(served)
     assert sorted(before) == list(range(WORKERS)) and stubs
     answers: list = []
     stop = asyncio.Event()
@@ -350,7 +353,7 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     assert len(broken) <= 8, broken
     assert replaced != before[0]
     # The new worker took the model without Triton loading it again.
-    assert stub_pids() == stubs
+    assert stub_pids(served) == stubs
     assert "reloaded" not in served.log().split("exited (code -9)")[-1]
 
 
@@ -406,7 +409,7 @@ def test_shutdown_leaves_nothing_and_a_restart_brings_the_models_back_to_every_w
     (triton_pid,) = served.children("tritonserver")
     assert served.stop() == 0
     wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in [*workers, triton_pid]), 30, "no process left")
-    assert not [p for p in stub_pids() if str(triton_pid) in open(f"/proc/{p}/cmdline").read()]
+    assert not [p for p in stub_pids(served) if str(triton_pid) in open(f"/proc/{p}/cmdline").read()]
     assert not list(filter(lambda name: name.startswith(f"embedgate_{served.process.pid}_"), os.listdir("/dev/shm")))
 
     # No preload this time: the manifest the primary kept brings MiniLM back.
