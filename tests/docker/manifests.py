@@ -65,7 +65,7 @@ def literal_env(container: dict) -> dict[str, str]:
 
 
 def unknown_settings(names) -> set[str]:
-    """EMBEDGATE_* names that are no setting of api/settings.py."""
+    """EMBEDGATE_* names that are no setting of api/settings/."""
     fields = set(Settings.model_fields)
     return {n for n in names if n.startswith("EMBEDGATE_") and n.removeprefix("EMBEDGATE_").lower() not in fields}
 

@@ -25,11 +25,9 @@ never takes the last slot (an online request arriving finds one free), and is sm
 small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
 at full speed.
 
-With a ``pace`` (``pacing.py``), online requests are admitted by cost: one whose call,
-placed after the calls running and the requests waiting (in the calls they will make), would
-finish past ``deadline_share`` of its deadline is refused at once; and at each call's end,
-one waiting whose call would now finish past that share of what remains of its deadline is
-refused, before any work is done for it (503 with Retry-After, both).
+With a ``pace`` (``pacing.py``), online requests are admitted by cost
+(``cost_admission.py``): refused at once, or while they wait, when their call would finish
+past ``deadline_share`` of their deadline.
 
 With keys, a request goes into the queue where ``fair_queue.py`` places it: a key under its
 share of the queued work ahead of the keys over theirs, whose requests are then the ones
@@ -40,17 +38,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ...errors import Overloaded
 from . import tenants
+from .cost_admission import CostAdmission, Running
 from .fair_queue import KeyShares
-from .pacing import Pace, Schedule, past_share
+from .pacing import Pace
 
 Item = TypeVar("Item")
 Merged = TypeVar("Merged")
@@ -58,7 +55,7 @@ Share = TypeVar("Share")
 
 
 @dataclass
-class _Waiter(Generic[Item, Share]):
+class Waiter(Generic[Item, Share]):
     items: list[Item]
     deadline: float  # event-loop time
     arrived: float  # perf_counter time
@@ -73,16 +70,7 @@ class _Waiter(Generic[Item, Share]):
         return self.cost or float(len(self.items))
 
 
-@dataclass
-class _Running:
-    """A call in flight, for the forecast: when an instance took it (None while it waits in
-    Triton's queue), and its cost."""
-
-    started: float | None
-    cost: float
-
-
-class Coalescer(Generic[Item, Merged, Share]):
+class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
     """``work(items, timeout_s)`` does one call for the items of several requests;
     ``share(merged, rows, arrived)`` cuts out one request's part (its rows, and the
     perf_counter time it arrived, for its queue time)."""
@@ -114,8 +102,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         self.bulk_busy_rows = bulk_busy_rows
         self.bulk_idle_rows = min(bulk_idle_rows, max_rows)
         self.quiet_s = quiet_s
-        self._waiting: deque[_Waiter[Item, Share]] = deque()
-        self._bulk: deque[_Waiter[Item, Share]] = deque()
+        self._waiting: deque[Waiter[Item, Share]] = deque()
+        self._bulk: deque[Waiter[Item, Share]] = deque()
         self._in_flight = 0
         self._bulk_in_flight = 0
         self._in_flight_rows = 0
@@ -128,7 +116,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         self.name = name
         self._waiting_cost = 0.0
         self._in_flight_cost = 0.0
-        self._running: list[_Running] = []  # in the order sent
+        self._running: list[Running] = []  # in the order sent
         self.fair_share = fair_share
         self._shares = KeyShares()
 
@@ -145,7 +133,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         self._last_online = loop.time()
         tenant = tenants.current() if self.fair_share else None
         cost = self._cost(items) if self.pace is not None and self._cost is not None else 0.0
-        waiter = _Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
+        waiter = Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
                          tenant.owner if tenant is not None else None)
         at = len(self._waiting) if waiter.key is None else self._shares.place(self._waiting, waiter.key, waiter.weight)
         self._admit(items, cost, timeout_s, admitted, at)
@@ -168,7 +156,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         futures: list[asyncio.Future[Share]] = [loop.create_future() for _ in groups]
         arrived = time.perf_counter()
         for items, future in zip(groups, futures):
-            self._bulk.append(_Waiter(items, loop.time() + timeout_s, arrived, future))
+            self._bulk.append(Waiter(items, loop.time() + timeout_s, arrived, future))
         self._send_waiting()
         try:
             return list(await asyncio.gather(*futures))
@@ -176,94 +164,6 @@ class Coalescer(Generic[Item, Merged, Share]):
             for future in futures:
                 future.cancel()
             raise
-
-    def _admit(self, items: list[Item], cost: float, timeout_s: float, admitted: bool, at: int) -> None:
-        """Overloaded when the request's call, placed at ``at`` in the queue, would finish
-        past its share of ``timeout_s`` (never when it starts at once, nor for the later
-        parts of a request)."""
-        if self.pace is None or self._cost is None:
-            return
-        unit_s = self.pace.unit_s
-        if admitted or unit_s is None or (not self._waiting and self._in_flight < self.pace.instances):
-            return
-        allowed = self.deadline_share * timeout_s
-        # A bound first (it starts once the work ahead is spread over the instances, and its
-        # call carries no more than what waits and itself), so a short queue costs no forecast.
-        ahead = self._waiting_cost + self._in_flight_cost
-        if unit_s * (ahead / self.pace.instances + self._waiting_cost + cost) <= allowed:
-            return
-        now = asyncio.get_running_loop().time()
-        schedule = self._schedule(now)
-        assert schedule is not None
-        needed = 0.0
-        for call in self._upcoming(items, cost, at):
-            needed = schedule.add(sum(waiter_cost for _, waiter_cost in call)) - now
-            if any(waiter is None for waiter, _ in call):
-                break  # the calls after its own do not delay it
-        if needed > allowed:
-            raise past_share(self.name, needed, self.deadline_share, timeout_s, "queued for this request")
-
-    def _schedule(self, now: float) -> Schedule | None:
-        assert self.pace is not None
-        return self.pace.schedule(now, ((call.started, call.cost) for call in self._running))
-
-    def _upcoming(
-        self, items: list[Item] | None = None, cost: float = 0.0, at: int | None = None
-    ) -> Iterator[list[tuple[_Waiter[Item, Share] | None, float]]]:
-        """The waiting requests (and ``items`` at index ``at`` among them, default last), in
-        the calls they will be sent in: lists of (waiter, or None for ``items``; its cost)."""
-        extra = len(items) if items is not None else 0
-        limit = self._call_rows(extra)
-        call: list[tuple[_Waiter[Item, Share] | None, float]] = []
-        rows = 0
-        queue = [(w, len(w.items), w.cost) for w in self._waiting]
-        if items is not None:
-            queue.insert(len(queue) if at is None else at, (None, extra, cost))
-        queue = [entry for entry in queue if entry[0] is None or not entry[0].future.done()]
-        for waiter, count, waiter_cost in queue:
-            if call and rows + count > limit:
-                yield call
-                call, rows = [], 0
-            call.append((waiter, waiter_cost))
-            rows += count
-        if call:
-            yield call
-
-    def _shed(self) -> None:
-        """Refuse the waiting requests whose calls would now finish past the admission share
-        of what remains of their deadlines."""
-        if self.pace is None or not self._waiting:
-            return
-        now = asyncio.get_running_loop().time()
-        schedule = self._schedule(now)
-        if schedule is None:
-            return
-        for call in list(self._upcoming()):
-            finish = schedule.finish(sum(cost for _, cost in call)) - now
-            kept = 0.0
-            for waiter, cost in call:
-                assert waiter is not None
-                remaining = waiter.deadline - now
-                # The same share as at admission: a request admitted on a true forecast stays.
-                if waiter.admitted or finish <= self.deadline_share * remaining:
-                    kept += cost
-                    continue
-                retry = min(60, max(1, math.ceil(finish - remaining)))
-                waiter.future.set_exception(Overloaded(
-                    f"{self.name} can no longer answer this request within its deadline: its call would "
-                    f"take about {finish:.0f}s and {max(0.0, remaining):.0f}s remain; retry in {retry}s",
-                    retry_after_s=retry,
-                ))
-            schedule.add(kept)
-        self._drop_done()
-
-    def _drop_done(self) -> None:
-        if any(waiter.future.done() for waiter in self._waiting):
-            kept = deque(waiter for waiter in self._waiting if not waiter.future.done())
-            self._waiting_rows = sum(len(waiter.items) for waiter in kept)
-            self._waiting_cost = sum(waiter.cost for waiter in kept)
-            self._shares.reset((waiter.key, waiter.weight) for waiter in kept)
-            self._waiting = kept
 
     def close(self) -> None:
         for call in list(self._calls):
@@ -288,7 +188,7 @@ class Coalescer(Generic[Item, Merged, Share]):
             if self.pace is not None and self._cost is not None:
                 cost = self._cost([item for w in taken for item in w.items]) if bulk else sum(w.cost for w in taken)
                 started = sum(call.started is not None for call in self._running) < self.pace.instances
-                running = _Running(asyncio.get_running_loop().time() if started else None, cost)
+                running = Running(asyncio.get_running_loop().time() if started else None, cost)
                 self._running.append(running)
                 self._in_flight_cost += cost
             self._in_flight += 1
@@ -298,13 +198,13 @@ class Coalescer(Generic[Item, Merged, Share]):
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
 
-    def _take_bulk(self) -> list[_Waiter[Item, Share]]:
+    def _take_bulk(self) -> list[Waiter[Item, Share]]:
         """Bulk waiters, first come first served, up to the rows bulk calls may carry now."""
         quiet = self._in_flight == self._bulk_in_flight and (
             asyncio.get_running_loop().time() - self._last_online > self.quiet_s
         )
         limit = self.bulk_idle_rows if quiet else self.bulk_busy_rows
-        taken: list[_Waiter[Item, Share]] = []
+        taken: list[Waiter[Item, Share]] = []
         rows = 0
         while self._bulk:
             waiter = self._bulk[0]
@@ -321,8 +221,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         """The most texts the next call takes: an equal share of all there are per slot."""
         return min(self.max_rows, -(-(self._waiting_rows + extra + self._in_flight_rows) // self.max_in_flight))
 
-    def _take(self) -> list[_Waiter[Item, Share]]:
-        taken: list[_Waiter[Item, Share]] = []
+    def _take(self) -> list[Waiter[Item, Share]]:
+        taken: list[Waiter[Item, Share]] = []
         rows = 0
         limit = self._call_rows()
         while self._waiting:
@@ -345,7 +245,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         return taken
 
     async def _call(
-        self, taken: list[_Waiter[Item, Share]], row_count: int, bulk: bool = False, running: _Running | None = None,
+        self, taken: list[Waiter[Item, Share]], row_count: int, bulk: bool = False, running: Running | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         finished = False
@@ -381,18 +281,3 @@ class Coalescer(Generic[Item, Merged, Share]):
             if running is not None:
                 self._ended(running, finished)
             self._send_waiting()
-
-    def _ended(self, running: _Running, finished: bool) -> None:
-        """A call left its instance: read its service time, let the call waiting in Triton's
-        queue start, and refuse the waiting requests that can no longer make it."""
-        assert self.pace is not None
-        now = asyncio.get_running_loop().time()
-        self._running.remove(running)
-        self._in_flight_cost -= running.cost
-        if running.started is not None:
-            if finished:
-                self.pace.call_served(running.cost, now - running.started)
-            queued = next((call for call in self._running if call.started is None), None)
-            if queued is not None:
-                queued.started = now
-        self._shed()

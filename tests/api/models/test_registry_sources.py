@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
 from embedgate.api.errors import SourceChanged, TritonError
-from embedgate.api.models import registry as registry_module
+from embedgate.api.models import loading
 from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.settings import Settings
 from embedgate.contract.sources import made_from
@@ -61,7 +61,7 @@ def conversions(monkeypatch):
                 stage.publish()
         return metadata
 
-    monkeypatch.setattr(registry_module, "convert", convert)
+    monkeypatch.setattr(loading, "convert", convert)
     return specs
 
 

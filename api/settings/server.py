@@ -1,0 +1,21 @@
+"""The gateway's HTTP server: where it listens, how many processes share the port, its log
+level and per-request OpenTelemetry."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ServerSettings(BaseModel):
+    host: str = Field("127.0.0.1", description="Address the gateway listens on.")
+    port: int = Field(8686, ge=0, le=65535, description="Port the gateway listens on.")
+    workers: int = Field(
+        0, ge=0, le=64, description="Gateway processes sharing the port, one Triton and one model lifecycle; 0: one "
+        "per four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host; 1: one process.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    opentelemetry: bool = Field(False, description="FastAPI's OpenTelemetry spans and metrics for each request, "
+                                "sent to the providers an OpenTelemetry SDK configures (off: Prometheus at "
+                                "/metrics/prometheus needs none, and the per-request provider checks cost CPU).")
