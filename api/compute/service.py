@@ -142,6 +142,9 @@ class EmbeddingService:
         same length. No admission slot and no request deadline: the job's lease bounds it."""
         if route.static is not None:
             return await self._computed_here(route, inputs, "")
+        if route.images is not None:
+            # Images have no bulk lane: fetched, prepared and sent as an online request's are.
+            return await self._images(model, route, inputs, BULK_TIMEOUT_S)
         order = sorted(range(len(inputs)), key=lambda row: _length(inputs[row]))
         step = self.settings.bulk_busy_texts
         coalescer = self._coalescer(model, route)

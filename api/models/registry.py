@@ -198,8 +198,8 @@ class ModelRegistry:
                 spec = await asyncio.to_thread(
                     conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
                 )
-                metadata = await convert(spec, self.settings, self.repository, ref.parts(), progress)
-                self._seen.update(ref.parts())
+                metadata = await convert(spec, self.settings, self.repository, ref.every_part(), progress)
+                self._seen.update(ref.parts_of(metadata))
             elif served is not None:
                 return LoadOutcome(served, already_loaded=True, converted=False)
             progress.step("loading into Triton")
@@ -339,7 +339,7 @@ class ModelRegistry:
             if model is not None:
                 await self._stop_serving(model)
             # The first part first: without it the model is no longer listed.
-            for part in ref.parts():
+            for part in ref.every_part():
                 # A missing part (of an interrupted publish) is no error.
                 await off_loop(self.repository.delete, part)
                 self._seen.discard(part)

@@ -40,6 +40,15 @@ class Served(Protocol):
 TextInput = str | tuple[str, str]
 
 
+@dataclass(frozen=True)
+class ImageInput:
+    """An image among an embedding ask's texts (Cohere's inputs, a batch line of them): an
+    http(s) URL, a data URI or uploaded bytes, as an image route takes it. Only a kind that
+    gives embeddings of images plans an ask that holds one (``media.py``)."""
+
+    source: str | bytes
+
+
 class Output(Enum):
     """What a request asks a model for."""
 
@@ -58,7 +67,7 @@ ENDPOINTS: dict[Output, str] = {
     Output.MULTI_VECTOR: "POST /infer (multi_vector_embeddings)",
     Output.RERANK: "POST /rerank or /v1/rerank",
     Output.PREDICT: "POST /predict",
-    Output.IMAGES: "POST /infer or /infer_image with a CLIP model",
+    Output.IMAGES: "POST /infer, /infer_image or /v2/embed with a CLIP or multimodal model",
 }
 
 
@@ -89,7 +98,8 @@ class Options:
 @dataclass(frozen=True)
 class Ask:
     output: Output
-    # Texts (EMBED, SPARSE, MULTI_VECTOR), documents (RERANK), texts or pairs (PREDICT).
+    # Texts (EMBED, SPARSE, MULTI_VECTOR; EMBED also images among them: ImageInput),
+    # documents (RERANK), texts or pairs (PREDICT), image sources (IMAGES).
     inputs: list[TextInput]
     prompt: PromptChoice = DEFAULT
     options: Options = Options()
