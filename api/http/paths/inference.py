@@ -1,4 +1,4 @@
-"""POST /infer (text, and images for CLIP models) and POST /infer_image (uploaded images),
+"""POST /infer (text, and images for CLIP and multimodal models) and POST /infer_image (uploaded images),
 in the seed's shape, answered by their endpoints (``endpoints/embed.py``)."""
 
 from typing import Annotated, Literal
@@ -34,16 +34,10 @@ endpoint_route(
 
 @router.post("/infer_image", response_model=InferResponse, responses=ANSWERS, openapi_extra=TAKES_A_DEADLINE)
 async def infer_image(
-    model_name: name_of(patterns.CLIP_ARCHITECTURE, "OpenCLIP architecture.", "ViT-B-32", Form),  # type: ignore[valid-type]
-    pretrained: Annotated[
-        str,
-        Form(
-            min_length=1,
-            max_length=4096,
-            examples=["laion2b_s34b_b79k"],
-            json_schema_extra={"pattern": patterns.PRETRAINED},
-        ),
-    ],
+    model_name: name_of(  # type: ignore[valid-type]
+        patterns.MODEL_NAME, "A multimodal model, or a CLIP model's OpenCLIP architecture (with pretrained).",
+        "ViT-B-32", Form,
+    ),
     image: Annotated[
         list[UploadFile],
         File(
@@ -51,12 +45,23 @@ async def infer_image(
             json_schema_extra={"minItems": 1, FROM_SETTINGS: {"maxItems": "max_images_per_request"}},
         ),
     ],
+    pretrained: Annotated[
+        str | None,
+        Form(
+            min_length=1,
+            max_length=4096,
+            description="A CLIP model's pretrained (not for a multimodal sentence-transformer).",
+            examples=["laion2b_s34b_b79k"],
+            json_schema_extra={"pattern": patterns.PRETRAINED},
+        ),
+    ] = None,
     normalize: Annotated[bool, Form()] = True,
     precision: Annotated[Literal["float32", "binary", "ubinary"], Form()] = "float32",
     gateway: Gateway = Depends(get_gateway),
     timeout_s: float = Depends(request_timeout),
 ) -> JSONResponse:
-    """Images uploaded as multipart/form-data files, through a CLIP model's image tower."""
+    """Images uploaded as multipart/form-data files, through a CLIP model's image tower or a
+    multimodal model's image graph."""
     files = [await upload.read() for upload in image]
     answer = await gateway.endpoints.infer_uploads(Uploads(model_name, pretrained, files, normalize, precision), timeout_s)
     return JSONResponse(answer.body, headers=answer.headers)

@@ -66,12 +66,15 @@ def processor_images(transformer) -> ProcessorImages:
 
 def own_code(cls: type, base: type) -> list[str]:
     """Methods the classes between ``cls`` and its backend ``base`` define (``__init__``,
-    which only sets defaults, aside)."""
+    which only sets defaults, and the types of their settings aside)."""
     found = []
     for klass in cls.__mro__:
         if klass is base:
             break
-        found += [key for key, value in vars(klass).items() if callable(value) and key != "__init__"]
+        found += [
+            key for key, value in vars(klass).items()
+            if callable(value) and not isinstance(value, type) and key != "__init__"
+        ]
     return found
 
 

@@ -28,6 +28,8 @@ ANSWERS = {
     ("get", "/v1/batches/{batch_id}"): "BatchObject",
     ("post", "/v1/batches/{batch_id}/cancel"): "BatchObject",
     ("post", "/v1/rerank"): "RerankResponse",
+    ("post", "/v2/embed"): "CohereEmbedResponse",
+    ("post", "/v2/rerank"): "CohereRerankResponse",
     ("get", "/metrics"): "MetricsResponse",
     ("get", "/loaded_models"): "ModelList",
     ("get", "/repository_models"): "ModelList",
@@ -111,8 +113,8 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
 
 def test_415_is_documented_wherever_a_body_is_read(doc):
     with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
-    # The native API's 12, and TEI's routes and base URL under each of its two bases.
-    assert len(with_bodies) == 12 + 2 * (len(TEI_ROUTES) + 1)
+    # The native API's 12, Cohere's 2, and TEI's routes and base URL under each of its two bases.
+    assert len(with_bodies) == 12 + 2 + 2 * (len(TEI_ROUTES) + 1)
     for path, operation in with_bodies:
         assert "415" in operation["responses"], path
 
