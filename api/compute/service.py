@@ -28,7 +28,7 @@ import numpy as np
 
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
 
-from ..errors import DeadlineExceeded, EmbedgateError
+from ..errors import DeadlineExceeded, EmbedgateError, InvalidImage
 from ..settings import Settings
 from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
@@ -133,8 +133,18 @@ class EmbeddingService:
         """Each plan's answer (or the error in its place), their inputs together through
         each route's bulk lane."""
         gathered = Gathered(plans)
-        done = await run_all([self.run_bulk(model, route, inputs) for route, inputs in gathered.routes.values()])
+        done = await run_all([self._bulk_call(model, route, inputs) for route, inputs in gathered.routes.values()])
         return gathered.finished(dict(zip(gathered.routes, done)))
+
+    async def _bulk_call(self, model: ServedModel, route: Route, inputs: list[Any]) -> Embeddings | EmbedgateError:
+        """:meth:`run_bulk`; an image route's call is one request's, so an image that cannot
+        be used is that request's error (a text route's failure is everyone's)."""
+        try:
+            return await self.run_bulk(model, route, inputs)
+        except InvalidImage as error:
+            if route.images is None:
+                raise
+            return error
 
     async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
         """The route's outputs for a batch job's inputs (prompts already in them), in the
