@@ -50,7 +50,7 @@ def prompt_choice(input_type: str, model: ServedModel) -> PromptChoice:
 
 def read_inputs(body: CohereEmbedRequest, model: ServedModel) -> list[str | ImageInput]:
     """The request's inputs in order: texts, and images as ``ImageInput``."""
-    given = [name for name in ("texts", "images", "inputs") if getattr(body, name)]
+    given = [name for name in ("texts", "images", "inputs") if getattr(body, name) is not None]
     if len(given) != 1:
         raise InvalidInput("give one of texts, images or inputs, as a non-empty list")
     if body.texts:

@@ -6,19 +6,28 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from . import patterns
-from .fields import FROM_SETTINGS, Body, Count, name_of
+from .fields import FROM_SETTINGS, Body, Count, integral, name_of
 from .rerank import MAX_DOCUMENT_CHARS
 
+# Cohere's priority: an integer the schema calls one (7 or 7.0), 0 the highest.
+Priority = Annotated[int, Field(ge=0), BeforeValidator(integral)]
 EmbedInputType = Literal["search_document", "search_query", "classification", "clustering", "image"]
 EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary", "base64"]
 CohereModel = name_of(
     patterns.OPENAI_MODEL,
     "A loaded model, or a CLIP model as '<model_name>:<pretrained>' (as /v1/models lists it).",
-    "sentence-transformers/clip-ViT-B-32",
+    "sentence-transformers/all-MiniLM-L6-v2",
 )
+# JSON schema: exactly one of texts, images and inputs is a non-empty list.
+_ONE_OF_THEM = {
+    "oneOf": [
+        {"required": [name], "properties": {name: {"type": "array", "minItems": 1}}}
+        for name in ("texts", "images", "inputs")
+    ]
+}
 
 
 def _listed(limit: str | None, **schema) -> dict:
@@ -43,31 +52,40 @@ class ImagePart(Body):
 
 
 class EmbedInput(Body):
+    # The schema says what every model served here takes, one part; more is refused (400)
+    # saying why: each embeds a text or an image alone.
     content: list[Annotated[TextPart | ImagePart, Field(discriminator="type")]] = Field(
         min_length=1,
-        description="The input's parts. A model that embeds texts and images each alone (CLIP, SigLIP) takes one "
-        "part per input: a text, or an image.",
+        description="The input's part: a text, or an image (the models served here embed each alone).",
+        json_schema_extra={"maxItems": 1},
     )
 
 
 class CohereEmbedRequest(Body):
+    model_config = ConfigDict(json_schema_extra=_ONE_OF_THEM)
+
     model: CohereModel  # type: ignore[valid-type]
     input_type: EmbedInputType = Field(
         description="What the inputs are: 'search_query' and 'search_document' give texts the model's query or "
         "document prompt (and route); 'classification' and 'clustering' the model's prompt of that name where it "
         "has one; 'image' none. Images take no prompt."
     )
+    # An empty list is refused (422) as the schema says, not read as absent.
     texts: list[str] | None = Field(
-        None, description="Texts to embed.", json_schema_extra=_listed("max_texts_per_request", minItems=1)
+        None, min_length=1, description="Texts to embed.", json_schema_extra=_listed("max_texts_per_request")
     )
     images: list[str] | None = Field(
         None,
+        min_length=1,
         description="Images to embed (CLIP and multimodal models): data:image/...;base64 URIs, or http(s) URLs.",
-        json_schema_extra=_listed("max_images_per_request", minItems=1),
+        json_schema_extra=_listed("max_images_per_request"),
     )
     inputs: list[EmbedInput] | None = Field(
-        None, description="Inputs of content parts: a text or an image each.",
-        json_schema_extra=_listed("max_texts_per_request", minItems=1),
+        None,
+        min_length=1,
+        description="Inputs of content parts: a text or an image each (images among them: at most "
+        "max_images_per_request, 413 past it).",
+        json_schema_extra=_listed("max_texts_per_request"),
     )
     max_tokens: Count | None = Field(
         None,
@@ -83,12 +101,15 @@ class CohereEmbedRequest(Body):
         description="The types to return (default ['float']): 'int8'/'uint8' on ranges calibrated once per model "
         "(texts only), 'binary'/'ubinary' packed eight dimensions to a value, 'base64' the float32 bytes.",
     )
-    truncate: Literal["NONE", "START", "END"] = Field(
+    # Cohere's START is read, and refused (400) saying why; the schema lists what is served.
+    truncate: Annotated[
+        Literal["NONE", "START", "END"], WithJsonSchema({"type": "string", "enum": ["NONE", "END"]})
+    ] = Field(
         "END",
         description="'END' cuts a text past the model's max length at its end, as the model's tokenizer does; "
-        "'NONE' refuses it; 'START' is refused (the gateway cuts ends only).",
+        "'NONE' refuses it (400). Cohere's 'START' is not served: the gateway cuts ends only.",
     )
-    priority: int | None = Field(None, ge=0, description="Accepted; every request is scheduled alike.")
+    priority: Priority | None = Field(None, description="Accepted; every request is scheduled alike.")
 
 
 class CohereEmbeddings(BaseModel):
@@ -126,7 +147,11 @@ class CohereEmbedResponse(BaseModel):
 
 
 class CohereRerankRequest(Body):
-    model: CohereModel  # type: ignore[valid-type]
+    model: name_of(  # type: ignore[valid-type]
+        patterns.OPENAI_MODEL,
+        "A loaded cross-encoder (one label), or a multi-vector model (scored by MaxSim).",
+        "cross-encoder/ms-marco-MiniLM-L6-v2",
+    )
     query: str = Field(max_length=MAX_DOCUMENT_CHARS, examples=["What is the capital of France?"])
     documents: list[Annotated[str, Field(max_length=MAX_DOCUMENT_CHARS)]] = Field(
         description="The documents to score against the query.",
@@ -136,7 +161,7 @@ class CohereRerankRequest(Body):
     max_tokens_per_doc: Count | None = Field(
         None, description="At least the model's max_seq_length (a pair is cut at that); a smaller value is refused."
     )
-    priority: int | None = Field(None, ge=0, description="Accepted; every request is scheduled alike.")
+    priority: Priority | None = Field(None, description="Accepted; every request is scheduled alike.")
 
 
 class CohereRerankResult(BaseModel):

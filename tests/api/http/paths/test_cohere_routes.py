@@ -98,6 +98,10 @@ def test_what_cannot_be_served_as_asked_is_refused(client, multimodal, body, cod
     assert multimodal.embeddings.calls == [] and multimodal.embeddings.image_calls == []
 
 
+def test_a_whole_float_priority_is_an_integer(client, multimodal):
+    assert embed(client, texts=["a"], priority=7.0).status_code == 200
+
+
 def test_images_for_a_model_without_them_are_refused_saying_where_to_go(client):
     response = client.post("/v2/embed", json={"model": "org/loaded", "input_type": "image",
                                               "images": ["data:image/png;base64,AAAA"]})
@@ -105,7 +109,8 @@ def test_images_for_a_model_without_them_are_refused_saying_where_to_go(client):
 
 
 @pytest.mark.parametrize("body", [{"texts": ["a"], "embedding_types": ["float16"]}, {"texts": ["a"], "extra": 1},
-                                  {"texts": "a"}])
+                                  {"texts": "a"}, {"texts": [], "images": ["data:image/png;base64,AAAA"]},
+                                  {"texts": ["a"], "priority": 7.5}, {"texts": ["a"], "priority": -1}])
 def test_bodies_outside_cohere_shape_are_422(client, multimodal, body):
     assert_error(embed(client, **body), 422, "invalid_request")
 
