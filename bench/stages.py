@@ -29,10 +29,14 @@ from embedgate.bench import processes
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tokenizing", ("contract/preprocess/", "tokenizers/")),
     ("answer", ("api/http/responses.py", "orjson", "api/endpoints/vectors.py", "starlette/responses.py")),
-    ("triton call", ("api/triton/", "grpc/", "google/protobuf/", "tritonclient/", "api/compute/backend/")),
+    ("triton call", ("api/triton/", "grpc/", "grpclib/", "h2/", "hpack/", "google/protobuf/", "tritonclient/",
+                     "api/compute/backend/")),
+    ("thread handoff", ("api/compute/scheduling/threads.py",)),
     ("stub: model", ("onnxruntime/", "torch_graphs.py")),
-    ("stub: batch layout", ("batch_layout.py",)),
-    ("stub: exchange", ("triton_python_backend_utils", "/1/model.py", "python_backend/model.py", "c_python_backend")),
+    # Taking batches from Triton and sending the answers back (the stub's own Python around them).
+    ("stub: exchange", ("PartThreads._work", "TritonPythonModel.execute", "triton_python_backend_utils",
+                        "c_python_backend")),
+    ("stub: batch layout", ("batch_layout.py", "/1/model.py", "python_backend/model.py")),
     ("batching and plan", ("api/compute/",)),
     ("endpoint", ("api/endpoints/envelope.py", "api/endpoints/embed.py", "api/endpoints/rerank.py",
                   "api/endpoints/predict.py", "api/endpoints/tei.py", "api/endpoints/similarity.py")),

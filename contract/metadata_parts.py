@@ -56,18 +56,23 @@ class RouteInfo(BaseModel):
     """One route of a model whose modules differ by task (a ``Router``): the tasks that take
     it (``encode_query``'s "query", ``encode_document``'s "document", and "default" for
     ``encode`` without one), what runs it, and how its texts are tokenized. The first route's
-    files (tokenizer) are the model's own; the others' in ``routes/<index>/``."""
+    files (tokenizer) are the model's own; the others' in ``routes/<index>/``. A model the
+    gateway computes whole (a static embedding model) has one, named "", for every task."""
 
     name: str
     tasks: list[RouteTask]
     # Its Triton model version (the graph in <model>/<version>/); None: computed in the
-    # gateway from its static weights (STATIC_WEIGHTS_FILE, inference-free sparse queries).
+    # gateway from its static weights (STATIC_WEIGHTS_FILE: inference-free sparse queries,
+    # static embedding models).
     version: int | None
     max_seq_length: int
     do_lower_case: bool = False
     strip_whitespace: bool = False
-    # False where the route tokenizes without the model's special tokens (SparseStaticEmbedding).
+    # False where the route tokenizes without the model's special tokens (static weights).
     add_special_tokens: bool = True
+    # Computed in the gateway: its vectors scaled to unit length after the static weights
+    # (a Normalize module after a StaticEmbedding).
+    normalized: bool = False
     parity: ParityResult
 
 

@@ -47,6 +47,10 @@ TORCH_FILE = "model.pt"
 # Tensor names of every text model we publish.
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
+# In the attention mask of a model whose pooling leaves a prompt's tokens out
+# (include_prompt=False): a prompt's token, attended to like any other but not pooled
+# (contract/preprocess/prompted.py marks them; the exported graph pools the others, 1).
+PROMPT_TOKEN = 2
 # A cross-encoder's pair: 0 for the first text's tokens, 1 for the second's (BERT-style models).
 TOKEN_TYPE_IDS = "token_type_ids"
 EMBEDDING = "embedding"
@@ -68,7 +72,8 @@ TOKEN_EMBEDDINGS = "token_embeddings"
 # Where a route's files are, other than the first route's (beside the model's, as ever):
 # <model>/routes/<index>/ (its tokenizer; static weights, for a route computed in the gateway).
 ROUTES_DIR = "routes"
-# A route computed in the gateway: a weight per vocabulary token (numpy .npy, float32).
+# A route computed in the gateway (numpy .npy, float32): a weight per vocabulary token
+# (SparseStaticEmbedding), or a vector per vocabulary token (StaticEmbedding, [vocabulary, dim]).
 STATIC_WEIGHTS_FILE = "weights.npy"
 # The image tower of a CLIP model takes uint8 pixels [batch, height, width, 3] (RGB).
 PIXELS = "pixels"
@@ -262,13 +267,20 @@ class ModelMetadata(BaseModel):
     # "clip"), beside the other kinds' keys, null. None: a kind with no record, or a model
     # converted before its kind recorded one.
     record: SerializeAsAny[KindRecord] | None = None
-    # A model whose modules differ by task (a Router): each route, the default one first.
-    # None: one route for every task (the model's module stack).
+    # A model whose modules differ by task (a Router): each route, the default one first; a
+    # model the gateway computes whole (static embeddings): its one route. None: one route
+    # for every task, the model's module stack in Triton.
     routes: list[RouteInfo] | None = None
     # GPU instances: the TorchScript graph they run (None: CPU instances only).
     gpu: GpuInfo | None = None
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
     calibration: Calibration | None = None
+
+    @property
+    def gateway_only(self) -> bool:
+        """Whether the gateway computes every route (a static embedding model): no Triton
+        model then, and no config.pbtxt in the repository."""
+        return bool(self.routes) and all(route.version is None for route in self.routes)
 
     def record_of(self, record_class: type[Record]) -> Record | None:
         """The model's record, where it is a ``record_class`` (None for a model of another

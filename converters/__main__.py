@@ -78,9 +78,13 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
         metadata = converter.convert([stage.path for stage in stages])
         # A hub model the load just downloaded had no files to fingerprint before it.
         metadata.made_from = source if source.fingerprint is not None else _made_from(spec)
-        step("writing config" if len(stages) == 1 else "writing configs")
-        for stage, config in zip(stages, converter.configs(metadata), strict=True):
-            _write_model_files(stage.path, render(config), spec)
+        configs = converter.configs(metadata)
+        if configs:
+            step("writing config" if len(stages) == 1 else "writing configs")
+            for stage, config in zip(stages, configs, strict=True):
+                _write_model_files(stage.path, render(config), spec)
+        else:
+            step("no Triton model: the gateway computes it from its static weights")
         metadata.conversion_seconds = round(step.elapsed(), 2)
         for stage in stages:
             (stage.path / METADATA_FILE).write_text(metadata.model_dump_json(indent=2) + "\n", encoding="utf-8")

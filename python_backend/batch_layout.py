@@ -83,13 +83,16 @@ def pack_rows(lengths, width):
     the rows about equally full, which suits a few texts, whose first-fit rows may end
     ragged; ``PACK_ROW_COUNTS`` row counts are tried, from the fewest that fit.
     """
+    # Python ints, not numpy's: the loops below touch every text several times, and a
+    # numpy scalar costs several times an int (this runs in the stub for every batch).
     lengths = np.asarray(lengths)
-    order = np.argsort(-lengths, kind="stable")
-    best, fullest = _first_fit(lengths, order, width)
+    order = np.argsort(-lengths, kind="stable").tolist()
+    sizes = lengths.tolist()
+    best, fullest = _first_fit(sizes, order, width)
     best_slots = len(best) * fullest
-    count, tried = max(1, -(-int(lengths.sum()) // width)), 0
-    while tried < PACK_ROW_COUNTS and count <= len(lengths) and count * int(lengths[order[0]]) < best_slots:
-        rows, fullest = _balanced(lengths, order, count)
+    count, tried = max(1, -(-sum(sizes) // width)), 0
+    while tried < PACK_ROW_COUNTS and count <= len(sizes) and count * sizes[order[0]] < best_slots:
+        rows, fullest = _balanced(sizes, order, count)
         count += 1
         if fullest > width:
             continue
@@ -103,14 +106,14 @@ def _first_fit(lengths, order, width):
     """Rows by first fit decreasing, and the tokens of the fullest."""
     rows, room = [], []
     for text in order:
-        length = int(lengths[text])
+        length = lengths[text]
         for row, free in enumerate(room):
             if length <= free:
-                rows[row].append(int(text))
+                rows[row].append(text)
                 room[row] -= length
                 break
         else:
-            rows.append([int(text)])
+            rows.append([text])
             room.append(width - length)
     return rows, width - min(room)
 
@@ -121,9 +124,9 @@ def _balanced(lengths, order, count):
     rows = [[] for _ in range(count)]
     heap = [(0, row) for row in range(count)]
     for text in order:
-        tokens, row = heapq.heappop(heap)
-        rows[row].append(int(text))
-        heapq.heappush(heap, (tokens + int(lengths[text]), row))
+        tokens, row = heap[0]
+        rows[row].append(text)
+        heapq.heapreplace(heap, (tokens + lengths[text], row))
     return [row for row in rows if row], max(tokens for tokens, _ in heap)
 
 

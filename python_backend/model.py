@@ -263,31 +263,16 @@ class TritonPythonModel:
         row order."""
         ids = feeds["input_ids"]
         rows = pack_rows(lengths, self.pack_width)
-        fullest = max(int(lengths[row].sum()) for row in rows)
-        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, fullest)))
+        sizes = lengths.tolist()
+        row_tokens = [sum(sizes[text] for text in row) for row in rows]
+        runs = -(-len(rows) // max(1, PACKED_RUN_TOKENS // max(1, max(row_tokens))))
         per_run = -(-len(rows) // runs)  # runs of about the same size
         results = None
         for first in range(0, len(rows), per_run):
             run_rows = rows[first : first + per_run]
-            texts = [text for row in run_rows for text in row]
-            width = max(int(lengths[row].sum()) for row in run_rows)
-            input_ids = np.zeros((len(run_rows), width), dtype=np.int64)
-            position_ids = np.zeros_like(input_ids)
-            segment_ids = np.zeros_like(input_ids)
-            # Past the last token: the packed graph's zero row, for texts shorter than the longest.
-            padding = len(run_rows) * width
-            token_index = np.full((len(texts), int(lengths[texts].max())), padding, dtype=np.int64)
-            out_row = 0
-            for row, row_texts in enumerate(run_rows):
-                start = 0
-                for segment, text in enumerate(row_texts, start=1):
-                    n = int(lengths[text])
-                    input_ids[row, start : start + n] = ids[text, :n]
-                    position_ids[row, start : start + n] = np.arange(n)
-                    segment_ids[row, start : start + n] = segment
-                    token_index[out_row, :n] = np.arange(row * width + start, row * width + start + n)
-                    start += n
-                    out_row += 1
+            texts = np.array([text for row in run_rows for text in row], dtype=np.int64)
+            width = max(row_tokens[first : first + per_run])
+            input_ids, position_ids, segment_ids, token_index = _packed_feeds(ids, lengths, run_rows, texts, width)
             outputs = self.session.run(
                 self.outputs,
                 {"input_ids": input_ids, "position_ids": position_ids, "segment_ids": segment_ids, "token_index": token_index},
@@ -371,3 +356,33 @@ def _report_memory(model, instance, graph):
 
 def _error_response(message):
     return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
+
+
+def _packed_feeds(ids, lengths, run_rows, texts, width):
+    """The packed graph's inputs for ``run_rows`` (each row's texts end to end, the fullest
+    ``width`` tokens), built with
+    array operations (per text in Python it was the stub's largest cost after the model):
+    each token's row and column, its position in its text, its text's segment in the row,
+    and, for each text, where its tokens are in the run (past the last token: the graph's
+    zero row)."""
+    sizes = lengths[texts]
+    counts = [len(row) for row in run_rows]
+    row_of = np.repeat(np.arange(len(run_rows)), counts)
+    # Each text's first column: the tokens of the texts before it in its row.
+    ends = np.cumsum(sizes)
+    row_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    before = ends - sizes
+    start = before - before[row_starts][row_of]
+    segment = np.arange(len(texts)) - row_starts[row_of] + 1
+    token_row = np.repeat(row_of, sizes)
+    position = np.arange(int(ends[-1])) - np.repeat(before, sizes)
+    column = np.repeat(start, sizes) + position
+    input_ids = np.zeros((len(run_rows), width), dtype=np.int64)
+    position_ids = np.zeros_like(input_ids)
+    segment_ids = np.zeros_like(input_ids)
+    input_ids[token_row, column] = ids[np.repeat(texts, sizes), position]
+    position_ids[token_row, column] = position
+    segment_ids[token_row, column] = np.repeat(segment, sizes)
+    token_index = np.full((len(texts), int(sizes.max())), len(run_rows) * width, dtype=np.int64)
+    token_index[np.repeat(np.arange(len(texts)), sizes), position] = token_row * width + column
+    return input_ids, position_ids, segment_ids, token_index

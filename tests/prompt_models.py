@@ -22,3 +22,19 @@ def prompts_model(directory: Path, seed: int = 0) -> Path:
     config["default_prompt_name"] = DEFAULT_PROMPT_NAME
     config_file.write_text(json.dumps(config, indent=2))
     return directory
+
+
+def prompts_left_out_model(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
+    """An INSTRUCTOR-style model: a tiny BERT whose Pooling leaves the prompt's tokens out
+    (``include_prompt=False``), with PROMPTS and DEFAULT_PROMPT_NAME."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    bert_dir = tiny_models.save_bert(directory.parent / f"{directory.name}-bert", seed=seed)
+    transformer = Transformer(str(bert_dir), max_seq_length=tiny_models.MAX_SEQ_LENGTH)
+    pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling, include_prompt=False)
+    SentenceTransformer(
+        modules=[transformer, pool], device="cpu", prompts=dict(PROMPTS), default_prompt_name=DEFAULT_PROMPT_NAME
+    ).save(str(directory))
+    return directory

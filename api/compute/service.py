@@ -21,7 +21,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -37,7 +36,6 @@ from .requests.asks import ENDPOINTS, Ask, Gathered, Output, Plan, TextInput, pr
 from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
 from .requests.served import ServedModel
-from .requests.static import static_vectors
 from .scheduling import spreading
 from .scheduling.admission import admit
 from .scheduling.backlog import Backlogs
@@ -46,6 +44,7 @@ from .scheduling.coalescing import Coalescer
 from .scheduling.concurrency import run_all
 from .scheduling.pacing import MIN_READ_COST, Pace, items_cost
 from .scheduling.rates import KeyRates, Standing
+from .scheduling.threads import OffLoopThreads
 from .tokens import Tokens
 
 log = logging.getLogger("embedgate.embedding")
@@ -66,7 +65,7 @@ def _tokenize(model: ServedModel, route: Route, inputs: list[TextInput], prefix:
 def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBatch, np.ndarray]:
     batch = route.tokenizer.encode(prefixed(prefix, inputs))
     assert route.static is not None
-    return batch, static_vectors(route.static, batch.input_ids, batch.attention_mask)
+    return batch, route.static.vectors(batch.input_ids, batch.attention_mask)
 
 
 class EmbeddingService:
@@ -74,7 +73,7 @@ class EmbeddingService:
         self.settings = settings
         self.batching = BatchingPolicy(settings)
         self.backend = backend
-        self._pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="tokenize")
+        self._pool = OffLoopThreads(settings.tokenizer_threads, "tokenize")
         # Tokenizing in full and decoding (TEI's /tokenize, /decode), in the same pool.
         self.tokens = Tokens(self._pool)
         self.images = ImageLoader(settings)
@@ -89,7 +88,7 @@ class EmbeddingService:
     def close(self) -> None:
         for _, coalescer in self._coalescers.values():
             coalescer.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def charge(self, texts: Sequence[TextInput] = (), images: int = 0) -> Standing | None:
         """The request's inputs, counted for its key and charged to its key's limits (``rates.py``)."""
@@ -201,9 +200,7 @@ class EmbeddingService:
     async def _computed_here(self, route: Route, inputs: list[TextInput], prefix: str) -> Embeddings:
         """A route the gateway computes itself (static weights): in the pool, no backend call."""
         arrived = time.perf_counter()
-        began, (batch, vectors) = await asyncio.get_running_loop().run_in_executor(
-            self._pool, _began_then, _static, route, inputs, prefix
-        )
+        began, (batch, vectors) = await self._pool.run(_began_then, _static, route, inputs, prefix)
         done = time.perf_counter()
         return Embedded(batch, vectors, began, done, done).share(slice(None), arrived)
 
@@ -266,10 +263,7 @@ class EmbeddingService:
     async def _tokenize_and_embed(
         self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embedded:
-        loop = asyncio.get_running_loop()
-        tokenize_began, batch = await loop.run_in_executor(
-            self._pool, _began_then, _tokenize, model, route, inputs, prefix
-        )
+        tokenize_began, batch = await self._pool.run(_began_then, _tokenize, model, route, inputs, prefix)
         tokenized = time.perf_counter()
         limit = model.metadata.max_batch_size
         if len(inputs) <= limit:

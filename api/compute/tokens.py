@@ -10,8 +10,6 @@ work runs in the tokenizer pool, off the event loop.
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from embedgate.contract.preprocess.text import TextTokenizer
@@ -20,6 +18,7 @@ from ..errors import WrongModelKind
 from .requests.asks import Served
 from .requests.prompts import PromptChoice, prompt_for
 from .requests.routes import route_for
+from .scheduling.threads import OffLoopThreads
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Token:
 
 
 class Tokens:
-    def __init__(self, pool: Executor):
+    def __init__(self, pool: OffLoopThreads):
         self._pool = pool
 
     async def tokenize(
@@ -44,16 +43,12 @@ class Tokens:
         prefix = prompt_for(model.name, model.metadata, prompt)
         tokenizer = _text_tokenizer(model, route.tokenizer)
         prompted = [prefix + text for text in texts]
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, tokenized, tokenizer, prompted, add_special_tokens
-        )
+        return await self._pool.run(tokenized, tokenizer, prompted, add_special_tokens)
 
     async def decode(self, model: Served, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
         tokenizer = _text_tokenizer(model, route_for(model.routes, None, model.name).tokenizer)
         whole = tokenizer.whole()
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, lambda: whole.decode_batch(ids, skip_special_tokens=skip_special_tokens)
-        )
+        return await self._pool.run(lambda: whole.decode_batch(ids, skip_special_tokens=skip_special_tokens))
 
 
 def _text_tokenizer(model: Served, tokenizer: object) -> TextTokenizer:

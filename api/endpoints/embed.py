@@ -16,7 +16,7 @@ from ..compute.requests.quantize import PRECISIONS, Precision
 from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
 from ..errors import InvalidInput, InvalidOption, TooManyInputs
-from .envelope import Call, Endpoint, Measure
+from .envelope import Answer, Call, Endpoint, Measure
 from .schemas.native import InferRequest
 from .schemas.openai import EmbeddingsRequest
 from .schemas.tei import TeiEmbedAllRequest, TeiEmbedRequest, TeiEmbedSparseRequest, non_empty
@@ -91,8 +91,7 @@ class Infer(Endpoint[InferRequest]):
                 headers.update(inference_headers(call.model.name, result, total_ms))
         return headers
 
-    async def __call__(self, body: InferRequest, timeout_s: float, model: ServedModel | None = None):
-        answer = await super().__call__(body, timeout_s, model)
+    def finished(self, answer: Answer) -> Answer:
         answer.body["processingTimeMs"] = round(answer.total_ms, 3)
         return answer
 

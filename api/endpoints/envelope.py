@@ -71,6 +71,15 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A request checked and planned, not yet charged nor admitted (when it arrived: ``started``)."""
+
+    call: Call
+    plans: list[Plan]
+    started: float
+
+
+@dataclass(frozen=True)
 class Measure:
     """What planning a batch needs of a line's body: its model, how many texts it sends,
     and the length (characters) of its longest."""
@@ -114,19 +123,31 @@ class Endpoint(Generic[Body]):
         return inference_headers(call.model.name, results[0], total_ms)
 
     async def __call__(self, body: Body, timeout_s: float, model: ServedModel | None = None) -> Answer:
+        return await self.execute(self.prepare(body, model), timeout_s)
+
+    def prepare(self, body: Body, model: ServedModel | None = None) -> Prepared:
+        """The request checked and planned, or the domain error that refuses it: nothing is
+        charged or admitted yet (so a caller may still hand the request to another path)."""
         started = time.perf_counter()
         call = self.check(body, model)
-        service = self.service
         # Everything the model's kind refuses is refused before the key is charged.
-        plans = [service.plan(call.model, ask, self.elsewhere) for ask in call.asks]
+        return Prepared(call, [self.service.plan(call.model, ask, self.elsewhere) for ask in call.asks], started)
+
+    async def execute(self, prepared: Prepared, timeout_s: float) -> Answer:
+        """The prepared request charged to its key, admitted, run and answered."""
+        call, service = prepared.call, self.service
         standing = service.charge(call.charged, call.images)
         with service.admit(call.model):
-            runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in plans]
-            results = await run_all(runs) if len(runs) > 1 else [await runs[0]]
-        total_ms = (time.perf_counter() - started) * 1000
+            runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in prepared.plans]
+            results = await run_all(runs)
+        total_ms = (time.perf_counter() - prepared.started) * 1000
         payload = self.respond(call, results)
         headers = {**self.headers(call, results, total_ms), **rate_limit_headers(standing)}
-        return Answer(payload, headers, sum(sum(result.token_counts) for result in results), total_ms)
+        return self.finished(Answer(payload, headers, sum(sum(result.token_counts) for result in results), total_ms))
+
+    def finished(self, answer: Answer) -> Answer:
+        """The answer as it leaves (an endpoint may add what only the whole request knows)."""
+        return answer
 
     # --- a batch job's lines (they name ``/v1/`` URLs: errors in OpenAI's shape)
     body_type: ClassVar[type[BaseModel]]

@@ -13,8 +13,9 @@ from ..gateway import Cluster, Gateway
 from ..settings import Settings
 from ..telemetry import MetricsMiddleware
 from . import openapi
-from .auth import KeyRing, key_guard
+from .auth import KeyRing, key_guard, require_api_key
 from .errors import install_error_handlers
+from .fast_lane import FastLane
 from .middleware import CancelOnDisconnect, RequestLimits
 from .openapi import openai_errors, tei_errors
 from .paths import batches, cohere, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
@@ -74,6 +75,9 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     for router in (tei.router, tei.named_router):
         app.include_router(router, **key_guard(settings, documented=tei_errors))
     app.include_router(models.router, **key_guard(settings, admin=True))
+    # Innermost: inside the body limits and the cancelling of a request whose client left.
+    # The lane's routes are all included with the API key check (key_guard).
+    app.add_middleware(FastLane, routes=lambda: app.routes, checks=(require_api_key,))
     app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS, prefixes=INFERENCE_PREFIXES)
     app.add_middleware(
         RequestLimits,

@@ -80,13 +80,22 @@ def _methods_of(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def domain_error_response(path: str, exc: EmbedgateError) -> JSONResponse:
+    """A domain error's answer: its status, headers and code, in the shape of ``path``'s API."""
+    return error_response_for(path, status_of(exc), exc.code, exc.message, headers_of(exc), getattr(exc, "param", None))
+
+
+def unexpected_error_response(method: str, path: str, exc: Exception) -> JSONResponse:
+    """An internal error's answer: logged with its traceback, answered with a request id only."""
+    request_id = uuid.uuid4().hex[:12]
+    log.error("unhandled error on %s %s [%s]", method, path, request_id, exc_info=exc)
+    return error_response_for(path, 500, "internal_error", f"internal error (request id {request_id})")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EmbedgateError)
     async def _domain_error(request: Request, exc: EmbedgateError) -> JSONResponse:
-        param = getattr(exc, "param", None)
-        return error_response_for(
-            request.scope["path"], status_of(exc), exc.code, exc.message, headers_of(exc), param
-        )
+        return domain_error_response(request.scope["path"], exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -110,7 +119,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        request_id = uuid.uuid4().hex[:12]
-        log.exception("unhandled error on %s %s [%s]", request.method, request.url.path, request_id)
-        message = f"internal error (request id {request_id})"
-        return error_response_for(request.scope["path"], 500, "internal_error", message)
+        return unexpected_error_response(request.method, request.url.path, exc)

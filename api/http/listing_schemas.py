@@ -23,7 +23,10 @@ class RouteListing(BaseModel):
 class _ModelInfo(BaseModel):
     model_name: str
     triton_name: str
-    triton_parts: list[str] = Field(description="The Triton models it is made of (CLIP: text and image towers).")
+    triton_parts: list[str] = Field(
+        description="The Triton models it is made of (CLIP: text and image towers; none for a static embedding "
+        "model, which the gateway computes)."
+    )
     kind: ModelKindName = Field(description=KIND_DESCRIPTION)
     embedding_dim: int
     max_seq_length: int
@@ -59,8 +62,9 @@ class _ModelInfo(BaseModel):
     prompts_refused: str | None = Field(None, description="Why requests may not use a prompt with this model, if so.")
     routes: list[RouteListing] | None = Field(
         None,
-        description="A model whose modules differ by task (a Router): each route and the tasks that take it "
-        "('default': a request that names none); where it runs ('triton', or 'gateway' for static weights).",
+        description="A model whose modules differ by task (a Router), or a static embedding model (one route, "
+        "named ''): each route and the tasks that take it ('default': a request that names none); where it runs "
+        "('triton', or 'gateway' for static weights).",
     )
 
 

@@ -250,7 +250,7 @@ class ModelRegistry:
             raise
         # New routes, so new serials: the response cache never answers from the old copy's rows.
         self._served[name] = model
-        log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names))
+        log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names) or "none: the gateway computes it")
         await self._changed()
         return model
 

@@ -55,9 +55,7 @@ def alive(pid: int) -> bool:
 def stubs_of(triton_pid: int) -> list[Stub]:
     """The Python-backend stubs this tritonserver started, running now."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in _children(triton_pid):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
                 argv = cmdline.read().split(b"\0")
@@ -71,6 +69,26 @@ def stubs_of(triton_pid: int) -> list[Stub]:
         if int(fields[1]) == triton_pid:
             found.append(Stub(int(entry), argv, int(fields[11]) + int(fields[12])))
     return found
+
+
+def _children(pid: int) -> list[str]:
+    """The processes ``pid`` started: its threads' ``children`` files (read twice a second
+    while Triton serves, so not a scan of every process on the host), or, where the
+    kernel has no such files, every process (the caller checks the parent)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[str] = []
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as listed:
+                children += listed.read().decode().split()
+        except FileNotFoundError:
+            return [entry for entry in os.listdir("/proc") if entry.isdigit()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return children
 
 
 def running(triton_pid: int) -> set[tuple[str, str]]:

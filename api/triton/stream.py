@@ -1,10 +1,15 @@
 """Inference over one long-lived gRPC stream to Triton (``ModelStreamInfer``).
 
-CPU models are decoupled (``python_backend_model.py``: one instance runs several batches
+CPU models are decoupled (``python_backend/model.py``: one instance runs several batches
 at once and answers each request through its response sender), and Triton's HTTP
 endpoint refuses decoupled models. Its gRPC stream takes any model. One stream carries
 every call, each request tagged with an id of its own; a reader task hands each answer
 to the call that waits for it, so a call costs one message each way, not a new stream.
+
+The stream is grpclib's: HTTP/2 on the event loop's own socket, in Python. grpcio's
+asyncio client runs a poller thread of its own, and every message then crossed between
+threads (and the interpreter lock) twice: measured, the largest part of the gateway's own
+CPU per request.
 
 When the stream ends (Triton stopped or restarted), every call waiting on it fails as a
 lost connection, and the next call opens a new stream.
@@ -13,29 +18,28 @@ lost connection, and the next call opens a new stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Callable
 
-import grpc
 import numpy as np
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from grpclib.client import Channel, Stream
+from grpclib.config import Configuration
+from grpclib.const import Cardinality
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype, triton_to_np_dtype
 
 from ..errors import TritonConnectionLost
 
 log = logging.getLogger("embedgate.triton")
 
-# Requests of many images and answers of many rows exceed gRPC's 4 MB default.
-_MESSAGE_LIMIT = 2**31 - 1
-_CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", _MESSAGE_LIMIT),
-    ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
-    # A channel of its own to Triton: gRPC shares connections between channels to one
-    # address, and a shared one that failed waits out its reconnect backoff first.
-    ("grpc.use_local_subchannel_pool", 1),
-]
+STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+# HTTP/2 windows: requests of many images and answers of many rows are megabytes.
+_WINDOW = 16 * 1024 * 1024
+_CONFIG = Configuration(http2_connection_window_size=_WINDOW, http2_stream_window_size=_WINDOW)
 
 
 def infer_request(
@@ -72,14 +76,16 @@ PRIMER_ID = "primer"
 class _Stream:
     """One open ``ModelStreamInfer`` call: what it still owes, its writer and its reader."""
 
-    def __init__(self, stub: service_pb2_grpc.GRPCInferenceServiceStub):
+    def __init__(self, channel: Channel):
         self.outbox: asyncio.Queue = asyncio.Queue()
         self.waiting: dict[str, asyncio.Future] = {}
         # Request id -> (its model, when it was sent): what ``abandon`` looks at.
         self.sent: dict[str, tuple[str, float]] = {}
-        self.call = stub.ModelStreamInfer()
-        self.writer = asyncio.create_task(self._write(), name="triton-stream-writer")
-        self.reader = asyncio.create_task(self._read(), name="triton-stream-reader")
+        self.call: Stream = channel.request(
+            STREAM_METHOD, Cardinality.STREAM_STREAM, service_pb2.ModelInferRequest,
+            service_pb2.ModelStreamInferResponse,
+        )
+        self.reader = asyncio.create_task(self._run(), name="triton-stream")
         # Triton holds on to the model of a stream's first request (an unload of it then
         # waits 30 s and more): the first request names no model, and its error answer is
         # dropped (no caller waits for its id).
@@ -89,34 +95,41 @@ class _Stream:
     def open(self) -> bool:
         return not self.reader.done()
 
-    async def _write(self) -> None:
-        try:
+    async def _write(self, stream: Stream) -> None:
+        with contextlib.suppress(GRPCError, StreamTerminatedError, ConnectionError, OSError):
             while (request := await self.outbox.get()) is not None:
-                await self.call.write(request)
-            await self.call.done_writing()
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            pass  # the stream broke: the reader fails what waits on it
+                await stream.send_message(request)
+            await stream.end()
+        # (a write that fails ends the stream: the reader fails what waits on it)
 
-    async def _read(self) -> None:
+    async def _run(self) -> None:
         reason = "the inference server closed the stream"
         try:
-            async for message in self.call:
-                answer = self.waiting.pop(message.infer_response.id, None)
-                self.sent.pop(message.infer_response.id, None)
-                if answer is None or answer.done():
-                    continue  # its caller gave up (deadline, cancelled)
-                if message.error_message:
-                    answer.set_exception(InferenceServerException(message.error_message))
-                else:
-                    answer.set_result(message.infer_response)
-        except grpc.aio.AioRpcError as exc:
-            reason = f"the stream to the inference server broke ({exc.code().name})"
+            async with self.call as stream:
+                await stream.send_request()
+                writer = asyncio.create_task(self._write(stream), name="triton-stream-writer")
+                try:
+                    while (message := await stream.recv_message()) is not None:
+                        self._deliver(message)
+                finally:
+                    writer.cancel()
+        except (GRPCError, StreamTerminatedError, ConnectionError, OSError) as exc:
+            reason = f"the stream to the inference server broke ({type(exc).__name__})"
         except asyncio.CancelledError:
             reason = "the stream was closed"
             raise
         finally:
-            self.writer.cancel()
             self._fail_waiting(reason)
+
+    def _deliver(self, message) -> None:
+        answer = self.waiting.pop(message.infer_response.id, None)
+        self.sent.pop(message.infer_response.id, None)
+        if answer is None or answer.done():
+            return  # its caller gave up (deadline, cancelled)
+        if message.error_message:
+            answer.set_exception(InferenceServerException(message.error_message))
+        else:
+            answer.set_result(message.infer_response)
 
     def _fail_waiting(self, reason: str) -> None:
         waiting, self.waiting = self.waiting, {}
@@ -147,10 +160,8 @@ class _Stream:
         return len(gone)
 
     async def close(self) -> None:
-        self.call.cancel()
-        for task in (self.writer, self.reader):
-            task.cancel()
-        await asyncio.gather(self.writer, self.reader, return_exceptions=True)
+        self.reader.cancel()
+        await asyncio.gather(self.reader, return_exceptions=True)
 
 
 class InferStream:
@@ -158,7 +169,7 @@ class InferStream:
 
     def __init__(self, address: str):
         self.address = address
-        self._channel: grpc.aio.Channel | None = None
+        self._channel: Channel | None = None
         self._stream: _Stream | None = None
         self._closing: set[asyncio.Task] = set()
         self._ids = itertools.count()
@@ -169,10 +180,10 @@ class InferStream:
         the new one."""
         if self._stream is None or not self._stream.open:
             old = (self._stream, self._channel)
-            # A new channel too: the old one waits out a reconnect backoff, and a Triton
-            # that is back should be reached at once.
-            self._channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-            self._stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(self._channel))
+            # A new channel too: a Triton that is back should be reached on a new connection.
+            host, _, port = self.address.rpartition(":")
+            self._channel = Channel(host, int(port), config=_CONFIG)
+            self._stream = _Stream(self._channel)
             if old[0] is not None:
                 closing = asyncio.create_task(self._close(*old), name="triton-stream-close")
                 self._closing.add(closing)
@@ -180,11 +191,11 @@ class InferStream:
         return self._stream
 
     @staticmethod
-    async def _close(stream: _Stream | None, channel: grpc.aio.Channel | None) -> None:
+    async def _close(stream: _Stream | None, channel: Channel | None) -> None:
         if stream is not None:
             await stream.close()
         if channel is not None:
-            await channel.close()
+            channel.close()
 
     async def infer(self, request):
         """Send ``request`` (a ``ModelInferRequest``) and return Triton's ``ModelInferResponse``.

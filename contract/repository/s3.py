@@ -5,11 +5,14 @@ S3 has no rename, so a model cannot appear atomically. What makes a model loadab
 ``metadata.json`` (what makes the gateway list it), and removed first on delete: a model
 that is half uploaded or half deleted is never loaded. The config is written with
 ``If-None-Match: *``, so of two conversions publishing one name at once exactly one wins.
-A publish that fails removes what it uploaded.
+A model the gateway computes whole (static embeddings) has no config: its
+``metadata.json``, last, is what completes it, written so. A publish that fails removes
+what it uploaded.
 
 A model is staged in a local directory (the repository's cache), checked there, then
-uploaded. The gateway keeps its copies of metadata and tokenizers in the same cache;
-the weights are only ever downloaded by Triton itself.
+uploaded. The gateway keeps its copies of metadata and tokenizers in the same cache; the
+weights are only ever downloaded by Triton itself, but for a static embedding model's
+vectors, which the gateway computes with.
 
 Credentials come from boto3's usual sources (the AWS_* environment variables first),
 never from the URL (:mod:`.s3_client`).
@@ -33,7 +36,7 @@ from embedgate.contract.repository.location import S3Location
 from embedgate.contract.repository.publish import STAGING_DIR
 from embedgate.contract.repository.s3_client import make_client
 from embedgate.contract.repository.s3_staging import S3Staging, exists_message, upload_order
-from embedgate.contract.spec import METADATA_FILE, ROUTES_DIR, TOKENIZER_DIR, ModelMetadata
+from embedgate.contract.spec import METADATA_FILE, ROUTES_DIR, STATIC_WEIGHTS_FILE, TOKENIZER_DIR, ModelMetadata
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects' limit
@@ -75,7 +78,8 @@ class S3Repository(ModelRepository):
             for relative in files:
                 key = self.s3.key(name, relative)
                 uploaded.append(key)
-                if relative == CONFIG_FILE:
+                # The last file completes the model: config.pbtxt, or a gateway-only model's metadata.json.
+                if relative == files[-1] and relative in (CONFIG_FILE, METADATA_FILE):
                     self._put_exclusive(key, (staged / relative).read_bytes(), name)
                 else:
                     self._call(self._client.upload_file, str(staged / relative), self.s3.bucket, key)
@@ -141,8 +145,12 @@ class S3Repository(ModelRepository):
             home.mkdir(parents=True, exist_ok=True)
             fresh = home / f".fetch-{secrets.token_hex(6)}"
             try:
-                # What the gateway serves the model with: its tokenizer, its other routes' files.
-                self._download(self._keys(name, TOKENIZER_DIR) + self._keys(name, ROUTES_DIR), name, fresh)
+                # What the gateway serves the model with: its tokenizer, its other routes' files,
+                # and a model it computes whole, its static weights.
+                keys = self._keys(name, TOKENIZER_DIR) + self._keys(name, ROUTES_DIR)
+                if _gateway_only(body):
+                    keys.append(self.s3.key(name, STATIC_WEIGHTS_FILE))
+                self._download(keys, name, fresh)
                 (fresh / METADATA_FILE).write_bytes(body)
                 try:
                     os.rename(fresh, copy)
@@ -174,8 +182,14 @@ class S3Repository(ModelRepository):
                 if own.fullmatch(leftover.name):
                     shutil.rmtree(leftover, ignore_errors=True)
         keys = self._keys(name)
-        if keys and self.s3.key(name, CONFIG_FILE) not in keys:
+        if keys and self.s3.key(name, CONFIG_FILE) not in keys and not self._gateway_only_model(name, keys):
             self._delete_keys(keys)
+
+    def _gateway_only_model(self, name: str, keys: list[str]) -> bool:
+        """A published model with no config.pbtxt: one the gateway computes whole, whose
+        metadata.json, uploaded last, is what completes it."""
+        body = self._get(self.s3.key(name, METADATA_FILE)) if self.s3.key(name, METADATA_FILE) in keys else None
+        return body is not None and _gateway_only(body)
 
     # --- the manifest: a small object beside the models
     def read_manifest(self) -> list[str]:
@@ -253,6 +267,13 @@ class S3Repository(ModelRepository):
 
 def _relative(key: str, directory: str) -> str:
     return key[len(directory):]
+
+
+def _gateway_only(metadata: bytes) -> bool:
+    try:
+        return ModelMetadata.model_validate_json(metadata).gateway_only
+    except ValueError:
+        return False
 
 
 def _code(error: ClientError) -> str:

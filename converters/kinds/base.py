@@ -40,4 +40,5 @@ class KindConverter(ABC):
 
     @abstractmethod
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
-        """Each part's config.pbtxt, in the order of :meth:`parts`."""
+        """Each part's config.pbtxt, in the order of :meth:`parts`; none for a model no part
+        of which Triton runs (the gateway computes it from static weights)."""

@@ -54,6 +54,8 @@ class Converted:
     parity: ParityResult
     do_lower_case: bool = False
     add_special_tokens: bool = True
+    # A route the gateway computes: its vectors scaled to unit length after its static weights.
+    normalized: bool = False
     # Kind-specific results (the dense kind's packed graph, GPU graph, calibration...).
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +66,7 @@ class Exported:
     parity sentences (checked to be the model's)."""
 
     onnx_file: Path
+    tokenizer_file: Path
     # What the graph was traced with.
     example: dict
     zero_token_types: bool
@@ -87,6 +90,9 @@ class LibraryKind(KindConverter):
     serves_routes: ClassVar[bool] = False
     # Whether it builds load-time variants ("@optimized", "@int8").
     serves_variants: ClassVar[bool] = False
+    # Whether a model none of whose routes runs a graph is served (the gateway computes it
+    # whole from static weights, with no Triton model).
+    serves_gateway_only: ClassVar[bool] = False
 
     def __init__(self, spec: ConversionSpec, step: Step, source: Source, declared: Declared):
         super().__init__(spec, step)
@@ -119,7 +125,8 @@ class LibraryKind(KindConverter):
             if reason is not None:
                 raise UnsupportedModelError(f"unsupported {self.noun}: {reason}")
         # Before any export: a default prompt the graph cannot apply refuses the conversion.
-        prompts = read_prompts(model, [module for route in found for module in route.modules])
+        modules = [module for route in found for module in route.modules]
+        prompts = read_prompts(model, modules, self.prompt_exclusion_refusal(found))
         return Loaded(model, found, prompts)
 
     def route_refusal(self, route: Route) -> str | None:
@@ -135,6 +142,12 @@ class LibraryKind(KindConverter):
         """Why a module stack cannot be served exactly as this kind, or None."""
         return None
 
+    def prompt_exclusion_refusal(self, routes: list[Route]) -> str | None:
+        """Where a module leaves a prompt's tokens out of pooling (``include_prompt=False``):
+        why this kind cannot serve prompts for these routes (its prompts are then refused),
+        or None where its graph pools around them (``library/prompts.py``)."""
+        return "which embedgate serves for SentenceTransformer models only"
+
     def max_length(self, model, modules: Sequence) -> int:
         """The most tokens a text of this stack keeps."""
         return module_stack.checked_max_length(modules[0].max_seq_length)
@@ -148,7 +161,7 @@ class LibraryKind(KindConverter):
         """Each route converted by ``convert(route, version_dir, files_dir)``: its graph in
         the Triton version ``version_dir`` (None for a route the gateway computes, where
         ``is_static``), its tokenizer (and any files of its own) in ``files_dir``. The
-        routes' metadata, where the model has a Router."""
+        routes' metadata, where the model has a Router or no graph at all."""
         converted: list[Converted] = []
         infos: list[RouteInfo] = []
         version = 0
@@ -170,14 +183,16 @@ class LibraryKind(KindConverter):
                     do_lower_case=result.do_lower_case,
                     strip_whitespace=result.strip_whitespace,
                     add_special_tokens=result.add_special_tokens,
+                    normalized=result.normalized,
                     parity=result.parity,
                 )
             )
-        if version == 0:
+        if version == 0 and not self.serves_gateway_only:
             raise UnsupportedModelError(
                 f"unsupported {self.noun}: none of its routes runs a transformer; embedgate serves models with one"
             )
-        return converted, infos if loaded.routes[0].name else None
+        # A model the gateway computes whole records its one route, which says so.
+        return converted, infos if loaded.routes[0].name or version == 0 else None
 
     def export_route(
         self, model, route: Route, version_dir: Path, files_dir: Path, sentences: list[str], expected_ids,
@@ -195,7 +210,7 @@ class LibraryKind(KindConverter):
         tokenizer_file = self.save_tokenizer(transformer, files_dir, max_length)
         self.step(f"parity check on {len(sentences)} sentences")
         strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
-        return Exported(onnx_file, example, zero_token_types, strip_whitespace, token_ids)
+        return Exported(onnx_file, tokenizer_file, example, zero_token_types, strip_whitespace, token_ids)
 
     def is_static(self, route: Route) -> bool:
         """Whether the gateway computes this route itself (no Triton version)."""

@@ -111,6 +111,13 @@ def stack_graph(
 ):
     import torch
 
+    # A Pooling that leaves a prompt's tokens out (include_prompt=False) reads which they are
+    # from the attention mask: PROMPT_TOKEN marks them (contract/preprocess/prompted.py). The
+    # transformer attends to them as to any token; the Pooling gets the mask of the others.
+    marked = ATTENTION_MASK in input_names and any(
+        getattr(module, "include_prompt", True) is False for module in modules
+    )
+
     class StackGraph(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -118,12 +125,21 @@ def stack_graph(
 
         def forward(self, *inputs):
             features = dict(zip(input_names, inputs))
+            marks = features[ATTENTION_MASK] if marked else None
+            if marks is not None:
+                features[ATTENTION_MASK] = (marks > 0).to(marks.dtype)
             if zero_token_types:
                 # Single-segment input: the segment ids are all zero, built in the graph.
                 features[TOKEN_TYPE_IDS] = torch.zeros_like(features[INPUT_IDS])
             if pad_token_id is not None:
                 features[INPUT_IDS] = padded_with(features[INPUT_IDS], features[ATTENTION_MASK], pad_token_id)
             for module in self.stack:
+                if marks is not None and getattr(module, "include_prompt", True) is False:
+                    attended = features[ATTENTION_MASK]
+                    features[ATTENTION_MASK] = (marks == 1).to(marks.dtype)
+                    features = module(features)
+                    features[ATTENTION_MASK] = attended
+                    continue
                 features = module(features)
             output = features[output_key]
             if after is not None:

@@ -15,9 +15,11 @@ app (fastapi/routing.py:300);__call__ (api/endpoints/envelope.py:120);run (api/c
 _worker (concurrent/futures/thread.py:81);encode (/work/x/contract/preprocess/text.py:50) 12
 render (api/http/responses.py:14) 3
 _read (api/triton/stream.py:97);__aiter__ (grpc/aio/_call.py:300) 5
-execute (/repo/m/1/model.py:200);run (onnxruntime/capi/onnxruntime_inference_collection.py:220) 20
-execute (/repo/m/1/model.py:200);plan_sub_batches (/repo/m/1/batch_layout.py:80) 2
-execute (/repo/m/1/model.py:200) 4
+TritonPythonModel.execute (/repo/m/1/model.py:200);Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:220) 20
+TritonPythonModel.execute (/repo/m/1/model.py:200);plan_sub_batches (/repo/m/1/batch_layout.py:80) 2
+TritonPythonModel.execute (/repo/m/1/model.py:200) 4
+PartThreads._work (/repo/m/1/batch_layout.py:222) 1
+PartThreads._work (/repo/m/1/batch_layout.py:222);TritonPythonModel._run_packed (/repo/m/1/model.py:270) 3
 validate (pydantic/main.py:700) 1
 strange (somewhere/else.py:1) 2
 """
@@ -27,7 +29,7 @@ def test_a_sample_is_the_stage_of_its_innermost_known_frame():
     counted = stages.parse_raw(RAW)
     assert counted == Counter({
         "event loop": 40, "batching and plan": 7, "tokenizing": 12, "answer": 3, "triton call": 5,
-        "stub: model": 20, "stub: batch layout": 2, "stub: exchange": 4, "validation": 1, "other": 2,
+        "stub: model": 20, "stub: batch layout": 5, "stub: exchange": 5, "validation": 1, "other": 2,
     })
 
 

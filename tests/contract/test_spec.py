@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
+from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.kinds.multi_vector import MultiVectorInfo
 from embedgate.contract.kinds.multimodal import MultimodalMetadata
 from embedgate.contract.kinds.sparse import SparseInfo
@@ -59,15 +60,18 @@ def on_disk(kind: str, **changes) -> dict:
         "library_version": "0", "embedding_dim": 3, "max_seq_length": 16, "normalized": False,
         "do_lower_case": False, "strip_whitespace": False, "form": "python", "max_batch_size": 8,
         "dynamic_batching": True, "instance_count": 1, "parity": PARITY, "created_at": "2026-01-01T00:00:00+00:00",
-        "conversion_seconds": 0.0, "clip": None, "variant": None, "packed_parity": None,
+        "conversion_seconds": 0.0, "made_from": None, "clip": None, "dense": None, "variant": None, "packed_parity": None,
         "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
         "cross_encoder": None, "sparse": None, "multi_vector": None, "multimodal": None, "routes": None, "gpu": None,
-        "calibration": None, "made_from": None,
+        "calibration": None,
     }
     if kind in RECORDS:
         key, _, record = RECORDS[kind]
         fields[key] = record
     return {**fields, **changes}
+
+
+DENSE = ("dense", DenseInfo, {"prompt_exclusion": {"special_ids": [0, 2, 3], "parity": PARITY}})
 
 
 @pytest.mark.parametrize("kind", ["sentence_transformer", *RECORDS])
@@ -92,6 +96,16 @@ def test_a_cross_encoder_recorded_before_llm_rerankers_reads_as_one_without_them
                                if key not in ("chat_template", "logit_score")}
     info = ModelMetadata.model_validate(stored).record_of(CrossEncoderInfo)
     assert info.chat_template is None and info.logit_score is None
+
+
+def test_a_sentence_transformer_records_how_it_pools_a_prompt_where_it_leaves_it_out():
+    key, record_class, record = DENSE
+    stored = on_disk("sentence_transformer", **{key: record})
+    metadata = ModelMetadata.model_validate_json(json.dumps(stored))
+    assert metadata.record_of(record_class).prompt_exclusion.special_ids == [0, 2, 3]
+    assert json.loads(metadata.model_dump_json()) == stored
+    # Converted before it recorded one, or pooling every token: none.
+    assert ModelMetadata.model_validate(on_disk("sentence_transformer")).record_of(record_class) is None
 
 
 def test_a_record_is_read_as_its_own_class_or_none():

@@ -93,3 +93,83 @@ def test_the_listings_show_the_prompts(http, loaded):
     assert listed["default_prompt_name"] == "query"
     (model,) = [m for m in http.get("/v1/models").json()["data"] if m["id"] == NAME]
     assert model["prompts"] == listed["prompts"] and model["default_prompt_name"] == "query"
+
+
+# --- a model whose Pooling leaves the prompt's tokens out (include_prompt=False, INSTRUCTOR-style)
+
+LEFT_OUT = "org/tiny-prompts-left-out"
+
+
+@pytest.fixture(scope="module")
+def left_out_reference(tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+
+    directory = prompt_models.prompts_left_out_model(tmp_path_factory.mktemp("left-out") / "model")
+    return SentenceTransformer(str(directory), device="cpu"), directory
+
+
+@pytest.fixture(scope="module")
+def left_out(gateway, left_out_reference):
+    _, directory = left_out_reference
+    with gateway.client(timeout=600) as http:
+        body = {"model_name": LEFT_OUT, "model_path": str(directory)}
+        response = http.post("/load_sentence_transformer_model", json=body)
+        assert response.status_code == 200, response.text
+        yield response.json()
+        assert http.post("/delete_model", json={"model_name": LEFT_OUT}).status_code == 200
+
+
+def uncached(response) -> np.ndarray:
+    assert response.headers["x-cached-inputs"] == "0"
+    return embeddings(response)
+
+
+def test_prompts_left_out_of_pooling_match_encode_by_name_text_default_and_none(http, left_out, left_out_reference):
+    reference, _ = left_out_reference
+    texts = ["a quick model server", "the lazy dog is eating", "stocks fell at the bank", "hello search engine"]
+    asked = [
+        ({"prompt_name": "passage"}, {"prompt_name": "passage"}),
+        ({"prompt": "Represent the document: "}, {"prompt": "Represent the document: "}),
+        ({}, {}),  # the default prompt, "query"
+        ({"prompt": ""}, {"prompt": ""}),  # none at all
+    ]
+    for number, (request, encode) in enumerate(asked):
+        own = [f"{text} {number}" for text in texts]
+        served = uncached(http.post("/infer", json={"model_name": LEFT_OUT, "text": own, **request}))
+        assert cosine_rows(served, reference.encode(own, **encode)).min() >= 0.9999, request
+    # The prompt's tokens are left out, not pooled: encode pooling them gives other vectors.
+    pooled = reference.encode(texts, prompt="search query: ", convert_to_numpy=True)
+    reference[1].include_prompt = True
+    try:
+        assert cosine_rows(pooled, reference.encode(texts, prompt="search query: ")).max() < 0.999
+    finally:
+        reference[1].include_prompt = False
+
+
+def test_prompts_left_out_on_v1_embeddings_and_the_listing(http, left_out, left_out_reference):
+    reference, _ = left_out_reference
+    texts = ["embedding servers batch requests", "a man eats food at the bank"]
+    body = {"model": LEFT_OUT, "input": texts, "input_type": "document", "encoding_format": "float"}
+    served = uncached(http.post("/v1/embeddings", json=body))
+    assert cosine_rows(served, reference.encode(texts, prompt_name="passage")).min() >= 0.9999
+    (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == LEFT_OUT]
+    assert listed["prompts_refused"] is None and listed["default_prompt_name"] == "query"
+
+
+async def test_requests_of_different_prompts_at_once_each_pool_their_own(gateway, left_out, left_out_reference):
+    """Sent together, they may share Triton calls (tests/api/compute/test_service_prompt_marks.py
+    holds that they do, each row with its own prompt's marks)."""
+    import asyncio
+
+    import httpx
+
+    reference, _ = left_out_reference
+    prompts = ["search query: ", "search document: ", "Represent it: ", ""]
+    asked = [(prompts[n % len(prompts)], f"the quick text number {n} of the bank") for n in range(24)]
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as client:
+        answers = await asyncio.gather(*[
+            client.post("/infer", json={"model_name": LEFT_OUT, "text": [text], "prompt": prompt}) for prompt, text in asked
+        ])
+    served = np.concatenate([uncached(answer) for answer in answers])
+    expected = np.concatenate([reference.encode([text], prompt=prompt) for prompt, text in asked])
+    assert cosine_rows(served, expected).min() >= 0.9999

@@ -7,12 +7,10 @@ request with a 400 naming it (``image 2: ...``) and cancels the work on the othe
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -22,6 +20,7 @@ from ...errors import InvalidImage
 from ...settings import Settings
 from ...telemetry.metrics import count_image_fetch_failure
 from ..scheduling.concurrency import run_all
+from ..scheduling.threads import OffLoopThreads
 from .addresses import AddressPolicy
 from .fetch import ImageFetcher
 
@@ -54,10 +53,10 @@ class ImageLoader:
             connect_timeout_s=settings.image_connect_timeout_s,
             max_redirects=settings.image_max_redirects,
         )
-        self._pool = ThreadPoolExecutor(settings.image_threads, thread_name_prefix="images")
+        self._pool = OffLoopThreads(settings.image_threads, "images")
 
     async def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         await self.fetcher.close()
 
     async def load(self, sources: Sequence[str | bytes], preprocessing: AnyImagePreparation) -> np.ndarray:
@@ -68,8 +67,7 @@ class ImageLoader:
         try:
             if isinstance(source, str) and source.partition(":")[0].lower() in ("http", "https"):
                 source = await self.fetcher.fetch(source)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._pool, self._prepare, source, preprocessing)
+            return await self._pool.run(self._prepare, source, preprocessing)
         except ImageRejected as rejected:
             count_image_fetch_failure(rejected.code)
             raise InvalidImage(rejected.code, f"image {index}: {rejected.reason}") from None

@@ -3,10 +3,11 @@
 sentence-transformers encodes with a task: ``encode_query`` "query", ``encode_document``
 "document", ``encode`` none (the default). Where a model's modules differ by task (a
 ``Router``: asymmetric heads, inference-free sparse models), each route is a graph of its
-own (a Triton version of the model) or, for static weights, computed by the gateway; a
-multi-vector model tokenizes and scores each task's texts in its own way. A route has its
-own tokenizer, its own calls to Triton and its own rows in the response cache, so no text
-is ever answered by another route's modules. A model without routes has one, for every task.
+own (a Triton version of the model) or, for static weights, computed by the gateway (a
+static embedding model's one route is); a multi-vector model tokenizes and scores each
+task's texts in its own way. A route has its own tokenizer, its own calls to Triton and its
+own rows in the response cache, so no text is ever answered by another route's modules. A
+model without routes has one, for every task.
 A model that embeds images (a CLIP model's image tower, a multimodal model's image graph)
 has a route that takes images.
 """
@@ -18,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ...errors import UnknownRoute
+from .static import StaticRoute
 
 # The tasks a request may name, and the one that applies when it names none.
 TASKS: tuple[str, ...] = ("query", "document")
@@ -40,8 +40,8 @@ class Route:
     # The Triton model it runs on, and its version there ("": the model's only one).
     part: str
     version: str = ""
-    # Computed by the gateway instead (no Triton call): a weight per vocabulary token.
-    static: np.ndarray | None = None
+    # Computed by the gateway instead (no Triton call), from stored weights (``static.py``).
+    static: StaticRoute | None = None
     # A route of images (no tokenizer): how each image is prepared (ImagePreprocessing for
     # an OpenCLIP model, ProcessorImages for a multimodal sentence-transformer).
     images: Any = None

@@ -40,9 +40,10 @@ class ServedModel:
     def __post_init__(self) -> None:
         self.kind = kind_of(self.metadata)
         if self.routes is None:
-            self.routes = [Route("", EVERY_TASK, self.tokenizer, self.triton_names[0])]
+            self.routes = [Route("", EVERY_TASK, self.tokenizer, self.kind.parts(self.triton_name)[0])]
 
     @property
     def triton_names(self) -> tuple[str, ...]:
-        """The Triton models it is made of (a CLIP model: its text and image towers)."""
-        return self.kind.parts(self.triton_name)
+        """The Triton models it is made of (a CLIP model: its text and image towers; a
+        static embedding model, computed by the gateway: none)."""
+        return self.kind.triton_parts(self.triton_name)

@@ -1,15 +1,49 @@
-"""A route the gateway computes itself, with no Triton call: a weight per vocabulary token
-(``SparseStaticEmbedding``, the query side of inference-free sparse models).
+"""Routes the gateway computes itself, with no Triton call, from weights stored beside the
+model (``STATIC_WEIGHTS_FILE``), on the token ids its tokenizer gives:
 
-A text's vector holds, for each vocabulary token it has, that token's stored weight, and
-zero for the others, as ``SparseStaticEmbedding.forward`` computes it (a token counts once,
-however often it occurs). The converter checks this very function against the library
-before the model is published.
+- :class:`TokenWeights`: a weight per vocabulary token (``SparseStaticEmbedding``, the
+  query side of inference-free sparse models). A text's vector holds, for each vocabulary
+  token it has, that token's stored weight, and zero for the others, as
+  ``SparseStaticEmbedding.forward`` computes it (a token counts once, however often it
+  occurs); held to the module's own computation by its tests.
+- :class:`MeanVectors`: a vector per vocabulary token (``StaticEmbedding``, static
+  embedding models): their mean over the text's tokens, then unit length where the model
+  normalizes (``contract/static.py``, which the converter checks against the library
+  before the model is published).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
 import numpy as np
+
+from embedgate.contract.static import mean_vectors
+
+
+class StaticRoute(Protocol):
+    def vectors(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """[texts, dim] float32: the route's output for a padded batch of token ids."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class TokenWeights:
+    weights: np.ndarray  # [vocabulary]
+
+    def vectors(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        return static_vectors(self.weights, input_ids, attention_mask)
+
+
+@dataclass(frozen=True, eq=False)
+class MeanVectors:
+    # [vocabulary, dim]; memory-mapped from the repository, so gateway workers share one copy.
+    vectors_of_tokens: np.ndarray
+    normalize: bool
+
+    def vectors(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        return mean_vectors(self.vectors_of_tokens, input_ids, attention_mask, normalize=self.normalize)
 
 
 def static_vectors(weights: np.ndarray, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:

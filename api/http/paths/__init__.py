@@ -12,6 +12,7 @@ from ...endpoints.schemas import patterns
 from ...endpoints.schemas.fields import FROM_SETTINGS, name_of
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
+from ..lane import Lane
 from ..responses import JSONResponse
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
@@ -92,4 +93,5 @@ def endpoint_route(
         answer = await endpoint_of(gateway.endpoints)(request, timeout_s)
         return JSONResponse(answer.body, headers=answer.headers)
 
+    operation.lane = Lane(body, endpoint_of)  # type: ignore[attr-defined]
     router.post(path, name=name, openapi_extra=TAKES_A_DEADLINE, **documented)(operation)

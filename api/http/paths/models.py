@@ -52,7 +52,7 @@ def _described(metadata: ModelMetadata) -> dict[str, Any]:
 
 def _info(metadata: ModelMetadata, loaded: bool, gpu_memory: dict[str, int] | None = None) -> ModelInfo:
     kind = kind_of(metadata)
-    parts = list(kind.parts(metadata.triton_name))
+    parts = list(kind.triton_parts(metadata.triton_name))
     reported = [gpu_memory[part] for part in parts if part in (gpu_memory or {})]
     return ModelInfo(
         **_described(metadata),

@@ -50,6 +50,7 @@ from ...endpoints.tei import default_model as tei_default_model
 from ...endpoints.tei import documented_tei_headers
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
+from ..lane import Lane
 from ..openapi import tei_errors
 from ..responses import JSONResponse
 from ..routing import BodyRoute
@@ -141,8 +142,12 @@ class BaseUrlConvertor(PathConvertor):
 register_url_convertor("tei_base_url", BaseUrlConvertor())
 
 
-def tei_router(prefix: str, base_url: str, model_of: Callable[..., Awaitable[ServedModel]]) -> APIRouter:
-    """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of`` gives."""
+def tei_router(
+    prefix: str, base_url: str, model_of: Callable[..., Awaitable[ServedModel]],
+    lane_model: Callable[[Gateway, dict[str, Any]], ServedModel],
+) -> APIRouter:
+    """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of``
+    gives (``lane_model``: the same, for the fast lane, from the gateway and the path's parameters)."""
     router = APIRouter(tags=["tei"], route_class=BodyRoute)
     Model = Annotated[ServedModel, Depends(model_of)]
     Served = Annotated[Gateway, Depends(get_gateway)]
@@ -165,6 +170,8 @@ def tei_router(prefix: str, base_url: str, model_of: Callable[..., Awaitable[Ser
                 return JSONResponse(answered.body, headers=answered.headers)
 
         inference = responses is INFERENCE
+        if inference:
+            endpoint.lane = Lane(request, lambda endpoints: getattr(endpoints.tei, name), lane_model)  # type: ignore[attr-defined]
         router.post(path, response_model=answer, responses=responses, openapi_extra=TAKES_A_DEADLINE if inference else None,
                     summary=summary, name=f"tei_{name}" if inference else name)(endpoint)
 
@@ -221,7 +228,12 @@ def health_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) 
 
 
 NAMED = f"{PREFIX}/{{model:path}}"
-router = tei_router(PREFIX, PREFIX, default_model)
-named_router = tei_router(NAMED, f"{PREFIX}/{{model:tei_base_url}}", named_model)
+router = tei_router(
+    PREFIX, PREFIX, default_model, lambda gateway, params: tei_default_model(gateway.registry, gateway.settings)
+)
+named_router = tei_router(
+    NAMED, f"{PREFIX}/{{model:tei_base_url}}", named_model,
+    lambda gateway, params: served_by_key(gateway.registry, params["model"]),
+)
 health = health_router(PREFIX, default_model)
 named_health = health_router(NAMED, named_model)

@@ -11,21 +11,26 @@ are calibrated here, once (``converters/calibration.py``).
 A model with a Router (``Router.for_query_document``: different modules for queries and
 documents) has each route converted on its own, as a Triton version of its own, and checked
 against ``encode`` with that route's task (``encode_query``'s, ``encode_document``'s).
+
+A static embedding model (a ``StaticEmbedding``, then perhaps Normalize) has no graph: the
+gateway computes it from its stored vectors (``static.py``), and a model of such routes only
+has no Triton model at all. A Pooling that leaves a prompt's tokens out pools around the
+tokens the gateway marks as the prompt's (``prompt_exclusion.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import UnsupportedModelError
-from embedgate.contract.kinds.dense import KIND
+from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion
 from embedgate.contract.spec import EMBEDDING, ModelMetadata, variant_model_name
 from embedgate.converters import calibration
-from embedgate.converters.kinds.dense import packed, variants
-from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
+from embedgate.converters.kinds.dense import packed, prompt_exclusion, static, variants
+from embedgate.converters.kinds.library import Converted, Exported, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
 from embedgate.converters.triton_config import build_text_model_config
@@ -36,6 +41,18 @@ class DenseConverter(LibraryKind):
     noun = "sentence-transformer"
     serves_routes = True
     serves_variants = True
+    serves_gateway_only = True
+
+    def is_static(self, route: Route) -> bool:
+        return static.is_static(route)
+
+    def route_refusal(self, route: Route) -> str | None:
+        if self.is_static(route):
+            return static.refusal(route)
+        return super().route_refusal(route)
+
+    def prompt_exclusion_refusal(self, routes: list[Route]) -> str | None:
+        return prompt_exclusion.refusal(routes)
 
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         (out_dir,) = directories
@@ -45,6 +62,11 @@ class DenseConverter(LibraryKind):
             raise UnsupportedModelError(
                 f"unsupported variant '@{spec.variant}': the model has a Router (a graph per route); "
                 "load the model itself"
+            )
+        if spec.variant is not None and any(self.is_static(route) for route in loaded.routes):
+            raise UnsupportedModelError(
+                f"unsupported variant '@{spec.variant}': the model is static embeddings, computed by the gateway "
+                "with no graph to vary; load the model itself"
             )
         model = loaded.model
         converted, routes = self.convert_routes(
@@ -71,10 +93,13 @@ class DenseConverter(LibraryKind):
             calibration=calibrated,
             gpu=first.extras["gpu"],
             routes=routes,
+            record=DenseInfo(prompt_exclusion=first.extras.get("prompt_exclusion")) if loaded.prompts.excluded else None,
         )
 
-    def _route(self, loaded: Loaded, route: Route, version_dir: Path, files_dir: Path) -> Converted:
+    def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
         spec, step, model = self.spec, self.step, loaded.model
+        if version_dir is None:
+            return static.convert(model, route, files_dir, spec.parity_threshold, step)
         modules = route.modules
         transformer = module_stack.text_transformer(modules)
         max_length = self.max_length(model, modules)
@@ -97,16 +122,23 @@ class DenseConverter(LibraryKind):
                 spec, model, version_dir.parent, exported.onnx_file, token_ids, reference, step
             )
         step(f"parity passed: min cosine {result.min_cosine:.6f}")
+        with_prompts = self._prompt_exclusion(loaded, transformer, exported, max_length)
+        exclusion = None
+        if with_prompts is not None:
+            step("parity check with prompts left out of pooling")
+            exclusion = with_prompts(parity.onnx_runner(exported.onnx_file), spec.parity_threshold)
+            step(f"parity passed with prompts: min cosine {exclusion.parity.min_cosine:.6f}")
+
+        def gpu_check(run, half: bool):
+            threshold = spec.half_parity_threshold if half else spec.parity_threshold
+            checked = parity.check_run(run, token_ids, reference, threshold)
+            if with_prompts is not None:
+                with_prompts(run, threshold)
+            return checked
+
         needs_token_type_ids = exported.zero_token_types
         gpu = self.gpu_graph(
-            modules,
-            exported.example,
-            version_dir,
-            lambda run, half: parity.check_run(
-                run, token_ids, reference, spec.half_parity_threshold if half else spec.parity_threshold
-            ),
-            half=spec.gpu_float16,
-            zero_token_types=needs_token_type_ids,
+            modules, exported.example, version_dir, gpu_check, half=spec.gpu_float16, zero_token_types=needs_token_type_ids
         )
         packed_parity = None
         if spec.variant is None and gpu is None and spec.triton.form == "python" and spec.triton.pack_width > 0:
@@ -127,13 +159,35 @@ class DenseConverter(LibraryKind):
                 "variant": variant,
                 "packed_parity": packed_parity,
                 "gpu": gpu,
+                "prompt_exclusion": exclusion,
             },
         )
 
+    def _prompt_exclusion(
+        self, loaded: Loaded, transformer, exported: Exported, max_length: int
+    ) -> Callable[[parity.Run, float], PromptExclusion] | None:
+        """Where the Pooling leaves a prompt's tokens out: the check of a graph with the
+        gateway's prompt marks against ``encode(prompt=...)`` (None where it takes them)."""
+        if not loaded.prompts.excluded:
+            return None
+        special_ids = prompt_exclusion.special_ids(transformer)
+        prompts = loaded.prompts.prompts.values()
+
+        def check(run: parity.Run, threshold: float) -> PromptExclusion:
+            return prompt_exclusion.check(
+                loaded.model, run, exported.tokenizer_file, max_length, exported.strip_whitespace, special_ids,
+                prompts, threshold,
+            )
+
+        return check
+
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
+        versions = triton_versions(metadata)
+        if not versions:
+            return []  # static embeddings: the gateway computes every route
         return [
             build_text_model_config(
                 self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton,
-                versions=triton_versions(metadata), max_width=metadata.max_seq_length,
+                versions=versions, max_width=metadata.max_seq_length,
             )
         ]

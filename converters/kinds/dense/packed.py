@@ -15,7 +15,8 @@ instead, so one run computes almost no padding:
   after pooling (Dense, Normalize) run as in ``model.onnx``.
 
 Built only where that is the same computation: a Transformer whose model takes
-``position_ids``, mean pooling, and nothing after it but Dense and Normalize. model.py
+``position_ids``, mean pooling of every token (a prompt's too: not ``include_prompt=False``),
+and nothing after it but Dense and Normalize. model.py
 loads it instead of ``model.onnx``, so it is checked for parity against the PyTorch model
 as ``model.onnx`` is (every parity sentence, one per row, in one padded batch and alone)
 and also with the short ones packed; a graph that cannot be built or fails parity is left
@@ -49,6 +50,9 @@ def unsupported_reason(model) -> str | None:
         return "the second module is not Pooling"
     if modules[1].get_config_dict().get("pooling_mode") != "mean":
         return "pooling is not the mean of the tokens"
+    if getattr(modules[1], "include_prompt", True) is False:
+        # model.py packs each text's tokens from its first; a prompt's are not to be pooled.
+        return "pooling leaves a prompt's tokens out (include_prompt=False)"
     others = sorted({type(m).__name__ for m in modules[2:]} - _AFTER_POOLING)
     if others:
         return f"modules after pooling: {', '.join(others)}"

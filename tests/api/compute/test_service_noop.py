@@ -25,6 +25,11 @@ class Meta:
     default_prompt_name: str | None = None
     prompts_refused: str | None = None
     calibration: None = None
+    routes: None = None
+    gateway_only: bool = False  # a model in Triton
+
+    def record_of(self, record_class):
+        return None  # a sentence-transformer that pools every token, or a model with no record
 
 
 async def test_the_noop_backend_tokenizes_and_answers_zero_vectors(minilm_path):

@@ -16,6 +16,7 @@ from embedgate.api.compute.requests.kinds.multi_vector import MultiVectorKind
 from embedgate.api.compute.requests.prompts import PromptChoice
 from embedgate.api.compute.requests.routes import Route
 from embedgate.api.compute.requests.served import ServedModel
+from embedgate.api.compute.requests.static import TokenWeights
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.errors import UnknownRoute, WrongModelKind
 from embedgate.api.settings import Settings
@@ -60,7 +61,7 @@ def routed(tokenizer_file: Path) -> ServedModel:
     routes = [
         Route("document", ("default", "document"), tokenizer, "m", "1"),
         Route("query", ("query",), tokenizer, "m", "2"),
-        Route("static", ("unused",), TextTokenizer(tokenizer_file, 32, add_special_tokens=False), "m", static=weights),
+        Route("static", ("unused",), TextTokenizer(tokenizer_file, 32, add_special_tokens=False), "m", static=TokenWeights(weights)),
     ]
     metadata = fake_metadata("org/routed", embedding_dim=2, normalized=True, prompts={"query": "q: ", "document": ""})
     return ServedModel("org/routed", "m", metadata, tokenizer, routes=routes)

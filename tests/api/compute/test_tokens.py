@@ -5,7 +5,7 @@ prompted text, and ids decoded back."""
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+from embedgate.api.compute.scheduling.threads import OffLoopThreads
 from dataclasses import dataclass, field
 
 import pytest
@@ -45,7 +45,7 @@ class Model:
 
 
 def tokenize(model, texts, prompt_name=None, add_special_tokens=True):
-    tokens = Tokens(ThreadPoolExecutor(1))
+    tokens = Tokens(OffLoopThreads(1, "tokenize"))
     return asyncio.run(
         tokens.tokenize(model, texts, prompt=PromptChoice(prompt_name=prompt_name), add_special_tokens=add_special_tokens)
     )
@@ -79,7 +79,7 @@ def test_the_prompt_is_tokenized_with_the_text_and_stripped_texts_keep_their_off
 
 def test_decode_in_the_pool(tokenizer_file):
     model = Model(TextTokenizer(tokenizer_file, max_length=8))
-    tokens = Tokens(ThreadPoolExecutor(1))
+    tokens = Tokens(OffLoopThreads(1, "tokenize"))
     texts = asyncio.run(tokens.decode(model, [[101, 7592, 2088, 102], [7592]], skip_special_tokens=True))
     assert texts == ["hello world", "hello"]
     kept = asyncio.run(tokens.decode(model, [[101, 7592, 102]], skip_special_tokens=False))

@@ -38,7 +38,7 @@ def test_each_library_class_is_converted_by_its_kinds_converter():
 
 def test_the_kinds_and_keys_metadata_json_has_always_held():
     on_disk = {
-        "sentence_transformer": None,
+        "sentence_transformer": "dense",
         "sparse_encoder": "sparse",
         "cross_encoder": "cross_encoder",
         "multi_vector_encoder": "multi_vector",

@@ -237,3 +237,38 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _publish_static(repository, name="static"):
+    """A static embedding model as the converter stages one: no config.pbtxt, no graph,
+    its vectors beside its tokenizer, metadata.json uploaded last."""
+    from embedgate.contract.spec import ParityResult, RouteInfo
+
+    parity = ParityResult(passed=True, threshold=0.9999, min_cosine=1.0, sentences=1)
+    route = RouteInfo(name="", tasks=["default", "query", "document"], version=None, max_seq_length=16,
+                      add_special_tokens=False, normalized=True, parity=parity)
+    with repository.stage(name) as stage:
+        (stage.path / "tokenizer").mkdir()
+        (stage.path / "tokenizer" / "tokenizer.json").write_text('{"v": 1}')
+        (stage.path / "weights.npy").write_bytes(b"vectors " * 100)
+        (stage.path / "metadata.json").write_text(metadata(name).model_copy(update={"routes": [route]}).model_dump_json())
+        stage.publish()
+
+
+def test_a_static_models_vectors_are_fetched_and_it_is_never_taken_for_an_abandoned_upload(
+    repository, s3_bucket, tmp_path, monkeypatch
+):
+    spy = spy_on(repository, monkeypatch)
+    _publish_static(repository)
+    # Its metadata.json completes it: written last, and only where absent.
+    assert spy.keys[-1] == "models/static/metadata.json"
+    late = open_repository(s3_bucket.url, tmp_path / "other-cache")
+    monkeypatch.setattr(late, "exists", lambda name: False)
+    with pytest.raises(TargetExistsError):
+        _publish_static(late)
+    local = repository.fetch("static")
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == [
+        "metadata.json", "tokenizer/tokenizer.json", "weights.npy",
+    ]
+    repository.remove_partial("static")  # a failed conversion of the same name
+    assert s3_bucket.keys() == ["static/metadata.json", "static/tokenizer/tokenizer.json", "static/weights.npy"]

@@ -62,3 +62,10 @@ def test_older_metadata_loads_with_prompts_unknown_and_clip_models_have_none():
     assert ModelMetadata.model_validate(old).prompts is None
     old_clip = clip_metadata("ViT-B-32", "tag").model_dump(exclude=unrecorded)
     assert ModelMetadata.model_validate(old_clip).prompts == {}
+
+
+def test_a_kind_that_pools_around_the_prompt_serves_them_and_their_default(tmp_path):
+    model = _model(tmp_path, include_prompt=False, prompts={"query": "query: "}, default_prompt_name="query")
+    read = read_prompts(model, exclusion_refusal=None)
+    assert (read.refused, read.excluded, read.default_prompt_name) == (None, True, "query")
+    assert read_prompts(_model(tmp_path, include_prompt=True), exclusion_refusal=None).excluded is False

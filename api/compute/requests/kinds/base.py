@@ -30,6 +30,7 @@ from embedgate.contract.spec import (
 from ....errors import WrongModelKind
 from ..asks import ENDPOINTS, Ask, Output, Plan, Served
 from ..routes import EVERY_TASK, Route
+from ..static import StaticRoute
 
 # part's Triton name -> its local directory (the repository's, or the gateway's cache of a remote one)
 Files = Callable[[str], Path]
@@ -56,8 +57,14 @@ class ServedKind:
         self.metadata = metadata
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
-        """The Triton models it is made of; the first holds the tokenizer."""
+        """The repository's entries it is made of, each a Triton model where Triton runs
+        any of it; the first holds the tokenizer."""
         return (triton_name,)
+
+    def triton_parts(self, triton_name: str) -> tuple[str, ...]:
+        """The Triton models it is made of: its parts, or none where the gateway computes
+        every route (a static embedding model)."""
+        return () if self.metadata.gateway_only else self.parts(triton_name)
 
     def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
         """Where a model has several parts: each part's Triton name -> what the metrics call
@@ -78,13 +85,13 @@ class ServedKind:
             directory / TOKENIZER_DIR / TOKENIZER_FILE, info.max_seq_length, info.strip_whitespace,
             add_special_tokens=info.add_special_tokens,
         )
-        static = self.static_weights(directory, info)
+        static = self.static_route(directory, info) if info.version is None else None
         version = "" if info.version is None else str(info.version)
         return Route(info.name, tuple(info.tasks), tokenizer, triton_name, version=version, static=static)
 
-    def static_weights(self, directory: Path, info: RouteInfo) -> np.ndarray | None:
-        """A route the gateway computes itself: its weights (None for a Triton route)."""
-        return None
+    def static_route(self, directory: Path, info: RouteInfo) -> StaticRoute:
+        """A route the gateway computes itself, from the weights in ``directory``."""
+        raise NotImplementedError(f"{self.name} computes no route in the gateway")
 
     def tokenizer(self, files: Files, triton_name: str):
         """The text tokenizer saved beside the model (a text per row)."""

@@ -1,19 +1,29 @@
 """A sentence-transformer: dense text embeddings (``SentenceTransformer.encode``), per route
-where its modules differ by task (``encode_query``, ``encode_document``)."""
+where its modules differ by task (``encode_query``, ``encode_document``).
+
+A static embedding model's routes are computed by the gateway from the stored vectors
+(``requests/static.py``), with no Triton model. Where the model's Pooling leaves a prompt's
+tokens out (``include_prompt=False``), a prompted text keeps its prompt apart
+(``PromptedText``) until its route's tokenizer marks the prompt's tokens for the graph.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from embedgate.contract.kinds.dense import KIND
+from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion
+from embedgate.contract.preprocess.prompted import PromptedText, PromptMarkingTokenizer
+from embedgate.contract.spec import STATIC_WEIGHTS_FILE, RouteInfo
 
 from ....errors import InvalidOption, WrongModelKind
-from ..asks import Ask, Output, Plan, Served, joined, text_run
+from ..asks import Ask, Output, Plan, Run, Served, joined, text_run
 from ..quantize import CALIBRATED, Precision, available, quantized
-from .base import ServedKind
+from ..static import MeanVectors
+from .base import Files, ServedKind
 
 PRECISIONS_FIELD = (
     list[str] | None,
@@ -32,16 +42,39 @@ class DenseKind(ServedKind):
     text_output = Output.EMBED
     listing_fields = {"precisions": PRECISIONS_FIELD}
 
+    def static_route(self, directory: Path, info: RouteInfo) -> MeanVectors:
+        # Mapped, not read: a large vocabulary's vectors are one copy in the page cache for
+        # every gateway worker, and only the rows texts use are ever read from disk. A plain
+        # array over the mapping: np.memmap's indexing costs more per gather.
+        vectors = np.asarray(np.load(directory / STATIC_WEIGHTS_FILE, mmap_mode="r"))
+        return MeanVectors(vectors, normalize=info.normalized)
+
+    def tokenizer(self, files: Files, triton_name: str):
+        exclusion = self._prompt_exclusion()
+        if exclusion is None:
+            return super().tokenizer(files, triton_name)
+        metadata = self.metadata
+        return PromptMarkingTokenizer(
+            self.tokenizer_file(files, triton_name), metadata.max_seq_length, metadata.strip_whitespace,
+            special_ids=exclusion.special_ids,
+        )
+
     def plan(self, model: Served, ask: Ask) -> Plan:
-        return dense_plan(model, ask)
+        return dense_plan(model, ask, prompt_apart=self._prompt_exclusion() is not None)
 
     def listing(self) -> dict[str, Any]:
         return {"precisions": list(available(self.metadata.calibration))}
 
+    def _prompt_exclusion(self) -> PromptExclusion | None:
+        dense = self.metadata.record_of(DenseInfo)
+        return dense.prompt_exclusion if dense is not None else None
 
-def dense_plan(model: Served, ask: Ask) -> Plan:
+
+def dense_plan(model: Served, ask: Ask, *, prompt_apart: bool = False) -> Plan:
     """Texts through the route their task takes, then unit length, the dimensions and the
-    precision asked for (a sentence-transformer's, a CLIP model's text tower's)."""
+    precision asked for (a sentence-transformer's, a CLIP model's text tower's).
+    ``prompt_apart``: the model pools a text without its prompt's tokens, so each text keeps
+    its prompt apart, to be marked when it is tokenized."""
     options = ask.options
     if options.top_k is not None:
         raise WrongModelKind("top_k is for sparse encoders")
@@ -57,6 +90,8 @@ def dense_plan(model: Served, ask: Ask) -> Plan:
             f"dimensions with {options.precision}: its ranges are calibrated on the model's full vectors", "dimensions"
         )
     run = text_run(model, ask.inputs, ask.prompt)
+    if prompt_apart and run.prefix:
+        run = Run(run.route, [PromptedText(run.prefix, text) for text in run.inputs])
 
     def finish(results):
         vectors = dense(

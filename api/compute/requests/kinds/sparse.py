@@ -2,7 +2,7 @@
 (``SparseEncoder.encode``). Triton returns the whole vector; the gateway keeps the non-zero
 weights, at most ``top_k`` of them (the model's own ``max_active_dims`` unless the request
 says otherwise), as ``encode`` does. An inference-free model's query route is computed by
-the gateway from its stored weights (``compute/static.py``), with no Triton call."""
+the gateway from its stored weights (``requests/static.py``), with no Triton call."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from embedgate.contract.spec import STATIC_WEIGHTS_FILE, RouteInfo
 from ....errors import WrongModelKind
 from ..asks import Ask, Output, Plan, Served, text_run
 from ..results import SparseVector
+from ..static import TokenWeights
 from .base import ServedKind
 
 
@@ -48,10 +49,8 @@ class SparseKind(ServedKind):
         )
     }
 
-    def static_weights(self, directory: Path, info: RouteInfo) -> np.ndarray | None:
-        if info.version is not None:
-            return None
-        return np.load(directory / STATIC_WEIGHTS_FILE).astype(np.float32, copy=False)
+    def static_route(self, directory: Path, info: RouteInfo) -> TokenWeights:
+        return TokenWeights(np.load(directory / STATIC_WEIGHTS_FILE).astype(np.float32, copy=False))
 
     def default_top_k(self) -> int | None:
         sparse = self.metadata.record_of(SparseInfo)

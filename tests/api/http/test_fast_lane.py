@@ -1,0 +1,116 @@
+"""The fast lane answers exactly as the application does: every route it serves, with every
+option, good and bad bodies, keys or none, answers the same status, body and headers (timings
+aside) with the lane and without it; and the requests it can serve do not reach FastAPI."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from embedgate.api.endpoints.envelope import Endpoint
+from embedgate.api.http.app import create_app
+from embedgate.api.http.fast_lane import FastLane
+from embedgate.api.settings import Settings
+
+from ..conftest import FakeGateway
+
+MULTI_VECTOR = {"kind": "multi_vector_encoder"}
+SPARSE = {"kind": "sparse_encoder"}
+
+# (path, body): every route of the lane, each option, and bodies it must hand to the application.
+CASES = [
+    ("/infer", {"model_name": "org/loaded", "text": ["a", "b c"]}),
+    ("/infer", {"model_name": "org/loaded", "text": "one", "normalize": False, "precision": "binary"}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"], "task": "query", "prompt": "q: "}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"], "prompt_name": "nope"}),
+    ("/infer", {"model_name": "org/loaded", "text": []}),
+    ("/infer", {"model_name": "org/nothing", "text": ["a"]}),
+    ("/infer", {"model_name": "org/on-disk", "text": ["a"]}),
+    ("/infer", {"model_name": "../etc", "text": ["a"]}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"] * 5}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"], "extra": 1}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"], "normalize": 1}),
+    ("/infer", {"model_name": "org/loaded", "text": ["a"], "top_k": 2}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": ["a", "b"]}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": "a", "encoding_format": "base64", "dimensions": 2}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": "a", "encoding_format": "int8"}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": "a", "dimensions": 9}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": "a", "dimensions": 2.0}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": [1, 2]}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": []}),
+    ("/v1/embeddings", {"model": "org/loaded", "input": "a", "input_type": "query"}),
+    ("/rerank", {"model": "org/loaded", "query": "q", "documents": ["a", "bb"]}),
+    ("/v1/rerank", {"model": "org/loaded", "query": "q", "documents": ["a", {"text": "bb"}], "top_n": 1,
+                    "return_documents": True}),
+    ("/predict", {"model": "org/loaded", "inputs": "a text"}),
+    ("/tei/embed", {"inputs": ["a", "b"], "dimensions": 2, "normalize": False}),
+    ("/tei/org/loaded/embed", {"inputs": "a", "truncate": False}),
+    ("/tei/org/loaded/embed", {"inputs": ""}),
+    ("/tei/org/nothing/embed", {"inputs": "a"}),
+    ("/tei/org/loaded/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b", "c"]}}),
+    ("/tei/org/loaded/rerank", {"query": "q", "texts": ["a"]}),
+    ("/tei/org/loaded/predict", {"inputs": "a"}),
+    ("/tei/org/loaded/embed_sparse", {"inputs": "a"}),
+    ("/tei/org/loaded/embed_all", {"inputs": "a"}),
+]
+TIMINGS = ("-time", "-time-ms")
+
+
+def app_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> TestClient:
+    app = create_app(settings)
+    if not lane:
+        app.user_middleware = [middleware for middleware in app.user_middleware if middleware.cls is not FastLane]
+    app.state.gateway = gateway
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def answered(response) -> tuple[int, object, dict[str, str]]:
+    headers = {k: v for k, v in response.headers.items() if not k.endswith(TIMINGS) and k != "content-length"}
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    if isinstance(body, dict):
+        body.pop("processingTimeMs", None)
+        if isinstance(body.get("error"), dict) and "request id" in body["error"].get("message", ""):
+            body["error"]["message"] = "internal error"
+    return response.status_code, body, headers
+
+
+@pytest.mark.parametrize("keys", [False, True])
+@pytest.mark.parametrize(("path", "body"), CASES)
+def test_the_lane_answers_as_the_application(path, body, keys):
+    settings = Settings(max_texts_per_request=4, **({"api_keys": ["k1"]} if keys else {}))
+    headers = {"authorization": "Bearer k1"} if keys else {}
+    answers = []
+    for lane in (True, False):
+        client = app_client(settings, FakeGateway(settings), lane=lane)
+        answers.append(answered(client.post(path, json=body, headers=headers)))
+        answers.append(answered(client.post(path, json=body)))  # no key (refused where keys are set)
+        answers.append(answered(client.post(path, content=b"{", headers={**headers, "content-type": "application/json"})))
+        answers.append(answered(client.post(path, content=b"", headers={**headers, "content-type": "application/json"})))
+        answers.append(answered(client.post(path, json=body, headers={**headers, "x-request-timeout": "0"})))
+        answers.append(answered(client.post(path, content=b"\xff\xfe", headers={**headers, "content-type": "application/json"})))
+    assert answers[:6] == answers[6:]
+
+
+def test_the_requests_it_serves_do_not_reach_fastapi(monkeypatch, settings):
+    through_fastapi = []
+    original = Endpoint.__call__
+
+    async def spied(self, *args, **kwargs):
+        through_fastapi.append(type(self).__name__)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Endpoint, "__call__", spied)
+    client = app_client(settings, FakeGateway(settings), lane=True)
+    served = 0
+    for path, body in CASES:
+        before = len(through_fastapi)
+        if client.post(path, json=body).status_code == 200:
+            served += 1
+            assert len(through_fastapi) == before, (path, body)
+    assert served >= 8
+    # A refusal before the request is charged goes to the application, which answers it.
+    assert client.post("/infer", json={"model_name": "org/nothing", "text": ["a"]}).status_code == 404
+    assert through_fastapi[-1] == "Infer"
