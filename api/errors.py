@@ -47,6 +47,12 @@ class BodyTooLarge(EmbedgateError):
     code = "body_too_large"
 
 
+class NotAcceptable(EmbedgateError):
+    """The client accepts no form the answer can take (a binary answer of several arrays)."""
+
+    code = "not_acceptable"
+
+
 class UnsupportedMediaType(EmbedgateError):
     """The body comes in a content type the route does not read."""
 

@@ -95,6 +95,14 @@ class Infer(Endpoint[InferRequest]):
         answer.body["processingTimeMs"] = round(answer.total_ms, 3)
         return answer
 
+    binary = True
+
+    def array_of(self, call: Call, results: list[Embeddings]) -> Any:
+        # Dense embeddings of texts, or of images: one array (texts and images, two).
+        if len(call.asks) == 1 and call.asks[0].output in (Output.EMBED, Output.IMAGES):
+            return results[0].vectors
+        return None
+
 
 def images_ask(images: list, normalize: bool, precision: Precision) -> Ask:
     return Ask(Output.IMAGES, list(images), options=Options(normalize=normalize, precision=precision))
@@ -180,6 +188,11 @@ class TeiEmbed(TeiEndpoint[TeiEmbedRequest]):
 
     def answer(self, call: Call, result: Embeddings) -> Any:
         return result.vectors
+
+    binary = True
+
+    def array_of(self, call: Call, results: list[Embeddings]) -> Any:
+        return results[0].vectors
 
 
 class TeiEmbedSparse(TeiEndpoint[TeiEmbedSparseRequest]):

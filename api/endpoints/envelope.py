@@ -68,6 +68,12 @@ class Answer:
     tokens: int = 0
     # The whole request, until its results were in.
     total_ms: float = 0.0
+    # The one array the answer is, where it is one (dense embeddings): what a binary
+    # answer carries (``http/responses.py``).
+    array: Any = None
+    # Whether the endpoint answers in binary forms at all (where it does not, a client's
+    # Accept is not read: the answer is JSON).
+    binary: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,15 @@ class Endpoint(Generic[Body]):
         total_ms = (time.perf_counter() - prepared.started) * 1000
         payload = self.respond(call, results)
         headers = {**self.headers(call, results, total_ms), **rate_limit_headers(standing)}
-        return self.finished(Answer(payload, headers, sum(sum(result.token_counts) for result in results), total_ms))
+        tokens = sum(sum(result.token_counts) for result in results)
+        return self.finished(Answer(payload, headers, tokens, total_ms, self.array_of(call, results), self.binary))
+
+    # Endpoints whose answer may be one array set this and ``array_of``.
+    binary = False
+
+    def array_of(self, call: Call, results: list[Embeddings]) -> Any:
+        """The one array the answer is, where it is one (None: the answer is JSON only)."""
+        return None
 
     def finished(self, answer: Answer) -> Answer:
         """The answer as it leaves (an endpoint may add what only the whole request knows)."""

@@ -31,6 +31,7 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.ModelConflict: 409,
     errors.TooManyInputs: 413,
     errors.BodyTooLarge: 413,
+    errors.NotAcceptable: 406,
     errors.UnsupportedMediaType: 415,
     errors.InvalidModelName: 422,
     errors.ConversionFailed: 422,

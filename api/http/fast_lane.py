@@ -30,7 +30,7 @@ from .errors import domain_error_response, unexpected_error_response
 from .lane import Lane
 from .middleware import ASGIApp, Message, Receive, Scope, Send
 from .paths import request_timeout
-from .responses import JSONResponse
+from .responses import answered
 from .routing import JSON
 
 
@@ -118,13 +118,11 @@ class FastLane:
             return await self.app(scope, replay, send)
         scope["route"] = entry.route  # what the application's router would have set (the metrics' label)
         try:
-            answer = await endpoint.execute(prepared, timeout_s)
+            response = answered(await endpoint.execute(prepared, timeout_s), request.headers.get("accept"))
         except EmbedgateError as error:
             response = domain_error_response(scope["path"], error)
         except Exception as error:  # noqa: BLE001 - as the application's last handler answers it
             response = unexpected_error_response("POST", scope["path"], error)
-        else:
-            response = JSONResponse(answer.body, headers=answer.headers)
         await response(scope, receive, send)
 
 

@@ -31,6 +31,7 @@ _WHY = {
     401: "No API key, or an invalid one (the server has keys).",
     403: "Not allowed: an API key where an admin key is needed, or trust_remote_code or a path the server refuses.",
     404: "The model (or a checkpoint or directory the request names) is not there.",
+    406: "Accept names only binary forms and the answer is not one array (texts and images together).",
     409: "The model is in the repository but not loaded, or the repository holds something else under its name.",
     413: "The body is over the size limit, or carries more inputs than one request may.",
     415: "The body is not in the content type the route reads.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 
 import httpx
@@ -54,6 +55,25 @@ def test_batched_embeddings_match_pytorch(http, minilm_loaded, minilm):
     assert cosine_rows(served, reference).min() >= 0.9999
     assert response.headers["x-truncated-inputs"] == "1"
     np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-4)
+
+
+def test_binary_answers_carry_the_models_vectors(http, minilm_loaded, minilm):
+    # Through the real server (the fast lane answers /infer; TEI's /embed goes through FastAPI).
+    texts = [f"binary: {sentence}" for sentence in SENTENCES[:4]]
+    reference = minilm.encode(texts, convert_to_numpy=True)
+    npy = computed(http.post("/infer", json={"model_name": MINILM, "text": texts}, headers={"accept": "application/x-npy"}))
+    assert npy.headers["content-type"] == "application/x-npy" and float(npy.headers["x-total-time-ms"]) > 0
+    served = np.load(io.BytesIO(npy.content), allow_pickle=False)
+    assert served.dtype == np.float32 and cosine_rows(served, reference).min() >= 0.9999
+    raw = http.post(
+        f"/tei/{MINILM}/embed",
+        json={"inputs": [f"raw: {text}" for text in texts]},
+        headers={"accept": "application/octet-stream"},
+    )
+    assert raw.status_code == 200, raw.text
+    assert (raw.headers["x-embedding-dtype"], raw.headers["x-embedding-shape"]) == ("float32", "4,384")
+    rows = np.frombuffer(raw.content, dtype="<f4").reshape(4, 384)
+    assert cosine_rows(rows, minilm.encode([f"raw: {text}" for text in texts])).min() >= 0.9999
 
 
 def test_timing_headers_add_up_within_the_time_the_client_waited(http, minilm_loaded):

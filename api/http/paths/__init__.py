@@ -6,14 +6,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from ...endpoints.schemas import patterns
 from ...endpoints.schemas.fields import FROM_SETTINGS, name_of
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
 from ..lane import Lane
-from ..responses import JSONResponse
+from ..responses import answered
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
 # a thread hop on every request for a few attribute reads.
@@ -86,12 +86,13 @@ def endpoint_route(
     its endpoints) with the request's deadline, and answers what the endpoint answers."""
 
     async def operation(
+        http: Request,
         request: body,  # type: ignore[valid-type]
         gateway: Gateway = Depends(get_gateway),
         timeout_s: float = Depends(request_timeout),
-    ) -> JSONResponse:
+    ) -> Response:
         answer = await endpoint_of(gateway.endpoints)(request, timeout_s)
-        return JSONResponse(answer.body, headers=answer.headers)
+        return answered(answer, http.headers.get("accept"))
 
     operation.lane = Lane(body, endpoint_of)  # type: ignore[attr-defined]
     router.post(path, name=name, openapi_extra=TAKES_A_DEADLINE, **documented)(operation)

@@ -21,7 +21,7 @@ something else; errors have TEI's shape and statuses (``api/http/tei/errors.py``
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.convertors import PathConvertor, register_url_convertor
@@ -52,7 +52,7 @@ from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
 from ..lane import Lane
 from ..openapi import tei_errors
-from ..responses import JSONResponse
+from ..responses import BINARY_CONTENT, JSONResponse, answered
 from ..routing import BodyRoute
 from ..tei.errors import PREFIX, tei_error
 from ..tei.info import info
@@ -64,6 +64,8 @@ INFERENCE = {
     200: {"headers": {**documented_headers(text_always=True), **documented_tei_headers()}},
     **tei_errors(400, 404, 409, 413, 415, 422, 424, 429, 500, 503, 504),
 }
+# /embed (and a base URL, which may be it) answers one array: binary forms too, by Accept.
+EMBED = {**INFERENCE, 200: {**INFERENCE[200], "content": BINARY_CONTENT}, **tei_errors(406)}
 TOKENS = tei_errors(400, 404, 409, 413, 415, 422, 424, 500, 503)
 
 
@@ -158,24 +160,24 @@ def tei_router(
         return getattr(tei, route)
 
     def route(path: str, request: type[BaseModel], answer: Any, name: str, summary: str, responses: dict) -> None:
-        if responses is INFERENCE:
+        inference = responses is INFERENCE or responses is EMBED
+        if inference:
             async def endpoint(
-                body: request, model: Model, gateway: Served, timeout_s: Deadline  # type: ignore[valid-type]
-            ) -> JSONResponse:
-                answered = await endpoint_of(gateway, name)(body, timeout_s, model)
-                return JSONResponse(answered.body, headers=answered.headers)
+                http: Request, body: request, model: Model, gateway: Served, timeout_s: Deadline  # type: ignore[valid-type]
+            ) -> Response:
+                answer = await endpoint_of(gateway, name)(body, timeout_s, model)
+                return answered(answer, http.headers.get("accept"))
         else:  # no model runs: no deadline
             async def endpoint(body: request, model: Model, gateway: Served) -> JSONResponse:  # type: ignore[valid-type,misc]
                 answered = await endpoint_of(gateway, name)(body, 0.0, model)
                 return JSONResponse(answered.body, headers=answered.headers)
 
-        inference = responses is INFERENCE
         if inference:
             endpoint.lane = Lane(request, lambda endpoints: getattr(endpoints.tei, name), lane_model)  # type: ignore[attr-defined]
         router.post(path, response_model=answer, responses=responses, openapi_extra=TAKES_A_DEADLINE if inference else None,
                     summary=summary, name=f"tei_{name}" if inference else name)(endpoint)
 
-    route(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], "embed", "Dense embeddings (TEI)", INFERENCE)
+    route(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], "embed", "Dense embeddings (TEI)", EMBED)
     route(f"{prefix}/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], "embed_sparse",
           "A sparse encoder's non-zero weights (TEI)", INFERENCE)
     route(f"{prefix}/embed_all", TeiEmbedAllRequest, list[list[list[float]]], "embed_all",
@@ -195,17 +197,18 @@ def tei_router(
     # Last: a POST to another path under the prefix is one to a base URL.
     @router.post(
         base_url,
-        responses={**INFERENCE, 200: {**INFERENCE[200], "content": {"application/json": {"schema": ROOT_ANSWER}}}},
+        responses={**EMBED, 200: {**INFERENCE[200], "content": {"application/json": {"schema": ROOT_ANSWER},
+                                                                  **BINARY_CONTENT}}},
         openapi_extra={**TAKES_A_DEADLINE, "requestBody": {"required": True, "content": {"application/json": {
             "schema": {"anyOf": [{"$ref": f"{REFS}{body.__name__}"} for body in ROOT_BODIES]}}}}},
         summary="What TEI answers at its base URL: the route of the model's kind, or of the body's shape (TEI)",
     )
     async def at_base_url(
-        body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
+        http: Request, body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
     ) -> Response:
         name, parsed = root_route(model, body)
-        answered = await endpoint_of(gateway, name)(parsed, timeout_s, model)
-        return JSONResponse(answered.body, headers=answered.headers)
+        answer = await endpoint_of(gateway, name)(parsed, timeout_s, model)
+        return answered(answer, http.headers.get("accept"))
 
     return router
 

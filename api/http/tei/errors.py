@@ -44,6 +44,7 @@ TEI_WHY = {
     404: "The model is not loaded here (or, on /tei, the server has no default model), or the path is unknown.",
     409: "The model is in the repository but not loaded.",
     413: "The body is over the size limit.",
+    406: "Accept names only binary forms the answer cannot take.",
     415: "The body is not JSON.",
     422: "Validation: a field is invalid, more inputs than one request may carry, an input longer than the model "
     "takes where cutting it is refused, a prompt the model does not have.",
