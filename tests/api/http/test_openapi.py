@@ -162,6 +162,15 @@ def test_model_names_carry_the_pattern_the_server_enforces(doc):
     assert clip_only["pattern"] == patterns.CLIP_ARCHITECTURE
 
 
+def test_the_upload_form_says_what_a_pretrained_means_and_has_no_null(doc):
+    # A form field is left out or a string: a null would be sent as the text "null", a pretrained.
+    upload = doc["paths"]["/infer_image"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    form = component(doc, upload["$ref"])
+    assert form["then"]["properties"]["model_name"]["pattern"] == patterns.CLIP_ARCHITECTURE
+    assert form["properties"]["model_name"]["pattern"] == patterns.MODEL_NAME
+    assert form["properties"]["pretrained"]["type"] == "string" and "null" not in str(form)
+
+
 def test_bounds_are_the_running_servers_settings():
     doc = document(Settings(max_texts_per_request=4, max_images_per_request=3, max_request_timeout_s=60))
     schemas = doc["components"]["schemas"]
