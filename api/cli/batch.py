@@ -19,7 +19,7 @@ from typing import Any
 
 from .client import EmbedgateClient
 
-ENDPOINTS = ("/v1/embeddings", "/v1/rerank")
+ENDPOINTS = ("/v1/embeddings", "/v1/rerank", "/v2/embed")
 FINISHED = ("completed", "failed", "cancelled", "expired")
 BAR_WIDTH = 30
 

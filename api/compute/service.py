@@ -27,7 +27,7 @@ import numpy as np
 
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
 
-from ..errors import DeadlineExceeded, EmbedgateError
+from ..errors import DeadlineExceeded, EmbedgateError, InvalidImage
 from ..settings import Settings
 from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
@@ -132,8 +132,18 @@ class EmbeddingService:
         """Each plan's answer (or the error in its place), their inputs together through
         each route's bulk lane."""
         gathered = Gathered(plans)
-        done = await run_all([self.run_bulk(model, route, inputs) for route, inputs in gathered.routes.values()])
+        done = await run_all([self._bulk_call(model, route, inputs) for route, inputs in gathered.routes.values()])
         return gathered.finished(dict(zip(gathered.routes, done)))
+
+    async def _bulk_call(self, model: ServedModel, route: Route, inputs: list[Any]) -> Embeddings | EmbedgateError:
+        """:meth:`run_bulk`; an image route's call is one request's, so an image that cannot
+        be used is that request's error (a text route's failure is everyone's)."""
+        try:
+            return await self.run_bulk(model, route, inputs)
+        except InvalidImage as error:
+            if route.images is None:
+                raise
+            return error
 
     async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
         """The route's outputs for a batch job's inputs (prompts already in them), in the
@@ -141,6 +151,9 @@ class EmbeddingService:
         same length. No admission slot and no request deadline: the job's lease bounds it."""
         if route.static is not None:
             return await self._computed_here(route, inputs, "")
+        if route.images is not None:
+            # Images have no bulk lane: fetched, prepared and sent as an online request's are.
+            return await self._images(model, route, inputs, BULK_TIMEOUT_S)
         order = sorted(range(len(inputs)), key=lambda row: _length(inputs[row]))
         step = self.settings.bulk_busy_texts
         coalescer = self._coalescer(model, route)

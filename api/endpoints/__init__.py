@@ -9,6 +9,7 @@ same ones (:attr:`Endpoints.batch`), so the bulk path never climbs into the HTTP
 - ``rerank.py``: ``/rerank``, ``/v1/rerank``, TEI's ``/rerank``;
 - ``predict.py``: ``/predict``, TEI's ``/predict``;
 - ``similarity.py``, ``tokens.py``: TEI's ``/similarity``, ``/tokenize``, ``/decode``;
+- ``cohere.py``: Cohere's ``/v2/embed`` (texts, images, inputs of parts) and ``/v2/rerank``;
 - ``schemas/``: the bodies of these routes, as each API defines them;
 - ``statuses.py``: the one table from domain errors to statuses; ``timing.py``,
   ``rate_limits.py``, ``vectors.py``: headers and encodings every answer shares.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from ..compute.service import EmbeddingService
 from ..models.registry import ModelRegistry
 from ..settings import Settings
+from .cohere import CohereEmbed, CohereRerank
 from .embed import Infer, InferUploads, OpenAIEmbed, TeiEmbed, TeiEmbedAll, TeiEmbedSparse
 from .envelope import Endpoint, Parts
 from .predict import Predict, TeiPredict
@@ -52,5 +54,9 @@ class Endpoints:
         self.rerank = Rerank(parts)
         self.predict = Predict(parts)
         self.tei = TeiEndpoints(parts)
+        self.cohere_embed = CohereEmbed(parts)
+        self.cohere_rerank = CohereRerank(parts)
         # What a batch job's lines may call, by URL: the same objects as the routes.
-        self.batch: dict[str, Endpoint] = {"/v1/embeddings": self.embeddings, "/v1/rerank": self.rerank}
+        self.batch: dict[str, Endpoint] = {
+            "/v1/embeddings": self.embeddings, "/v1/rerank": self.rerank, "/v2/embed": self.cohere_embed,
+        }

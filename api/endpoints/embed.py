@@ -1,5 +1,5 @@
-"""Embeddings, as each API asks for them: the native ``/infer`` (texts and, for a CLIP
-model, images in one request) and ``/infer_image`` (uploaded images), OpenAI's
+"""Embeddings, as each API asks for them: the native ``/infer`` (texts and, for a CLIP or
+multimodal model, images in one request) and ``/infer_image`` (uploaded images), OpenAI's
 ``/v1/embeddings`` (and a batch job's lines of it), TEI's ``/embed``, ``/embed_sparse`` and
 ``/embed_all``. Texts get what the model's kind gives for them (its ``text_output``):
 dense, sparse or multi-vector embeddings."""
@@ -41,12 +41,14 @@ def check_count(items: list | None, limit: int, what: str) -> None:
 
 
 class Infer(Endpoint[InferRequest]):
-    """``POST /infer``: texts, images or both (a CLIP model's towers side by side, one
-    slot of the model's in-flight limit for the whole request)."""
+    """``POST /infer``: texts, images or both (a CLIP or multimodal model's text and image
+    graphs side by side, one slot of the model's in-flight limit for the whole request)."""
 
     def check(self, body: InferRequest, model: ServedModel | None) -> Call:
         if not body.text and not body.image:
-            raise InvalidInput("text must be a string or a non-empty list of strings (or, for a CLIP model, give image)")
+            raise InvalidInput(
+                "text must be a string or a non-empty list of strings (or, for a CLIP or multimodal model, give image)"
+            )
         if body.prompt_name is not None and body.prompt is not None:
             raise InvalidInput("give prompt_name or prompt, not both")
         settings = self.settings
@@ -111,15 +113,16 @@ class Uploads:
     """``POST /infer_image``'s form, read: the model, the uploaded images' bytes, the options."""
 
     model_name: str
-    pretrained: str
+    # A CLIP model's; None for a multimodal sentence-transformer.
+    pretrained: str | None
     images: list[bytes]
     normalize: bool
     precision: Precision
 
 
 class InferUploads(Infer):
-    """``POST /infer_image``: images uploaded as files, through a CLIP model's image tower,
-    answered as ``/infer`` answers images."""
+    """``POST /infer_image``: images uploaded as files, through a CLIP model's image tower
+    or a multimodal model's image graph, answered as ``/infer`` answers images."""
 
     def check(self, body: Uploads, model: ServedModel | None) -> Call:  # type: ignore[override]
         check_count(body.images, self.settings.max_images_per_request, "images")

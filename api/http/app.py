@@ -18,11 +18,13 @@ from .errors import install_error_handlers
 from .fast_lane import FastLane
 from .middleware import CancelOnDisconnect, RequestLimits
 from .openapi import openai_errors, tei_errors
-from .paths import batches, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
+from .paths import batches, cohere, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
 from .responses import JSONResponse
 
 # Requests on these paths (and on those under these prefixes) are cancelled when their client disconnects.
-INFERENCE_PATHS = ("/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict", "/tei")
+INFERENCE_PATHS = (
+    "/infer", "/infer_image", "/v1/embeddings", "/rerank", "/v1/rerank", "/predict", "/tei", "/v2/embed", "/v2/rerank",
+)
 INFERENCE_PREFIXES = ("/tei/",)
 # Uploads may be as large as a batch file; the multipart envelope adds a little.
 UPLOAD_PATHS = ("/v1/files",)
@@ -63,7 +65,9 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     # Health stays open (probes carry no keys), TEI's too; management needs an admin key when set.
     for router in (health.router, tei.health, tei.named_health):
         app.include_router(router)
-    for router in (inference.router, rerank.router, predict.router, metrics.router, prometheus.router, models.listing):
+    for router in (
+        inference.router, rerank.router, predict.router, cohere.router, metrics.router, prometheus.router, models.listing
+    ):
         app.include_router(router, **key_guard(settings))
     for router in (openai.router, rerank.v1_router, batches.router):
         app.include_router(router, **key_guard(settings, documented=openai_errors))

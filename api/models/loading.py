@@ -118,8 +118,8 @@ class Loading:
                 spec = await asyncio.to_thread(
                     conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
                 )
-                metadata = await convert(spec, self.settings, self.repository, ref.parts(), progress)
-                self._seen.update(ref.parts())
+                metadata = await convert(spec, self.settings, self.repository, ref.every_part(), progress)
+                self._seen.update(ref.parts_of(metadata))
             elif served is not None:
                 return LoadOutcome(served, already_loaded=True, converted=False)
             progress.step("loading into Triton")

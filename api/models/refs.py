@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embedgate.contract.kinds.clip import ClipMetadata
+from embedgate.contract.kinds.multimodal import MultimodalMetadata, multimodal_part_names
 from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
 
 from .names import clip_key, clip_triton_name, split_clip_key, split_variant, to_triton_name
@@ -42,7 +43,21 @@ class ModelRef:
         return split_variant(self.model_name)[1] if self.library == "sentence_transformers" else None
 
     def parts(self) -> tuple[str, ...]:
+        """The Triton models it is published as, as far as its name tells: a CLIP model's two
+        towers; a sentence-transformers model's first (a multimodal one's image graph is
+        named by its metadata: ``parts_of``)."""
         return clip_part_names(self.triton_name) if self.library == "open_clip" else (self.triton_name,)
+
+    def every_part(self) -> tuple[str, ...]:
+        """Every Triton model a model of this name may be published as, the first first:
+        ``parts``, and a sentence-transformers model's image graph (a multimodal one's)."""
+        return self.parts() if self.library == "open_clip" else multimodal_part_names(self.triton_name)
+
+    def parts_of(self, metadata: ModelMetadata) -> tuple[str, ...]:
+        """The Triton models the published model ``metadata`` describes is made of."""
+        if metadata.record_of(MultimodalMetadata) is not None:
+            return multimodal_part_names(self.triton_name)
+        return self.parts()
 
     def owns(self, metadata: ModelMetadata | None) -> bool:
         """Whether ``metadata`` (a part's in the repository) is this model's."""

@@ -158,7 +158,7 @@ class ModelRegistry(Loading):
             if model is not None:
                 await self._stop_serving(model)
             # The first part first: without it the model is no longer listed.
-            for part in ref.parts():
+            for part in ref.every_part():
                 # A missing part (of an interrupted publish) is no error.
                 await off_loop(self.repository.delete, part)
                 self._seen.discard(part)

@@ -34,3 +34,8 @@ class Kind:
     # Whether its models have prompts. Where not, metadata.json's prompts read as none ({})
     # rather than unknown (None: converted before prompts were recorded).
     prompts: bool = True
+    # Whether its models take images beside texts, through one Transformer's processor. A
+    # directory of its library class whose Transformer names modalities other than text
+    # (converters/library/declared.py) is converted by this kind's converter; the class's
+    # text-only kind converts the others.
+    takes_images: bool = False

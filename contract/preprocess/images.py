@@ -1,49 +1,40 @@
-"""One untrusted image in, the uint8 pixels a CLIP image tower takes out.
+"""One untrusted image in, the uint8 pixels a model's image graph takes out.
 
-The preparation replays OpenCLIP's eval transform up to ``ToTensor`` in its own order
-(resize, center crop or pad, then ``convert("RGB")``), with the same size arithmetic as
-torchvision, so that a served embedding matches ``encode_image(preprocess(Image.open(f)))``.
-Scaling to [0, 1] and the mean/std normalization happen inside the image graph.
+For an OpenCLIP model the preparation replays OpenCLIP's eval transform up to ``ToTensor``
+in its own order (resize, center crop or pad, then ``convert("RGB")``), with the same size
+arithmetic as torchvision, so that a served embedding matches
+``encode_image(preprocess(Image.open(f)))``. A multimodal sentence-transformer's image is
+prepared as its Hugging Face image processor prepares it (``processor_images.py``). Scaling
+to [0, 1] and the mean/std normalization happen inside the image graph.
 
-The bytes come from anyone, so nothing is decoded before it is known to be affordable:
-only a few formats are opened, the pixel count is read from the header and checked before
-decoding, a resize that would build a huge intermediate image (a 1x10000 strip resized to
-224 on its short side) is refused, and a truncated file is refused rather than half
-decoded. Animated images contribute their first frame. Pure Pillow and numpy: this module
-runs in the gateway's image threads and in the converter's parity check.
+The image is decoded only once it is known to be affordable (``image_decode.py``), and a
+resize that would build a huge intermediate image (a 1x10000 strip resized to 224 on its
+short side) is refused. Pure Pillow and numpy: this module runs in the gateway's image
+threads and in the converters' parity checks.
 """
 
 from __future__ import annotations
 
-import io
-import warnings
-
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps
 
 from embedgate.contract.kinds.clip import ImagePreprocessing
+from embedgate.contract.kinds.multimodal import ProcessorImages
+from embedgate.contract.preprocess.image_decode import ALLOWED_FORMATS, ImageRejected, check_resize, open_image
+from embedgate.contract.preprocess.processor_images import prepare_processor_image
 
-# Formats with a bounded, well-trodden decoder; anything else is refused unopened.
-ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP")
+__all__ = ["ALLOWED_FORMATS", "AnyImagePreparation", "ImageRejected", "prepare_image", "resized_size"]
+
 _RESAMPLING = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
+# How an image is prepared: OpenCLIP's transform, or a Hugging Face image processor's.
+AnyImagePreparation = ImagePreprocessing | ProcessorImages
 
 
-class ImageRejected(Exception):
-    """An image (or its source) that cannot be used, with a stable code and a reason."""
-
-    def __init__(self, code: str, reason: str):
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def prepare_image(data: bytes, spec: ImagePreprocessing, *, max_pixels: int) -> np.ndarray:
+def prepare_image(data: bytes, spec: AnyImagePreparation, *, max_pixels: int) -> np.ndarray:
     """Decode ``data`` and return uint8 pixels ``[spec.height, spec.width, 3]``."""
-    image = _open(data, max_pixels)
-    try:
-        image.load()
-    except (OSError, SyntaxError, ValueError) as error:
-        raise ImageRejected("invalid_image", f"the {image.format} data is truncated or corrupt") from error
+    image = open_image(data, max_pixels)
+    if isinstance(spec, ProcessorImages):
+        return prepare_processor_image(image, spec, max_pixels=max_pixels)
     mode = image.mode
     try:
         image = _resize(image, spec, max_pixels)
@@ -55,31 +46,6 @@ def prepare_image(data: bytes, spec: ImagePreprocessing, *, max_pixels: int) -> 
     except (OSError, ValueError) as error:
         raise ImageRejected("invalid_image", f"images in mode {mode} are not supported") from error
     return np.asarray(rgb, dtype=np.uint8)
-
-
-def _open(data: bytes, max_pixels: int) -> Image.Image:
-    if not data:
-        raise ImageRejected("invalid_image", "the image is empty")
-    try:
-        with warnings.catch_warnings():
-            # Pillow warns (and past twice its own limit, raises) about huge images; the
-            # pixel limit below is the one that decides.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-    except Image.DecompressionBombError as error:
-        raise ImageRejected("image_too_large", f"the image has too many pixels ({error})") from error
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise ImageRejected(
-            "invalid_image", f"not an image in a supported format ({', '.join(ALLOWED_FORMATS)})"
-        ) from error
-    width, height = image.size
-    if width < 1 or height < 1:
-        raise ImageRejected("invalid_image", f"the image is {width}x{height} pixels")
-    if width * height > max_pixels:
-        raise ImageRejected(
-            "image_too_large", f"the image is {width}x{height} pixels, more than the limit of {max_pixels}"
-        )
-    return image
 
 
 def resized_size(width: int, height: int, spec: ImagePreprocessing) -> tuple[int, int]:
@@ -99,12 +65,7 @@ def resized_size(width: int, height: int, spec: ImagePreprocessing) -> tuple[int
 
 def _resize(image: Image.Image, spec: ImagePreprocessing, max_pixels: int) -> Image.Image:
     width, height = resized_size(image.width, image.height, spec)
-    if width * height > max_pixels:
-        raise ImageRejected(
-            "image_too_large",
-            f"the image is {image.width}x{image.height} pixels: too elongated to resize to "
-            f"{spec.width}x{spec.height}",
-        )
+    check_resize(image, width, height, f"{spec.width}x{spec.height}", max_pixels)
     if (width, height) == image.size:
         return image
     return image.resize((width, height), _RESAMPLING[spec.interpolation])

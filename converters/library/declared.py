@@ -26,9 +26,12 @@ from pathlib import Path
 
 from embedgate.contract import kinds
 from embedgate.contract.errors import ConversionError, RemoteCodeRefused, UnsupportedModelError
+from embedgate.converters.library.modalities import TEXT, modalities_of
 
 # sentence-transformers' classes, as the contract's kinds declare them (contract/kinds/).
-KNOWN_KINDS: tuple[str, ...] = tuple(kind.library_class for kind in kinds.KINDS.values() if kind.library_class)
+KNOWN_KINDS: tuple[str, ...] = tuple(
+    dict.fromkeys(kind.library_class for kind in kinds.KINDS.values() if kind.library_class)
+)
 LIBRARY_PREFIX = "sentence_transformers."
 # read(filename): a model file's text, or None where the model has no such file.
 FileReader = Callable[[str], "str | None"]
@@ -41,14 +44,19 @@ class Declared:
     evidence: str
     # modules.json's module classes, in order (empty where there is none).
     modules: tuple[str, ...] = ()
+    # What its first module (a Transformer) takes: "text", "image", "image+text"...
+    # (library/modalities.py).
+    modalities: tuple[str, ...] = TEXT
 
 
 def read_declared(read: FileReader) -> Declared:
     """The kind a model declares, from ``read(filename) -> text | None``."""
-    modules = _modules(read("modules.json"))
+    entries = _module_entries(read("modules.json"))
+    modules = tuple(str(entry.get("type", "")) for entry in entries)
     settings = _json(read("config_sentence_transformers.json"), "config_sentence_transformers.json")
     if settings is not None and settings.get("model_type"):
-        return Declared(str(settings["model_type"]), "config_sentence_transformers.json", modules)
+        modalities = modalities_of(read, entries[0] if entries else None)
+        return Declared(str(settings["model_type"]), "config_sentence_transformers.json", modules, modalities)
     if not modules:
         config = _json(read("config.json"), "config.json") or {}
         architectures = config.get("architectures") or []
@@ -56,7 +64,8 @@ def read_declared(read: FileReader) -> Declared:
             str(name).endswith("ForSequenceClassification") for name in architectures
         ):
             return Declared("CrossEncoder", "config.json (a sequence-classification model)", modules)
-    return Declared("SentenceTransformer", "modules.json" if modules else "a plain transformer (mean pooling)", modules)
+    evidence = "modules.json" if modules else "a plain transformer (mean pooling)"
+    return Declared("SentenceTransformer", evidence, modules, modalities_of(read, entries[0] if entries else None))
 
 
 def unsupported(declared: Declared, served: tuple[str, ...]) -> UnsupportedModelError:
@@ -127,13 +136,14 @@ def _json(text: str | None, name: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _modules(text: str | None) -> tuple[str, ...]:
+def _module_entries(text: str | None) -> list[dict]:
+    """modules.json's entries (each module's type and folder), in order."""
     if text is None:
-        return ()
+        return []
     try:
         entries = json.loads(text)
     except ValueError as error:
         raise ConversionError(f"modules.json is not valid JSON: {error}") from None
     if not isinstance(entries, list):
         raise ConversionError("modules.json is not a list of modules")
-    return tuple(str(entry.get("type", "")) for entry in entries if isinstance(entry, dict))
+    return [entry for entry in entries if isinstance(entry, dict)]

@@ -190,9 +190,11 @@ def export_graph(
     input_names: Sequence[str],
     output_name: str,
     per_token: bool = False,
+    fixed_shape: bool = False,
 ) -> None:
     """Export ``graph`` (a module taking ``input_names`` in order) to ``onnx_file``, traced on
-    ``example``: dynamic batch and sequence axes, one output (per token where ``per_token``).
+    ``example``: dynamic batch and sequence axes (the batch axis only, for inputs of a
+    ``fixed_shape``: images), one output (per token where ``per_token``).
     A failure names ``modules`` (what the graph runs), the operator or library code where it
     stopped, and what to try."""
     import onnx
@@ -201,7 +203,7 @@ def export_graph(
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
     # Two texts of different lengths: the trace then follows the masked (padded) path.
     inputs = tuple(example[name] for name in input_names)
-    dynamic = {0: "batch", 1: "sequence"}
+    dynamic = {0: "batch"} if fixed_shape else {0: "batch", 1: "sequence"}
     output_axes = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
     try:
         with torch.no_grad(), warnings.catch_warnings(), index_based_masks():

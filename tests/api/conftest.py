@@ -56,8 +56,13 @@ class FakeModel:
     def routes(self):
         infos = self.metadata.routes
         if not infos:
-            return [Route("", EVERY_TASK, None, self.triton_name)]
-        return [Route(info.name, tuple(info.tasks), None, self.triton_name, str(info.version)) for info in infos]
+            routes = [Route("", EVERY_TASK, None, self.triton_name)]
+        else:
+            routes = [Route(info.name, tuple(info.tasks), None, self.triton_name, str(info.version)) for info in infos]
+        if Output.IMAGES in self.kind.gives():
+            # A model that embeds images (a multimodal one) has a route that takes them.
+            routes.append(Route("images", EVERY_TASK, None, self.triton_name, images="fake"))
+        return routes
 
 
 @dataclass
@@ -149,6 +154,10 @@ class FakeEmbeddings:
         """The plan over fake runs; calls show each run's texts, prompts prepended, and normalize."""
         results = []
         for run in plan.runs:
+            if run.route.images is not None:
+                # Images among an ask's inputs (Cohere's): the fake's image vectors.
+                results.append(await self.embed_images(model, run.inputs, normalize=ask.options.normalize, timeout_s=timeout_s))
+                continue
             texts = [run.prefix + text if isinstance(text, str) else text for text in run.inputs]
             if ask.output is Output.RERANK and isinstance(texts[0], tuple):
                 # A score per document: its length, so the best is the longest.

@@ -12,6 +12,7 @@ from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
 from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.kinds.multi_vector import MultiVectorInfo
+from embedgate.contract.kinds.multimodal import MultimodalMetadata
 from embedgate.contract.kinds.sparse import SparseInfo
 from embedgate.contract.spec import ModelMetadata
 
@@ -39,6 +40,16 @@ RECORDS = {
         "image_parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1},
         "image_gpu": None,
     }),
+    "multimodal": ("multimodal", MultimodalMetadata, {
+        "modalities": ["text", "image"],
+        "image": {"preparation": "processor", "processor": "CLIPImageProcessor", "backend": "torchvision",
+                  "shortest_edge": 224, "resize_height": None, "resize_width": None, "interpolation": "bicubic",
+                  "crop_height": 224, "crop_width": 224, "height": 224, "width": 224, "rescale": 1 / 255,
+                  "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+        "image_parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1},
+        "pixel_max_error": 0.0,
+        "image_gpu": None,
+    }),
 }
 
 
@@ -51,7 +62,8 @@ def on_disk(kind: str, **changes) -> dict:
         "dynamic_batching": True, "instance_count": 1, "parity": PARITY, "created_at": "2026-01-01T00:00:00+00:00",
         "conversion_seconds": 0.0, "made_from": None, "clip": None, "dense": None, "variant": None, "packed_parity": None,
         "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
-        "cross_encoder": None, "sparse": None, "multi_vector": None, "routes": None, "gpu": None, "calibration": None,
+        "cross_encoder": None, "sparse": None, "multi_vector": None, "multimodal": None, "routes": None, "gpu": None,
+        "calibration": None,
     }
     if kind in RECORDS:
         key, _, record = RECORDS[kind]

@@ -35,11 +35,29 @@ WRONG_KIND = ("wrong_model_kind", None)
 STATE_DEPENDENT = {
     "/v1/embeddings": [("bad_request", "dimensions"), WRONG_KIND],
     "/infer": [("unknown_prompt", None), WRONG_KIND],
+    # Uploads name a multimodal model, or a CLIP model with its pretrained: MiniLM takes no images.
+    "/infer_image": [WRONG_KIND],
     "/rerank": [("unknown_prompt", None), WRONG_KIND],
     "/v1/rerank": [("unknown_prompt", None), WRONG_KIND],
     "/predict": [("unknown_prompt", None), WRONG_KIND],
     # A batch file's lines are JSON requests: what a schema of a binary file cannot say.
     "/v1/files": [("invalid_batch_file", None)],
+}
+
+
+# Cohere's routes (the project's error shape, which names no param): each forgiven 400 told by
+# its code and the words of its message: a max length below the model's own, int8/uint8 the
+# model (or its images, or a cut dimension) has no ranges for, dimensions above its own, a
+# text past its length where truncate is NONE, a request its kind does not answer.
+WORDS_STATE_DEPENDENT = {
+    "/v2/embed": [
+        ("bad_request", "max_tokens below"),
+        ("bad_request", "embedding_types"),
+        ("bad_request", "dimensions must be at most"),
+        ("input_too_long", "truncate is NONE"),
+        ("wrong_model_kind", ""),
+    ],
+    "/v2/rerank": [("bad_request", "max_tokens_per_doc below"), ("wrong_model_kind", "")],
 }
 
 
@@ -74,19 +92,23 @@ def filter_failure(context, failure, case, response):
     wrong_model_kind: reranking with the embedding model loaded here, ``top_k`` for a dense
     model, predicting with it; each model's kind, /loaded_models says); and an uploaded batch file whose lines
     are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
-    describes the upload as a binary file). TEI's routes: the same refusals in TEI's terms
+    describes the upload as a binary file). Cohere's routes: the same refusals and its own
+    (``WORDS_STATE_DEPENDENT``). TEI's routes: the same refusals in TEI's terms
     (``TEI_STATE_DEPENDENT``; a base URL takes a body of any of TEI's routes, and answers
     it as that route does). A run drops them and says how many it dropped."""
     path = case.operation.path
     if failure.code == "ST202" and (path == "/tei" or path.startswith("/tei/")):
         return not forgiven_tei(path, response)
     forgiven = STATE_DEPENDENT.get(path)
-    if failure.code != "ST202" or response.status_code != 400 or forgiven is None:
+    worded = WORDS_STATE_DEPENDENT.get(path)
+    if failure.code != "ST202" or response.status_code != 400 or (forgiven is None and worded is None):
         return True
     try:
         error = response.json()["error"]
     except (ValueError, KeyError, TypeError):
         return True
+    if worded is not None:
+        return not any(error.get("code") == code and words in error.get("message", "") for code, words in worded)
     return not any(
         error.get("code") == code and (param is None or error.get("param") == param) for code, param in forgiven
     )

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedgate.contract.kinds.clip import ImagePreprocessing
-from embedgate.contract.preprocess.images import ImageRejected, prepare_image
+from embedgate.contract.preprocess.images import AnyImagePreparation, ImageRejected, prepare_image
 
 from ...errors import InvalidImage
 from ...settings import Settings
@@ -60,11 +59,11 @@ class ImageLoader:
         self._pool.shutdown()
         await self.fetcher.close()
 
-    async def load(self, sources: Sequence[str | bytes], preprocessing: ImagePreprocessing) -> np.ndarray:
+    async def load(self, sources: Sequence[str | bytes], preprocessing: AnyImagePreparation) -> np.ndarray:
         """uint8 ``[len(sources), height, width, 3]``; raises InvalidImage (400)."""
         return np.stack(await run_all([self._one(i, s, preprocessing) for i, s in enumerate(sources)]))
 
-    async def _one(self, index: int, source: str | bytes, preprocessing: ImagePreprocessing) -> np.ndarray:
+    async def _one(self, index: int, source: str | bytes, preprocessing: AnyImagePreparation) -> np.ndarray:
         try:
             if isinstance(source, str) and source.partition(":")[0].lower() in ("http", "https"):
                 source = await self.fetcher.fetch(source)
@@ -73,7 +72,7 @@ class ImageLoader:
             count_image_fetch_failure(rejected.code)
             raise InvalidImage(rejected.code, f"image {index}: {rejected.reason}") from None
 
-    def _prepare(self, source: str | bytes, preprocessing: ImagePreprocessing) -> np.ndarray:
+    def _prepare(self, source: str | bytes, preprocessing: AnyImagePreparation) -> np.ndarray:
         """In an image thread: a data URI or fetched/uploaded bytes -> pixels."""
         if isinstance(source, str):
             if source.partition(":")[0].lower() != "data":

@@ -11,7 +11,7 @@ lane, so the sequence kind check -> prompt -> run -> post-process is written onc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -40,6 +40,15 @@ class Served(Protocol):
 TextInput = str | tuple[str, str]
 
 
+@dataclass(frozen=True)
+class ImageInput:
+    """An image among an embedding ask's texts (Cohere's inputs, a batch line of them): an
+    http(s) URL, a data URI or uploaded bytes, as an image route takes it. Only a kind that
+    gives embeddings of images plans an ask that holds one (``media.py``)."""
+
+    source: str | bytes
+
+
 class Output(Enum):
     """What a request asks a model for."""
 
@@ -58,7 +67,7 @@ ENDPOINTS: dict[Output, str] = {
     Output.MULTI_VECTOR: "POST /infer (multi_vector_embeddings)",
     Output.RERANK: "POST /rerank or /v1/rerank",
     Output.PREDICT: "POST /predict",
-    Output.IMAGES: "POST /infer or /infer_image with a CLIP model",
+    Output.IMAGES: "POST /infer, /infer_image or /v2/embed with a CLIP or multimodal model",
 }
 
 
@@ -89,7 +98,8 @@ class Options:
 @dataclass(frozen=True)
 class Ask:
     output: Output
-    # Texts (EMBED, SPARSE, MULTI_VECTOR), documents (RERANK), texts or pairs (PREDICT).
+    # Texts (EMBED, SPARSE, MULTI_VECTOR; EMBED also images among them: ImageInput),
+    # documents (RERANK), texts or pairs (PREDICT), image sources (IMAGES).
     inputs: list[TextInput]
     prompt: PromptChoice = DEFAULT
     options: Options = Options()
@@ -143,30 +153,39 @@ def prefixed(prefix: str, inputs: list[TextInput]) -> list[TextInput]:
 
 class Gathered:
     """Several requests' plans (or their errors) for one bulk call per route: every run's
-    inputs, prompts in them, in one list per route, and where each run's are in it."""
+    inputs, prompts in them, in one list per route, and where each run's are in it. An
+    image route's inputs are each request's own call: an image that cannot be used is the
+    error of the request that sent it, not of the others."""
 
     def __init__(self, plans: list[Plan | EmbedgateError]):
         self.plans = plans
-        # id(route) -> (route, its inputs); each plan's runs as (id(route), start, stop).
-        self.routes: dict[int, tuple[Route, list[TextInput]]] = {}
-        self.spans: list[list[tuple[int, int, int]]] = []
-        for plan in plans:
+        # A key per route (per route and plan for images) -> (route, its inputs); each plan's
+        # runs as (key, start, stop).
+        self.routes: dict[Hashable, tuple[Route, list[TextInput]]] = {}
+        self.spans: list[list[tuple[Hashable, int, int]]] = []
+        for index, plan in enumerate(plans):
             mine = []
             for run in plan.runs if isinstance(plan, Plan) else ():
-                route, inputs = self.routes.setdefault(id(run.route), (run.route, []))
-                mine.append((id(run.route), len(inputs), len(inputs) + len(run.inputs)))
+                key = id(run.route) if run.route.images is None else (id(run.route), index)
+                route, inputs = self.routes.setdefault(key, (run.route, []))
+                mine.append((key, len(inputs), len(inputs) + len(run.inputs)))
                 inputs.extend(prefixed(run.prefix, run.inputs))
             self.spans.append(mine)
 
-    def finished(self, outputs: dict[int, Embeddings]) -> list[Embeddings | EmbedgateError]:
-        """Each plan's answer from the routes' ``outputs`` (or its error)."""
+    def finished(self, outputs: dict[Hashable, Embeddings | EmbedgateError]) -> list[Embeddings | EmbedgateError]:
+        """Each plan's answer from the routes' ``outputs`` (or its error: its own, or that of
+        a call of its own that failed)."""
         answers: list[Embeddings | EmbedgateError] = []
         for plan, mine in zip(self.plans, self.spans):
             if not isinstance(plan, Plan):
                 answers.append(plan)
                 continue
+            failed = next((outputs[key] for key, _, _ in mine if isinstance(outputs[key], EmbedgateError)), None)
+            if failed is not None:
+                answers.append(failed)  # type: ignore[arg-type]
+                continue
             try:
-                answers.append(plan.finish([outputs[key].rows(start, stop) for key, start, stop in mine]))
+                answers.append(plan.finish([outputs[key].rows(start, stop) for key, start, stop in mine]))  # type: ignore[union-attr]
             except EmbedgateError as error:
                 answers.append(error)
         return answers

@@ -8,7 +8,8 @@ static embedding model's one route is); a multi-vector model tokenizes and score
 task's texts in its own way. A route has its own tokenizer, its own calls to Triton and its
 own rows in the response cache, so no text is ever answered by another route's modules. A
 model without routes has one, for every task.
-A model that embeds images (a CLIP model's image tower) has a route that takes images.
+A model that embeds images (a CLIP model's image tower, a multimodal model's image graph)
+has a route that takes images.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class Route:
     version: str = ""
     # Computed by the gateway instead (no Triton call), from stored weights (``static.py``).
     static: StaticRoute | None = None
-    # A route of images (no tokenizer): how each image is prepared (ImagePreprocessing).
+    # A route of images (no tokenizer): how each image is prepared (ImagePreprocessing for
+    # an OpenCLIP model, ProcessorImages for a multimodal sentence-transformer).
     images: Any = None
     # New for every route of every load: the response cache's rows of one are never another's.
     serial: int = field(default_factory=lambda: next(_serials))

@@ -67,12 +67,6 @@ PRETRAINED_MEANS_CLIP = {
     "if": {"required": ["pretrained"], "properties": {"pretrained": {"type": "string"}}},
     "then": {"properties": {"model_name": {"pattern": patterns.CLIP_ARCHITECTURE}}},
 }
-# JSON schema: images need a CLIP model, which /infer names with its pretrained (without
-# one, the name is a sentence-transformer's, which has no image tower, or refused).
-IMAGES_NEED_PRETRAINED = {
-    "if": one_of_these_non_empty("image")[0],
-    "then": {"required": ["pretrained"], "properties": {"pretrained": {"type": "string"}}},
-}
 
 Texts = Annotated[list[str], BeforeValidator(_one_or_many), _one_or_many_schema("max_texts_per_request")]
 

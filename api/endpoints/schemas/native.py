@@ -1,5 +1,5 @@
 """Bodies of ``POST /infer`` and ``/infer_image``, in the seed API's shape: texts (and, for a
-CLIP model, images) in; each kind's embeddings under its own key out."""
+CLIP or multimodal model, images) in; each kind's embeddings under its own key out."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...compute.requests.quantize import Precision
 from .fields import (
-    IMAGES_NEED_PRETRAINED,
     ONE_PROMPT,
     PRETRAINED_MEANS_CLIP,
     Body,
@@ -25,11 +24,11 @@ from .fields import (
 
 
 class InferRequest(Body):
-    # Text, images or both; with a pretrained, a CLIP model; images, a CLIP model.
+    # Text, images or both; with a pretrained, a CLIP model; images, a CLIP or multimodal model.
     model_config = ConfigDict(
         json_schema_extra={
             "anyOf": one_of_these_non_empty("text", "image"),
-            "allOf": [PRETRAINED_MEANS_CLIP, IMAGES_NEED_PRETRAINED, ONE_PROMPT],
+            "allOf": [PRETRAINED_MEANS_CLIP, ONE_PROMPT],
         }
     )
 
@@ -40,8 +39,8 @@ class InferRequest(Body):
     )
     image: Images | None = Field(
         None,
-        description="CLIP models (name one with its pretrained): one or more images, each an http(s) URL "
-        "or a data:image/...;base64 URI.",
+        description="CLIP models (named with their pretrained) and multimodal sentence-transformers: one or more "
+        "images, each an http(s) URL or a data:image/...;base64 URI.",
         examples=[["https://example.com/cat.jpg"]],
     )
     normalize: bool = Field(True, description="Return unit-length embeddings.")

@@ -41,8 +41,9 @@ class BatchCreateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     input_file_id: str = Field(min_length=1, max_length=200, description="An uploaded file of purpose 'batch'.")
-    endpoint: Literal["/v1/embeddings", "/v1/rerank"] = Field(
-        description="The endpoint every line calls.", examples=["/v1/embeddings"]
+    endpoint: Literal["/v1/embeddings", "/v1/rerank", "/v2/embed"] = Field(
+        description="The endpoint every line calls (/v2/embed: Cohere's, whose lines may carry images).",
+        examples=["/v1/embeddings"],
     )
     completion_window: Literal["24h"] = Field(
         description="The batch expires, with what ran, if not done by then."

@@ -28,6 +28,8 @@ ANSWERS = {
     ("get", "/v1/batches/{batch_id}"): "BatchObject",
     ("post", "/v1/batches/{batch_id}/cancel"): "BatchObject",
     ("post", "/v1/rerank"): "RerankResponse",
+    ("post", "/v2/embed"): "CohereEmbedResponse",
+    ("post", "/v2/rerank"): "CohereRerankResponse",
     ("get", "/metrics"): "MetricsResponse",
     ("get", "/loaded_models"): "ModelList",
     ("get", "/repository_models"): "ModelList",
@@ -114,8 +116,8 @@ def test_the_statuses_each_kind_of_route_can_answer(doc):
 
 def test_415_is_documented_wherever_a_body_is_read(doc):
     with_bodies = [(path, op) for _, path, op in operations(doc) if "requestBody" in op]
-    # The native API's 12, and TEI's routes and base URL under each of its two bases.
-    assert len(with_bodies) == 12 + 2 * (len(TEI_ROUTES) + 1)
+    # The native API's 12, Cohere's 2, and TEI's routes and base URL under each of its two bases.
+    assert len(with_bodies) == 12 + 2 + 2 * (len(TEI_ROUTES) + 1)
     for path, operation in with_bodies:
         assert "415" in operation["responses"], path
 
@@ -158,6 +160,15 @@ def test_model_names_carry_the_pattern_the_server_enforces(doc):
     # With a pretrained, the model is a CLIP model: an architecture.
     clip_only = schemas["InferRequest"]["allOf"][0]["then"]["properties"]["model_name"]
     assert clip_only["pattern"] == patterns.CLIP_ARCHITECTURE
+
+
+def test_the_upload_form_says_what_a_pretrained_means_and_has_no_null(doc):
+    # A form field is left out or a string: a null would be sent as the text "null", a pretrained.
+    upload = doc["paths"]["/infer_image"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    form = component(doc, upload["$ref"])
+    assert form["then"]["properties"]["model_name"]["pattern"] == patterns.CLIP_ARCHITECTURE
+    assert form["properties"]["model_name"]["pattern"] == patterns.MODEL_NAME
+    assert form["properties"]["pretrained"]["type"] == "string" and "null" not in str(form)
 
 
 def test_bounds_are_the_running_servers_settings():

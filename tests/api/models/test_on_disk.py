@@ -79,3 +79,27 @@ def test_a_single_part_model_is_published_or_conflicts(tmp_path):
     assert find() == (OnDisk.CONFLICT, None)
     on_disk["org--model"] = metadata = fake_metadata("org/model")
     assert find() == (OnDisk.PUBLISHED, metadata)
+
+
+def test_a_multimodal_model_is_published_with_its_image_graph(tmp_path):
+    from tests.api.compute.requests.kinds.test_multimodal import metadata as multimodal_metadata
+
+    on_disk = {}
+
+    def find():
+        return find_on_disk(lambda part: part in on_disk, on_disk.get, ModelRef.named("org/mm"))
+
+    metadata = multimodal_metadata()
+    assert ModelRef.named("org/mm").parts_of(metadata) == ("org--mm", "org--mm---image")
+    # The image graph alone (published first, or left by a delete): converting again replaces it.
+    on_disk["org--mm---image"] = metadata
+    assert find() == (OnDisk.HALF_PUBLISHED, None)
+    on_disk["org--mm"] = metadata
+    assert find() == (OnDisk.PUBLISHED, metadata)
+    # Its text graph without the image graph its metadata names: not a whole model.
+    del on_disk["org--mm---image"]
+    assert find() == (OnDisk.HALF_PUBLISHED, None)
+    # A dense model of the name needs no image graph.
+    on_disk["org--mm"] = dense = fake_metadata("org/mm")
+    assert find() == (OnDisk.PUBLISHED, dense)
+    assert ModelRef.named("org/mm").every_part() == ("org--mm", "org--mm---image")

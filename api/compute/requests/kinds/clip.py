@@ -13,7 +13,9 @@ from embedgate.contract.preprocess.clip_text import AnyClipTokenizer, clip_token
 from embedgate.contract.preprocess.text import TokenBatch
 from embedgate.contract.spec import INPUT_IDS, PIXELS, clip_part_names
 
+from .. import media
 from ..asks import Ask, Output, Plan, Run, Served, joined
+from ..media import has_images, mixed_plan
 from ..quantize import available, quantized
 from ..routes import EVERY_TASK, Route, route_for
 from .base import Files, ServedKind
@@ -36,6 +38,9 @@ class ClipKind(ServedKind):
     def plan(self, model: Served, ask: Ask) -> Plan:
         if ask.output is Output.IMAGES:
             return image_plan(model, ask)
+        if has_images(ask.inputs):
+            # Texts and images in one ask (Cohere's inputs): each finished as texts are.
+            return mixed_plan(model, ask, dense_plan, media.image_plan)
         return dense_plan(model, ask)
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:

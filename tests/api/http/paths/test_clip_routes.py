@@ -125,8 +125,16 @@ def test_upload_limits_and_missing_fields(client, settings, image_calls):
     no_image = [("other", ("n.txt", b"x", "text/plain"))]
     assert_error(client.post("/infer_image", data=MODEL, files=no_image), 422, "invalid_request")
     one = [("image", ("a.png", b"x", "image/png"))]
-    assert_error(client.post("/infer_image", data={"model_name": "org/loaded"}, files=one), 422, "invalid_request")
+    assert_error(client.post("/infer_image", data={"pretrained": "tag"}, files=one), 422, "invalid_request")
     assert image_calls == []
+
+
+def test_uploads_without_pretrained_name_a_sentence_transformers_model(client, image_calls, lookups):
+    # A multimodal sentence-transformer is named alone, as /load_sentence_transformer_model loaded it.
+    one = [("image", ("a.png", b"x", "image/png"))]
+    response = client.post("/infer_image", data={"model_name": "org/loaded"}, files=one)
+    assert response.status_code == 200, response.text
+    assert lookups == [("org/loaded", None)]
 
 
 def test_load_clip_model_passes_the_pair_and_answers_with_the_image_size(client, gateway):

@@ -1,0 +1,199 @@
+"""Multimodal sentence-transformers end to end: HTTP -> gateway -> real tritonserver. One
+gateway serves the tiny CLIP-form model (its texts and images each against
+``SentenceTransformer.encode``: /infer, /infer_image, Cohere's /v2/embed through
+``cohere.ClientV2``, a bulk job of /v2/embed lines with images) and a tiny reranker
+(Cohere's /v2/rerank against ``CrossEncoder.predict``); the vision-language form is refused
+with the reason. Images come from a local server on 127.0.0.2, the address the allow-list
+admits; every comparison is of answers the model computed (inputs of their own, images are
+never cached)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.helpers import cosine_rows
+from tests.image_server import ImageServer
+from tests.multimodal_models import CLIP_POSITIONS, clip_form_model, vision_language_model
+from tests.tiny_models import cross_encoder
+
+from .conftest import run_batch, start_gateway
+
+MODEL = "org/tiny-clip-form"
+RERANKER = "org/tiny-reranker"
+
+
+def picture(width: int, height: int, seed: int, mode: str = "RGB", fmt: str = "PNG") -> bytes:
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // width, y * 255 // height, (x * y) % 256], axis=-1)
+    image = Image.fromarray(np.clip(base + rng.integers(0, 60, (height, width, 3)), 0, 255).astype(np.uint8))
+    buffer = io.BytesIO()
+    image.convert(mode).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+IMAGES = {
+    "photo.jpg": picture(320, 240, 1, fmt="JPEG"),
+    "portrait.png": picture(45, 100, 2),
+    "alpha.png": picture(60, 50, 3, mode="RGBA"),
+    "tiny.png": picture(7, 5, 4),
+}
+
+
+def data_uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+@pytest.fixture(scope="module")
+def images():
+    server = ImageServer("127.0.0.2")
+    for name, data in IMAGES.items():
+        server.add(f"/{name}", data, headers={"Content-Type": "image/*"})
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def directories(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multimodal-models")
+    return {"clip": clip_form_model(root / "clip"), "reranker": cross_encoder(root / "reranker")}
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, directories, images):
+    repository = tmp_path_factory.mktemp("multimodal_repository")
+    gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "multimodal-gateway.log",
+                       image_fetch_allow="127.0.0.2", max_batch_size="4")
+    with gw.client() as http:
+        for name, key in ((MODEL, "clip"), (RERANKER, "reranker")):
+            body = {"model_name": name, "model_path": str(directories[key])}
+            response = http.post("/load_sentence_transformer_model", json=body)
+            assert response.status_code == 200, response.text
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def http(gateway):
+    with gateway.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def library(directories):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(directories["clip"]), device="cpu")
+    model[0].max_seq_length = CLIP_POSITIONS  # what the conversion served it with (its tokenizer names none)
+    return model
+
+
+def encode_images(library, blobs: list[bytes]) -> np.ndarray:
+    return library.encode([Image.open(io.BytesIO(blob)) for blob in blobs])
+
+
+def test_the_load_answers_a_multimodal_model_with_its_image_size(http):
+    listed = {entry["model_name"]: entry for entry in http.get("/loaded_models").json()["models"]}[MODEL]
+    assert listed["kind"] == "multimodal" and listed["max_seq_length"] == CLIP_POSITIONS
+    assert listed["image_size"] == [32, 32] and listed["modalities"] == ["text", "image"]
+    assert listed["triton_parts"] == ["org--tiny-clip-form", "org--tiny-clip-form---image"]
+
+
+def test_infer_answers_texts_and_images_as_encode(http, library, images):
+    texts = ["infer: a photo of a cat", "infer: " + "a dog in the snow " * 8]
+    urls = [f"http://127.0.0.2:{images.port}/{name}" for name in ("photo.jpg", "portrait.png", "alpha.png")]
+    body = {"model_name": MODEL, "text": texts, "image": [*urls, data_uri(IMAGES["tiny.png"])], "normalize": False}
+    response = http.post("/infer", json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-cached-inputs"] == "0" and response.headers["x-truncated-inputs"] == "1"
+    answer = response.json()
+    blobs = [IMAGES[name] for name in ("photo.jpg", "portrait.png", "alpha.png", "tiny.png")]
+    assert cosine_rows(answer["text_embeddings"], library.encode(texts)).min() >= 0.9999
+    expected = encode_images(library, blobs)
+    assert cosine_rows(answer["image_embeddings"], expected).min() >= 0.9999
+    np.testing.assert_allclose(answer["image_embeddings"], expected, rtol=1e-3, atol=1e-4)
+
+
+def test_infer_image_takes_uploads(http, library):
+    files = [("image", (name, IMAGES[name], "image/png")) for name in ("alpha.png", "photo.jpg")]
+    response = http.post("/infer_image", data={"model_name": MODEL}, files=files)
+    assert response.status_code == 200, response.text
+    expected = encode_images(library, [IMAGES["alpha.png"], IMAGES["photo.jpg"]])
+    assert cosine_rows(response.json()["image_embeddings"], expected).min() >= 0.9999
+
+
+def test_cohere_clients_embed_texts_images_and_inputs(gateway, library, images):
+    import cohere
+
+    client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
+    texts = ["cohere: search for a lighthouse", "cohere: a bowl of ramen"]
+    answer = client.embed(model=MODEL, input_type="search_document", texts=texts, embedding_types=["float", "ubinary"])
+    assert answer.texts == texts and answer.meta.api_version.version == "2"
+    assert cosine_rows(answer.embeddings.float_, library.encode(texts)).min() >= 0.9999
+    assert np.asarray(answer.embeddings.ubinary).shape == (2, 2)
+
+    blobs = [IMAGES["portrait.png"], IMAGES["tiny.png"]]
+    answer = client.embed(model=MODEL, input_type="image", images=[data_uri(blob) for blob in blobs])
+    assert cosine_rows(answer.embeddings.float_, encode_images(library, blobs)).min() >= 0.9999
+
+    inputs = [
+        {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/photo.jpg"}}]},
+        {"content": [{"type": "text", "text": "cohere: an input of text"}]},
+    ]
+    answer = client.embed(model=MODEL, input_type="search_query", inputs=inputs, output_dimension=8)
+    expected = np.concatenate([encode_images(library, [IMAGES["photo.jpg"]]), library.encode(["cohere: an input of text"])])
+    served = np.asarray(answer.embeddings.float_)
+    assert served.shape == (2, 8) and cosine_rows(served, expected[:, :8]).min() >= 0.9999
+
+
+def test_cohere_clients_rerank(gateway, directories):
+    import cohere
+    from sentence_transformers import CrossEncoder
+
+    client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
+    documents = ["rerank: the quick brown fox", "rerank: stocks fell", "rerank: a man is eating food"]
+    answer = client.rerank(model=RERANKER, query="rerank: what is the fox doing", documents=documents)
+    expected = CrossEncoder(str(directories["reranker"]), device="cpu").predict(
+        [("rerank: what is the fox doing", document) for document in documents]
+    )
+    assert [result.index for result in answer.results] == list(np.argsort(-expected, kind="stable"))
+    np.testing.assert_allclose([result.relevance_score for result in answer.results], np.sort(expected)[::-1], atol=1e-4)
+
+
+def test_a_bulk_job_of_cohere_lines_with_images(gateway, library, images):
+    url = f"http://127.0.0.2:{images.port}/alpha.png"
+    bodies = [
+        {"model": MODEL, "input_type": "image", "images": [url, data_uri(IMAGES["tiny.png"])]},
+        {"model": MODEL, "input_type": "search_document", "inputs": [
+            {"content": [{"type": "text", "text": "bulk: a text among images"}]},
+            {"content": [{"type": "image_url", "image_url": {"url": data_uri(IMAGES["portrait.png"])}}]},
+        ]},
+        {"model": MODEL, "input_type": "image", "images": ["data:image/png;base64,AAAA"]},
+    ]
+    lines = [json.dumps({"custom_id": f"l{i}", "method": "POST", "url": "/v2/embed", "body": body})
+             for i, body in enumerate(bodies)]
+    batch, output, errors = run_batch(gateway, lines, "/v2/embed")
+    assert batch.status == "completed"
+    first = output["l0"]["response"]["body"]["embeddings"]["float"]
+    assert cosine_rows(first, encode_images(library, [IMAGES["alpha.png"], IMAGES["tiny.png"]])).min() >= 0.9999
+    second = output["l1"]["response"]["body"]["embeddings"]["float"]
+    expected = np.concatenate([library.encode(["bulk: a text among images"]), encode_images(library, [IMAGES["portrait.png"]])])
+    assert cosine_rows(second, expected).min() >= 0.9999
+    # A line whose image cannot be used is that line's error; the others were answered.
+    assert [error["custom_id"] for error in errors] == ["l2"]
+    assert errors[0]["response"]["status_code"] == 400
+
+
+def test_the_vision_language_form_is_refused_saying_why(http, tmp_path):
+    body = {"model_name": "org/tiny-vl", "model_path": str(vision_language_model(tmp_path / "vl"))}
+    response = http.post("/load_sentence_transformer_model", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_model" and "chat template" in error["message"]
+    assert "Qwen3-VL-Embedding" in error["message"]
