@@ -28,9 +28,12 @@ serve: $(STAMP)
 	$(BIN)/embedgate serve
 
 # The manual first (seconds; a broken link or a page left out of the nav fails it), then
-# every test: unit, integration (the real tritonserver) and the OpenAPI contract.
+# every test: unit, integration (the real tritonserver) and the OpenAPI contract, in two
+# processes that each take whole files (a file's module fixtures built once): on 2 cores
+# about half the time of one process (docs/development.md has the figures).
+TEST_PROCESSES ?= 2
 test: docs
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site

@@ -46,6 +46,23 @@ def counted(read, at_least: int, timeout: float = 10.0) -> int:
     return value
 
 
+def settled(read, quiet: float = 0.5, timeout: float = 10.0) -> int:
+    """``read()`` once it has not changed for ``quiet`` seconds (or after ``timeout``): for
+    Triton's inference counts, which can trail the answer (see :func:`counted`), so that an
+    exact count is read once every inference due has been counted, and one not due would
+    have been."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return value
+
+
 def python_path(*first) -> str:
     """PYTHONPATH for a subprocess: ``first``, then whatever this process was started with
     (an environment that points ``embedgate`` at a checkout keeps it in its children)."""

@@ -311,9 +311,10 @@ def qwen3_model(directory: Path, seed: int = 0) -> Path:
     return _save_sentence_transformer(directory, base, "lasttoken", [_normalize()])
 
 
-def routed_model(directory: Path, seed: int = 0) -> Path:
+def routed_model(directory: Path, seed: int = 0, default_route: str | None = "document") -> Path:
     """An asymmetric model: one Transformer and mean pooling, then a Router with a
-    different Dense head for queries and for documents (``Router.for_query_document``)."""
+    different Dense head for queries and for documents (``Router.for_query_document``);
+    ``default_route`` None: a text must name its task."""
     transformer_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Dense, Router, Transformer
@@ -322,7 +323,9 @@ def routed_model(directory: Path, seed: int = 0) -> Path:
     _torch_seed(seed + 1)
     transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
     width = transformer.get_embedding_dimension()
-    router = Router.for_query_document(query_modules=[Dense(width, 16)], document_modules=[Dense(width, 16)])
+    router = Router.for_query_document(
+        query_modules=[Dense(width, 16)], document_modules=[Dense(width, 16)], default_route=default_route
+    )
     modules = [transformer, Pooling(width, pooling_mode="mean"), router, _normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(directory))
     return directory

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
-from ..errors import DeadlineExceeded, EmbedgateError, ReplicaLoadFailed, TritonUnavailable
+from ..errors import ClusterConfigError, DeadlineExceeded, EmbedgateError, ReplicaLoadFailed, TritonUnavailable
 from ..models.control import LoadOutcome
 from ..models.names import clip_key, split_clip_key
 from ..models.progress import Progress
@@ -151,13 +151,31 @@ class ClusterModels:
 
     async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome:
         outcome = await self.registry.load_sentence_transformer(name, model_path, **options)
-        await self._everywhere(outcome.model.name, True, options.get("progress"))
+        await self._wanted_everywhere(outcome, options.get("progress"))
         return outcome
 
     async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome:
         outcome = await self.registry.load_clip(model_name, pretrained, **options)
-        await self._everywhere(outcome.model.name, True, options.get("progress"))
+        await self._wanted_everywhere(outcome, options.get("progress"))
         return outcome
+
+    async def _wanted_everywhere(self, outcome: LoadOutcome, progress: Progress | None) -> None:
+        """The model this replica loaded, made the application's desired state and waited
+        for on every replica. Where it cannot become desired state (Serve's config API
+        unreachable or refusing), this replica no longer serves what it loaded for the
+        request: no replica serves a model the application does not want, and the answer
+        (502) says the load did not happen."""
+        key = outcome.model.name
+        try:
+            await self._everywhere(key, True, progress)
+        except ClusterConfigError:
+            if not outcome.already_loaded:
+                clip = split_clip_key(key)
+                try:
+                    await (self.registry.unload(*clip) if clip else self.registry.unload(key))
+                except EmbedgateError as exc:
+                    log.warning("replica %s could not unload %s: %s", self.cluster.replica_id, key, exc.message)
+            raise
 
     async def unload(self, name: str, pretrained: str | None = None) -> None:
         key = name if pretrained is None else clip_key(name, pretrained)

@@ -123,10 +123,9 @@ def run(settings: Settings) -> None:
     local_options = {"include_dashboard": True, "dashboard_host": "127.0.0.1"} if local else {}
     context = ray.init(address=settings.ray_address, namespace="embedgate", log_to_driver=local, **local_options)
     dashboard = settings.ray_dashboard_url or f"http://{context.dashboard_url}"
-    if local:
-        # Replicas find a cluster's dashboard on its head node by themselves; a local one
-        # listens on loopback only, so they are told.
-        settings = settings.model_copy(update={"ray_dashboard_url": dashboard})
+    # Replicas are told the dashboard the launcher found: a local one listens on loopback
+    # only, and a cluster's may listen on another port than the 8265 a replica would guess.
+    settings = settings.model_copy(update={"ray_dashboard_url": dashboard})
     serve.start(
         http_options={"host": settings.host, "port": settings.port}, proxy_location=settings.ray_proxy_location
     )

@@ -10,7 +10,7 @@ import pytest
 
 from tests import tiny_models
 
-from .conftest import models_loaded
+from .conftest import MINILM, models_loaded
 
 NLI = "org/tiny-nli"
 RERANKER = "org/tiny-predict-reranker"
@@ -77,9 +77,13 @@ def test_a_rerankers_activation_and_its_raw_scores(http, models, references):
     assert 0 < score < 1 and abs(logit - score) > 1e-3
 
 
-def test_a_classifier_does_not_rerank_and_an_embedder_does_not_predict(http, models):
+def test_a_classifier_does_not_rerank_and_an_embedder_does_not_predict(http, models, minilm_loaded):
     refused = http.post("/rerank", json={"model": NLI, "query": "a", "documents": ["b"]})
     assert refused.status_code == 400 and "POST /predict" in refused.json()["error"]["message"]
+    embedder = http.post("/predict", json={"model": MINILM, "inputs": TEXT})
+    assert embedder.status_code == 400 and embedder.json()["error"]["code"] == "wrong_model_kind"
+    assert "gives no label scores" in embedder.json()["error"]["message"]
+    assert "POST /infer" in embedder.json()["error"]["message"]
     listed = {m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
     assert listed[NLI]["num_labels"] == 3 and listed[NLI]["labels"] == list(tiny_models.NLI_LABELS)
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -116,16 +117,16 @@ def test_a_load_through_one_worker_is_served_by_every_worker_then_unload_and_del
     steps = [event["message"] for event in events if event["event"] == "progress"]
     assert any("exporting" in step for step in steps) and "ready" in steps, steps
     assert events[-1]["event"] == "done" and events[-1]["result"]["converted"] is True, events[-1]
-    # At once, on every worker: none answers 404 or 409 for it.
-    reference = None
+    # At once, on every worker: none answers 404 or 409 for it, each with the library's vector.
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(model), device="cpu").encode(["hello world model"])
     for index, client in clients.items():
         listed = {m["model_name"] for m in client.get("/loaded_models").json()["models"]}
         assert name in listed, (index, listed)
         response = embed(client, ["hello world model"], name)
         assert response.status_code == 200, (index, response.text)
-        vector = response.json()["text_embeddings"][0]
-        reference = reference or vector
-        np.testing.assert_allclose(vector, reference, atol=1e-6)
+        assert cosine_rows(response.json()["text_embeddings"], reference).min() >= 0.9999, index
 
     unloaded = clients[1].post("/unload_model", json={"model_name": name})
     assert unloaded.status_code == 200, unloaded.text
@@ -227,10 +228,20 @@ async def pinned_client(url: str, worker: int) -> httpx.AsyncClient:
         assert time.monotonic() < deadline, f"worker {worker} accepted no connection"
 
 
-async def steady(url: str, what: str, answers: list, stop: asyncio.Event, per_worker: int = 4) -> None:
-    """``per_worker`` clients on each worker's connections, each with one MiniLM /infer
-    always in flight (a text of its own each time); a request whose connection broke is
-    recorded as such, and the client goes on (on a new connection)."""
+PER_WORKER = 4
+
+
+def worker_of_text(text: str) -> int:
+    """The worker whose connection a ``steady`` client's text was first sent on (its client
+    number, the text's second-to-last word, over ``PER_WORKER``)."""
+    return int(text.split()[-2]) // PER_WORKER
+
+
+async def steady(url: str, what: str, answers: list, stop: asyncio.Event, per_worker: int = PER_WORKER) -> None:
+    """``per_worker`` clients on each worker's connections (clients ``w * per_worker`` to
+    ``(w + 1) * per_worker - 1`` on worker ``w``), each with one MiniLM /infer always in
+    flight (a text of its own each time: ``<what> <client> <n>``); a request whose
+    connection broke is recorded as such, and the client goes on (on a new connection)."""
 
     async def loop(client: httpx.AsyncClient, number: int) -> None:
         sent = 0
@@ -270,8 +281,16 @@ def check_answers(answers: list, minilm) -> tuple[list, list]:
     return came, broken
 
 
+def resent_by_each_worker(log: str) -> None:
+    """Each worker sent again a request that what was to answer it had lost (the lines its
+    resend logs, ``api/compute/backend/resend.py``, under ``[worker N]``)."""
+    for index in range(WORKERS):
+        assert re.search(rf"\[worker {index}\]: .*sending it again", log), f"worker {index} sent nothing again"
+
+
 async def test_triton_killed_under_load_every_request_gets_its_own_vector(served, minilm):
     (triton_pid,) = served.children("tritonserver")
+    log_start = len(served.log())
     answers: list = []
     stop = asyncio.Event()
     load = asyncio.create_task(steady(served.url, "while triton dies", answers, stop))
@@ -289,34 +308,43 @@ async def test_triton_killed_under_load_every_request_gets_its_own_vector(served
     assert not broken, broken[:3]
     workers = {a.headers[WORKER] for _, a in came}
     assert workers == {str(i) for i in range(WORKERS)}, workers
+    resent_by_each_worker(served.log()[log_start:])
     wait_ready(served)
 
 
-async def test_a_model_process_killed_is_replaced_once_for_every_worker(served, minilm):
-    """The model's stub dies, and the clients of both workers meet the dead process at
-    once: the primary loads the model again once, both workers send their lost calls
-    again, every request gets its vector. (The stub dies between requests: one killed
-    while it holds the lock of the memory it shares with Triton takes tritonserver down
-    too, and is recovered as in the test above.)"""
+async def test_a_model_process_killed_under_load_is_recovered_once_for_every_worker(served, minilm):
+    """The model's stub is SIGKILLed while both workers' clients each have a request in
+    flight: the primary recovers it once (the model loaded again, or, where the stub died
+    holding the lock of the memory it shares with Triton and tritonserver aborted too,
+    Triton restarted), each worker sends again what it had sent to the dead process, and
+    every request gets its own vector."""
     (triton_pid,) = served.children("tritonserver")
     name = MINILM.replace("/", "--")
     (stub,) = model_stubs(triton_pid, name)
-    assert httpx.post(f"{served.url}/infer", json={"model_name": MINILM, "text": ["before"]}, timeout=120).status_code == 200
     log_start = len(served.log())
-    os.kill(stub, signal.SIGKILL)
     answers: list = []
     stop = asyncio.Event()
     load = asyncio.create_task(steady(served.url, "meeting the dead process", answers, stop))
-    await asyncio.to_thread(served.wait_log, "has a new process in Triton", 120, log_start)
+    await until(load, lambda: answered_by(answers, "0") >= 10 and answered_by(answers, "1") >= 10, 120,
+                "both workers serving")
+    os.kill(stub, signal.SIGKILL)
+    await asyncio.to_thread(
+        served.wait_log, re.compile("has a new process in Triton|tritonserver restarted in"), 120, log_start
+    )
     count = len(answers)
-    await until(load, lambda: len(answers) >= count + 40, 120, "answers after the reload")
+    await until(load, lambda: len(answers) >= count + 40, 120, "answers after the recovery")
     stop.set()
     await load
     came, broken = check_answers(answers, minilm)
     assert not broken, broken[:3]
     assert {a.headers[WORKER] for _, a in came} == {str(i) for i in range(WORKERS)}
-    assert served.log()[log_start:].count("lost its process in Triton") == 1
-    assert served.children("tritonserver") == [triton_pid]
+    log = served.log()[log_start:]
+    resent_by_each_worker(log)
+    if "tritonserver restarted in" not in log:
+        # Triton ran on: the model was loaded again once, for both workers' requests.
+        assert log.count("lost its process in Triton") == 1
+        assert served.children("tritonserver") == [triton_pid]
+    wait_ready(served)
 
 
 def answered_by(answers: list, worker: str) -> int:
@@ -349,8 +377,11 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     stop.set()
     await load
     came, broken = check_answers(answers, minilm)
-    # Only the requests in flight on the killed worker's connections broke: at most one per client.
-    assert len(broken) <= 8, broken
+    # Only the requests in flight on the killed worker's connections broke: at most one per
+    # client, each a client of worker 0's.
+    clients = [int(text.split()[-2]) for text, _ in broken]
+    assert len(clients) == len(set(clients)), broken
+    assert {worker_of_text(text) for text, _ in broken} <= {0}, broken
     assert replaced != before[0]
     # The new worker took the model without Triton loading it again.
     assert stub_pids(served) == stubs
@@ -373,11 +404,15 @@ def test_one_scrape_sums_the_workers(served):
     assert infer_count() - before == sent
     assert served.metric("embedgate_model_loaded", model=MINILM) == 1
     assert served.metric("embedgate_triton_ready") == 1
-    # Every process's CPU, summed: more than the primary's alone.
-    assert served.metric("process_cpu_seconds_total") > 0
+    # Every process's CPU, summed: more than the primary's alone (read after the scrape, so
+    # at least what it was then; the workers, which served every request, add theirs).
+    summed = served.metric("process_cpu_seconds_total")
+    fields = Path(f"/proc/{served.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    primary = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    assert summed > primary, (summed, primary)
 
 
-def test_a_bulk_job_with_two_workers_runs_every_line_once(served):
+def test_a_bulk_job_with_two_workers_runs_every_line_once(served, minilm):
     count = 1200
     words = "the quick brown fox jumps over the lazy dog while a man eats".split()
     rng = np.random.default_rng(11)
@@ -391,17 +426,15 @@ def test_a_bulk_job_with_two_workers_runs_every_line_once(served):
         rows = read_jsonl(client, done.output_file_id)
     ids = [row["custom_id"] for row in rows]
     assert sorted(ids) == sorted(f"w{i}" for i in range(count))
-    # Both workers leased chunks of it.
-    workers = set(re.findall(rf"\[worker (\d+)\]: bulk job {batch.id}: chunk \d+ done", served.log()))
-    assert workers == {str(i) for i in range(WORKERS)}, workers
-    sample = rows[:: count // 6]
-    vectors = [row["response"]["body"]["data"][0]["embedding"] for row in sample]
-    online = httpx.post(
-        f"{served.url}/v1/embeddings",
-        json={"model": MINILM, "input": [texts[int(row["custom_id"][1:])] for row in sample]},
-        timeout=60,
-    ).json()
-    np.testing.assert_allclose(vectors, [d["embedding"] for d in online["data"]], atol=2e-6)
+    # Both workers leased chunks of it, and each chunk was computed once.
+    done_lines = re.findall(rf"\[worker (\d+)\]: bulk job {batch.id}: chunk (\d+) done \((\d+) lines\)", served.log())
+    assert {worker for worker, _, _ in done_lines} == {str(i) for i in range(WORKERS)}, done_lines
+    chunks = sorted(int(chunk) for _, chunk, _ in done_lines)
+    assert chunks == list(range(len(chunks))) and sum(int(lines) for _, _, lines in done_lines) == count, done_lines
+    # Every line's vector is the library's.
+    vectors = np.asarray([row["response"]["body"]["data"][0]["embedding"] for row in rows])
+    expected = minilm.encode([texts[int(custom_id[1:])] for custom_id in ids])
+    assert cosine_rows(vectors, expected).min() >= 0.9999
 
 
 def test_shutdown_leaves_nothing_and_a_restart_brings_the_models_back_to_every_worker(served, minilm, tmp_path):

@@ -3,9 +3,10 @@ and waiting for every replica to report a change."""
 
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
-from embedgate.api.errors import DeadlineExceeded, ModelNotLoaded, TritonUnavailable
+from embedgate.api.errors import ClusterConfigError, DeadlineExceeded, ModelNotLoaded, TritonUnavailable
 from embedgate.api.ray_serve import cluster as cluster_module
 from embedgate.api.ray_serve.cluster import ClusterModels, ReplicaLoadFailed, ServeCluster
 from embedgate.api.ray_serve.config_api import ServeConfigApi
@@ -132,3 +133,49 @@ async def test_unloading_a_model_no_replica_serves_is_the_single_gateway_error()
     with pytest.raises(ModelNotLoaded):
         await ClusterModels(FakeRegistry(), cluster).unload("nowhere")
     assert fake.puts == []  # the desired state is left alone
+
+
+@dataclass
+class Outcome:
+    model: Model
+    already_loaded: bool
+    converted: bool = False
+
+
+class LoadingRegistry(FakeRegistry):
+    """A registry whose loads load here, as the replica that takes a load request does."""
+
+    async def load_sentence_transformer(self, name, model_path=None, **options):
+        already = name in self.models
+        self.models[name] = Model(name)
+        return Outcome(self.models[name], already)
+
+    async def load_clip(self, model_name, pretrained, **options):
+        key = f"{model_name}:{pretrained}"
+        already = key in self.models
+        self.models[key] = Model(key)
+        return Outcome(self.models[key], already)
+
+
+def unreachable(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+@pytest.mark.parametrize("load", ["sentence_transformer", "clip"])
+async def test_a_load_that_cannot_become_desired_state_leaves_this_replica_not_serving_it(load):
+    # Serve's config API unreachable (a dashboard on another port than the one replicas
+    # were told): the load is a 502, and the replica that took it serves nothing more.
+    api = ServeConfigApi("http://dashboard:8265", "embedgate", "EmbedGate", transport=httpx.MockTransport(unreachable))
+    cluster = ServeCluster(api, "me", "10.0.0.1", converge_timeout_s=1.0, board=FakeBoard())
+    registry = LoadingRegistry(loaded=["kept"])
+    models = ClusterModels(registry, cluster)
+    with pytest.raises(ClusterConfigError, match="unreachable"):
+        if load == "clip":
+            await models.load_clip("ViT-B-32", "openai")
+        else:
+            await models.load_sentence_transformer("org/new")
+    assert sorted(registry.models) == ["kept"]
+    # A model this replica served already (the cluster wants it) is left as it was.
+    with pytest.raises(ClusterConfigError):
+        await models.load_sentence_transformer("kept")
+    assert sorted(registry.models) == ["kept"]
