@@ -1,6 +1,7 @@
 """Keys as tenants on the inference routes (fake gateway behind the real app): per-key
 limits answered with 429, Retry-After and OpenAI's rate-limit headers; each key's
-requests, inputs and refusals counted under its name or short hash, never the key."""
+requests, inputs and refusals counted under its name or short hash, never the key; every
+inference route charged to the key."""
 
 from __future__ import annotations
 
@@ -97,3 +98,45 @@ def test_each_keys_requests_inputs_and_refusals_are_counted_by_its_label(keyed):
     text = generate_latest(REGISTRY).decode()
     assert "nope" not in text and client.app.state.keyring.tenants[0].owner not in text
     assert not any(label.endswith(("-named", "-plain")) for labels in requests for _, label in labels)
+
+
+# Every inference route's answer is charged to the key (docs/limits.md, per-key limits):
+# with one request a minute, the key's second request on the route is refused.
+IMAGE = [("image", ("a.png", b"an image", "image/png"))]
+LIMITED_ROUTES = {
+    "/infer": ("org/loaded", {"json": {"model_name": "org/loaded", "text": ["x"]}}),
+    "/v1/embeddings": ("org/loaded", {"json": EMBED}),
+    "/infer_image": ("org/mm", {"data": {"model_name": "org/mm"}, "files": IMAGE}),
+    "/rerank": ("org/reranker", {"json": {"model": "org/reranker", "query": "q", "documents": ["a", "b"]}}),
+    "/v1/rerank": ("org/reranker", {"json": {"model": "org/reranker", "query": "q", "documents": ["a"]}}),
+    "/predict": ("org/classifier", {"json": {"model": "org/classifier", "inputs": "a text"}}),
+    "/v2/embed": ("org/mm", {"json": {"model": "org/mm", "input_type": "search_document", "texts": ["a"]}}),
+    "/v2/rerank": ("org/reranker", {"json": {"model": "org/reranker", "query": "q", "documents": ["a"]}}),
+    "/tei/org/loaded/embed": ("org/loaded", {"json": {"inputs": "a"}}),
+    "/tei/org/reranker/rerank": ("org/reranker", {"json": {"query": "q", "texts": ["a"]}}),
+    "/tei/org/classifier/predict": ("org/classifier", {"json": {"inputs": "a text"}}),
+    "/tei/org/loaded": ("org/loaded", {"json": {"inputs": "a"}}),
+}
+
+
+@pytest.mark.parametrize("path", list(LIMITED_ROUTES))
+def test_every_inference_route_is_charged_to_the_key(keyed, path):
+    from .test_cohere_routes import MULTIMODAL
+    from .test_predict import CLASSIFIER
+    from .test_tei import RERANKER
+
+    client, gateway, headers, _, _ = keyed
+    kinds = {"org/mm": MULTIMODAL, "org/reranker": RERANKER, "org/classifier": CLASSIFIER}
+    model, request = LIMITED_ROUTES[path]
+    gateway.registry.loaded_names.add(model)
+    if model in kinds:
+        gateway.registry.changes[model] = kinds[model]
+    gateway.embeddings.rates = KeyRates(1, 0)
+    first = client.post(path, headers=headers["named"], **request)
+    assert first.status_code == 200, first.text
+    assert first.headers["x-ratelimit-remaining-requests"] == "0"
+    refused = client.post(path, headers=headers["named"], **request)
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["retry-after"]) >= 1
+    # The other key is not charged for it.
+    assert client.post(path, headers=headers["plain"], **request).status_code == 200
