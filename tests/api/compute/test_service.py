@@ -12,7 +12,7 @@ from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.requests.asks import Ask, Options, Output
 from embedgate.api.compute.requests.prompts import DEFAULT, PromptChoice
 from embedgate.api.compute.service import EmbeddingService
-from embedgate.api.errors import Overloaded, PromptError, TritonConnectionLost
+from embedgate.api.errors import DeadlineExceeded, Overloaded, PromptError, TritonConnectionLost
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
@@ -183,6 +183,28 @@ async def test_a_request_triton_died_under_is_sent_again_once_it_is_back(minilm_
             assert client.calls == 1
     finally:
         service.close()
+
+
+class NeverBack(FakeSupervisor):
+    """A Triton that died and is not back: its restart is waited for and never comes."""
+
+    async def wait_restarted(self, since):
+        await asyncio.Event().wait()
+
+
+async def test_a_request_whose_triton_is_not_back_before_its_deadline_exceeds_it(minilm_path):
+    # docs/limits.md: only if Triton is not back within the request's deadline does it get
+    # 504 (DeadlineExceeded's status), rather than waiting on.
+    client = DiesOnceClient()
+    service = EmbeddingService(Settings(), TritonBackend(client, NeverBack(comes_back=True)))
+    model = ServedModel("m", "m", Meta(), TextTokenizer(Path(minilm_path) / "tokenizer.json", 256))
+    try:
+        with pytest.raises(DeadlineExceeded):
+            # Bounded here too: a request that waited on past its deadline fails the test.
+            await asyncio.wait_for(embed(service, model, ["a b"], normalize=False, timeout_s=0.3), 30)
+    finally:
+        service.close()
+    assert client.calls == 1
 
 
 class HeldClient(EchoClient):
