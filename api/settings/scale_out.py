@@ -16,8 +16,9 @@ class ScaleOutSettings(BaseModel):
     )
     ray_dashboard_url: str | None = Field(
         None,
-        description="URL of the Ray dashboard, where Serve's config API lives; default: the "
-        "cluster's own (port 8265 of its head node).",
+        description="URL of the Ray dashboard, where Serve's config API lives; default: the one the "
+        "cluster reports to `serve --ray`, passed on to every replica (a replica with none looks on port "
+        "8265 of its head node).",
     )
     ray_replicas: int = Field(
         2, ge=1, description="Replicas, each a gateway with its own tritonserver (the minimum when autoscaling)."
