@@ -15,7 +15,7 @@ from embedgate.contract.spec import INPUT_IDS, PIXELS, clip_part_names
 
 from .. import media
 from ..asks import Ask, Output, Plan, Run, Served, joined
-from ..media import has_images, mixed_plan
+from ..media import IMAGE_SIZE_FIELD, has_images, mixed_plan
 from ..quantize import available, quantized
 from ..routes import EVERY_TASK, Route, route_for
 from .base import Files, ServedKind
@@ -29,9 +29,7 @@ class ClipKind(ServedKind):
     text_output = Output.EMBED
     listing_fields = {
         "pretrained": (str | None, Field(None, description="CLIP models: their pretrained.")),
-        "image_size": (
-            list[int] | None, Field(None, description="CLIP models: [height, width] of the image tower's input.")
-        ),
+        "image_size": IMAGE_SIZE_FIELD,
         "precisions": PRECISIONS_FIELD,
     }
 

@@ -13,17 +13,11 @@ from embedgate.contract.kinds.multimodal import KIND, MultimodalMetadata, multim
 from embedgate.contract.spec import PIXELS
 
 from ..asks import Ask, Output, Plan, Served
-from ..media import has_images, image_plan, mixed_plan
+from ..media import IMAGE_SIZE_FIELD, has_images, image_plan, mixed_plan
 from ..quantize import available
 from ..routes import EVERY_TASK, Route
 from .base import Files, ServedKind
 from .dense import PRECISIONS_FIELD, dense_plan
-
-IMAGE_SIZE_FIELD = (
-    list[int] | None,
-    Field(None, description="CLIP and multimodal models: [height, width] of the image graph's input."),
-)
-
 
 class MultimodalKind(ServedKind):
     name = KIND.name
