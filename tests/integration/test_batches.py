@@ -272,7 +272,8 @@ def test_a_job_whose_model_is_unloaded_fails_with_a_clear_message(gateway, http,
             while client.batches.retrieve(batch.id).request_counts.completed == 0:
                 assert time.monotonic() < deadline, "the job did not start"
                 time.sleep(0.05)
-            assert http.post("/unload_model", json={"model_name": name}).status_code == 200
+            unloaded = http.post("/unload_model", json={"model_name": name})
+            assert unloaded.status_code == 200, unloaded.text
             done = wait_done(client, batch.id, timeout_s=180)
         assert done.status == "failed", done
         assert done.errors.data[0].code == "model_unloaded" and name in done.errors.data[0].message
