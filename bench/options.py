@@ -8,7 +8,7 @@ from pathlib import Path
 
 from embedgate.bench.endpoints import ENDPOINTS
 from embedgate.bench.payloads import PAYLOAD_KINDS
-from embedgate.bench.sweep import DEFAULT_CLIENTS
+from embedgate.bench.sweep import DEFAULT_CLIENTS, LIMIT_TEXTS
 
 DEFAULT_URL = "http://127.0.0.1:8686"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "--sweep-clients, against in-process references, and print the table")
     sweep_group.add_argument("--sweep-clients", type=int, nargs="+", metavar="N",
                              help=f"client counts of the sweep (default {' '.join(map(str, DEFAULT_CLIENTS))})")
+    sweep_group.add_argument("--sweep-limit-texts", type=int, default=LIMIT_TEXTS, metavar="N",
+                             help=f"single sentences the sorted in-process limit embeds, before the sweep and "
+                                  f"after it (default {LIMIT_TEXTS})")
     sweep_group.add_argument("--plot", type=Path, metavar="PATH", help="also draw the sweep as an SVG chart")
 
     bulk = parser.add_argument_group("bulk jobs (--job)")
@@ -128,6 +131,8 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                          "--payload other than single or batch, --inprocess-only, --job, --compare-model or --requests)")
         if args.sweep_clients and min(args.sweep_clients) < 1:
             parser.error("--sweep-clients must be at least 1")
+        if args.sweep_limit_texts < 1:
+            parser.error("--sweep-limit-texts must be at least 1")
     elif args.sweep_clients or args.plot:
         parser.error("--sweep-clients and --plot go with --sweep")
     if args.inprocess_only and args.requests is None:

@@ -154,9 +154,15 @@ def throughput_breakdown(step: dict, served: dict | None, limit_per_s: float, co
     }
 
 
-def sorted_limit(model: inprocess.LocalModel, batch_size: int, seed: int) -> dict:
-    payload = SentencePayload(1, seed)
-    texts = [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)]
+def limit_texts(args: argparse.Namespace) -> list[str]:
+    """The single sentences the sorted limit and the served model in-process embed."""
+    payload = SentencePayload(1, args.seed)
+    return [payload.inputs(index)[0] for index in range(args.sweep_limit_texts)]
+
+
+def sorted_limit(model: inprocess.LocalModel, args: argparse.Namespace) -> dict:
+    batch_size = args.batch_size
+    texts = limit_texts(args)
     inprocess.warm_up(model, texts, batch_size)
     return inprocess.run_baseline(model, texts, "length_sorted", batch_size).as_dict()
 
@@ -210,7 +216,7 @@ async def run(
             "single": reference_latencies(model, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]),
             "batch": reference_latencies(model, SentencePayload(args.batch_size, args.seed), REFERENCE_REQUESTS["batch"]),
         }
-        references["sorted_limit_before"] = sorted_limit(model, args.batch_size, args.seed)
+        references["sorted_limit_before"] = sorted_limit(model, args)
         one_thread = open_model(argparse.Namespace(**{**vars(args), "inprocess_threads": 1}))
         references["model_run_one_thread"] = run_latencies(
             one_thread, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]
@@ -225,7 +231,7 @@ async def run(
             await server_run(step_args(args, number, count, payload), step, measure_references)
             steps.append(step)
     assert model is not None  # the first step measured the references
-    after = sorted_limit(model, args.batch_size, args.seed)
+    after = sorted_limit(model, args)
     references["sorted_limit"] = inprocess.bracketed(references.pop("sorted_limit_before"), after)
     for step in steps:
         step["ratios"] = ratios(step, references)
@@ -236,8 +242,7 @@ async def run(
     if measure_served is not None and batch:
         rows = max(1, round(batch))
         progress(f"the served model in-process: requests of {rows} sentences, as Triton ran them")
-        payload = SentencePayload(1, args.seed)
-        served = measure_served(model, [payload.inputs(index)[0] for index in range(LIMIT_TEXTS)], rows)
+        served = measure_served(model, limit_texts(args), rows)
     report["sweep"] = {
         "batch_size": args.batch_size,
         "intra_op_threads": model.intra_op_threads,

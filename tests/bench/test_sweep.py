@@ -26,7 +26,7 @@ def fake_step_load(clients: int, payload: str, size: int) -> dict:
 
 
 def run_sweep(minilm_tokenizer, clients=None):
-    args = argparse.Namespace(seed=3, batch_size=8, sweep_clients=clients, model="m")
+    args = argparse.Namespace(seed=3, batch_size=8, sweep_clients=clients, model="m", sweep_limit_texts=sweep.LIMIT_TEXTS)
     session = RecordingSession()
     model = LocalModel(Path("model.onnx"), None, minilm_tokenizer, session, 0)
     sent = []
@@ -107,6 +107,7 @@ def test_the_table_and_the_chart(minilm_tokenizer):
         (["--sweep", "--payload", "long"], "--sweep measures a sentence-transformer model"),
         (["--sweep", "--requests", "5"], "--sweep measures a sentence-transformer model"),
         (["--sweep", "--sweep-clients", "0"], "--sweep-clients must be at least 1"),
+        (["--sweep", "--sweep-limit-texts", "0"], "--sweep-limit-texts must be at least 1"),
         (["--sweep-clients", "4"], "go with --sweep"),
     ],
 )
@@ -166,7 +167,7 @@ def test_the_sweep_measures_the_served_model_on_batches_of_the_size_triton_ran(m
         measured.append((len(texts), rows))
         return {"core_ms_per_text": 1.0, "rows_per_request": rows}
 
-    args = argparse.Namespace(seed=3, batch_size=8, sweep_clients=[1, 4], model="m")
+    args = argparse.Namespace(seed=3, batch_size=8, sweep_clients=[1, 4], model="m", sweep_limit_texts=sweep.LIMIT_TEXTS)
     model = LocalModel(Path("model.onnx"), None, minilm_tokenizer, RecordingSession(), 0)
 
     async def server_run(step_args, step, before_load):
