@@ -26,7 +26,7 @@ from tests.helpers import cosine_rows
 
 from .conftest import MINILM, start_gateway, wait_ready
 from .test_batches import jsonl, line, read_jsonl, texts, wait_done
-from .test_workers import connections
+from .worker_clients import connections
 
 KEY_A, KEY_B, ADMIN = "tenant-key-a", "tenant-key-b", "tenant-admin-key"
 NAME_A = "team-a"
@@ -124,6 +124,13 @@ def test_each_key_finds_only_its_own_files_and_batches_and_an_admin_finds_all(ow
 
 def test_a_key_past_its_limit_gets_429_with_retry_after_and_openais_headers(owners):
     with client_of(owners, KEY_B) as b, client_of(owners, KEY_A) as a:
+        # Bulk jobs are not counted: a job of more lines than the key's minute allows runs
+        # to its end, and leaves the key's allowance whole.
+        lines = [line(f"n{n}", {"model": MINILM, "input": f"not counted {uuid.uuid4()} {n}"}) for n in range(20)]
+        uploaded = b.files.create(file=("n.jsonl", io.BytesIO(jsonl(lines))), purpose="batch")
+        job = b.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
+        done = wait_done(b, job.id)
+        assert done.status == "completed" and done.request_counts.completed == len(lines), done
         remaining = []
         for n in range(3):
             raw = b.embeddings.with_raw_response.create(model=MINILM, input=f"limited {uuid.uuid4()} {n}")
