@@ -165,7 +165,17 @@ class ModelRegistry(Loading):
             log.info("model %s deleted from the repository", ref.key)
 
     async def _unload(self, model: ServedModel) -> None:
-        await unloaded(self.client.unload, model.triton_names, model.name, self.triton, self.settings.request_timeout_s)
+        # Waiting for Triton to let go of each part (it drains what it holds of the model
+        # first) takes half the deadline at most, shared between the parts: a model slow to
+        # let go is logged and answered as unloaded (the gateway no longer serves it); the
+        # rest of the deadline is for a Triton being brought back.
+        timeout_s = self.settings.request_timeout_s
+        drain_s = timeout_s / 2 / len(model.triton_names)
+
+        async def unload(part: str) -> None:
+            await self.client.unload(part, wait_s=drain_s)
+
+        await unloaded(unload, model.triton_names, model.name, self.triton, timeout_s)
 
     def lock(self, triton_name: str) -> asyncio.Lock:
         """The lock that serializes the loads, unloads and deletes of one model."""

@@ -34,7 +34,7 @@ class FakeTritonClient:
             raise TritonError(f"failed to load '{part}'")
         self.loads.append(part)
 
-    async def unload(self, part: str) -> None:
+    async def unload(self, part: str, *, wait_s: float = 30.0) -> None:
         self.unloads.append(part)
 
     async def repository_states(self) -> dict[str, str]:
