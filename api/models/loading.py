@@ -49,6 +49,8 @@ class Loading:
     batching: BatchingPolicy
     _served: dict[str, ServedModel]
     _locks: defaultdict[str, asyncio.Lock]
+    # The progress of the load running now, by Triton name: a load that waits for it follows it.
+    _running: dict[str, Progress]
     _seen: set[str]
     _find: Callable[[ModelRef], tuple[OnDisk, ModelMetadata | None]]
     _changed: Callable[[], Awaitable[None]]
@@ -96,37 +98,60 @@ class Loading:
     ) -> LoadOutcome:
         """``on_source_change`` None: a restore, which does not compare sources."""
         progress = progress or Progress(ref.key)
-        async with self._locks[ref.triton_name]:
-            served = self._served.get(ref.key)
-            if served is not None and on_source_change is None:
-                return LoadOutcome(served, already_loaded=True, converted=False)
-            # A loaded model is compared as it is served.
-            state, metadata = (OnDisk.PUBLISHED, served.metadata) if served else await off_loop(self._find, ref)
-            if state is OnDisk.CONFLICT:
-                raise ModelConflict(
-                    f"repository entries {' and '.join(ref.parts())} hold another model, or no embedgate model"
-                )
-            replace = state is OnDisk.HALF_PUBLISHED
-            if metadata is not None and on_source_change is not None:
-                # A copy made from another source than the load names is converted again, in its place.
-                if await converts_again(ref, metadata.made_from, on_source_change, source.get("model_path")):
-                    progress.step("converting again: the repository's copy was made from another source")
-                    metadata, replace = None, True
-            converted = metadata is None
-            if metadata is None:
-                # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
-                spec = await asyncio.to_thread(
-                    conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
-                )
-                metadata = await convert(spec, self.settings, self.repository, ref.every_part(), progress)
-                self._seen.update(ref.parts_of(metadata))
-            elif served is not None:
-                return LoadOutcome(served, already_loaded=True, converted=False)
-            progress.step("loading into Triton")
-            model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served, new_files=converted)
-            progress.step("ready")
-            await self._write_manifest()
-            return LoadOutcome(model, already_loaded=False, converted=converted)
+        lock = self._locks[ref.triton_name]
+        running = self._running.get(ref.triton_name) if lock.locked() else None
+        if running is not None:
+            # Its client follows the load under way (its steps, as they come) until its turn.
+            progress.step("waiting for the load of this model under way")
+            running.listen(progress.relay)
+        try:
+            async with lock:
+                if running is not None:
+                    running.unlisten(progress.relay)
+                    running = None
+                self._running[ref.triton_name] = progress
+                try:
+                    return await self._load_locked(ref, progress, on_source_change, **source)
+                finally:
+                    del self._running[ref.triton_name]
+        finally:
+            if running is not None:  # cancelled while waiting
+                running.unlisten(progress.relay)
+
+    async def _load_locked(
+        self, ref: ModelRef, progress: Progress, on_source_change: OnSourceChange | None, **source: Any
+    ) -> LoadOutcome:
+        """:meth:`_load` with the model's lock held."""
+        served = self._served.get(ref.key)
+        if served is not None and on_source_change is None:
+            return LoadOutcome(served, already_loaded=True, converted=False)
+        # A loaded model is compared as it is served.
+        state, metadata = (OnDisk.PUBLISHED, served.metadata) if served else await off_loop(self._find, ref)
+        if state is OnDisk.CONFLICT:
+            raise ModelConflict(
+                f"repository entries {' and '.join(ref.parts())} hold another model, or no embedgate model"
+            )
+        replace = state is OnDisk.HALF_PUBLISHED
+        if metadata is not None and on_source_change is not None:
+            # A copy made from another source than the load names is converted again, in its place.
+            if await converts_again(ref, metadata.made_from, on_source_change, source.get("model_path")):
+                progress.step("converting again: the repository's copy was made from another source")
+                metadata, replace = None, True
+        converted = metadata is None
+        if metadata is None:
+            # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
+            spec = await asyncio.to_thread(
+                conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
+            )
+            metadata = await convert(spec, self.settings, self.repository, ref.every_part(), progress)
+            self._seen.update(ref.parts_of(metadata))
+        elif served is not None:
+            return LoadOutcome(served, already_loaded=True, converted=False)
+        progress.step("loading into Triton")
+        model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served, new_files=converted)
+        progress.step("ready")
+        await self._write_manifest()
+        return LoadOutcome(model, already_loaded=False, converted=converted)
 
     async def _model(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
         # Everything a model is served with comes from the repository (its tokenizers, a

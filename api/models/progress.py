@@ -32,6 +32,9 @@ class Progress:
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unlisten(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 

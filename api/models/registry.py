@@ -30,6 +30,7 @@ from .lost import LostProcesses
 from .manifest import Manifest
 from .names import clip_key, is_triton_name
 from .on_disk import OnDisk, find_on_disk
+from .progress import Progress
 from .refs import ModelRef
 from .repository import off_loop, open_for
 
@@ -55,6 +56,7 @@ class ModelRegistry(Loading):
         self.batching = BatchingPolicy(settings)
         self._served: dict[str, ServedModel] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._running: dict[str, Progress] = {}
         # Remote repository: the models this registry has seen there (a request for a model
         # that is not loaded is answered from this, never by a call to the bucket).
         self._seen: set[str] = set()
