@@ -167,20 +167,32 @@ def test_listings_readiness_and_load_progress_answer_the_same_on_every_worker(se
             client.close()
 
 
-def test_two_workers_asked_for_one_model_at_once_convert_it_once(served, tmp_path):
+def test_two_workers_asked_for_one_model_at_once_convert_it_once_and_both_follow_it(served, tmp_path):
+    """Both streams follow the one conversion: the load that waits says so and carries the
+    running load's steps to its end."""
     model = tiny_models.dense_model(tmp_path / "tiny", seed=8)
     name = "workers/tiny-once"
     clients = each_worker(served)
 
     async def load_on_both() -> list[httpx.Response]:
         body = {"model_name": name, "model_path": str(model)}
-        return await asyncio.gather(
-            *(asyncio.to_thread(client.post, "/load_sentence_transformer_model", json=body) for client in clients.values())
-        )
+        headers = {"accept": "application/x-ndjson"}
+        return await asyncio.gather(*(
+            asyncio.to_thread(client.post, "/load_sentence_transformer_model", json=body, headers=headers)
+            for client in clients.values()
+        ))
 
     answers = asyncio.run(load_on_both())
     assert [a.status_code for a in answers] == [200] * WORKERS, [a.text for a in answers]
-    assert sorted(a.json()["converted"] for a in answers) == [False] * (WORKERS - 1) + [True]
+    streams = [[json.loads(row) for row in a.text.splitlines()] for a in answers]
+    assert all(events[-1]["event"] == "done" for events in streams), streams
+    results = [events[-1]["result"] for events in streams]
+    assert sorted(r["converted"] for r in results) == [False] * (WORKERS - 1) + [True]
+    for events, result in zip(streams, results):
+        steps = [event["message"] for event in events if event["event"] == "progress"]
+        assert "ready" in steps, steps
+        if not result["converted"]:
+            assert steps[0] == "waiting for the load of this model under way" and result["status"] == "already_loaded"
     assert len(re.findall(rf"converted {re.escape(name)} in", served.log())) == 1
     assert clients[0].post("/delete_model", json={"model_name": name}).status_code == 200
     for client in clients.values():
