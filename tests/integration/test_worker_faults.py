@@ -30,19 +30,16 @@ from .worker_clients import (
     resent_by_each_worker,
     steady,
     stub_pids,
+    two_workers,
     until,
     worker_of_text,
     worker_pids,
-    workers_server,
 )
 
 
 @pytest.fixture(scope="module")
 def served(gateway, tmp_path_factory):
-    # Leases far longer than any test here waits: a dead worker's chunks come back only
-    # because the primary gives them back at once.
-    with workers_server(gateway, tmp_path_factory.mktemp("workers"), batch_chunk_texts="50", batch_lease_s="600") as server:
-        yield server
+    yield from two_workers(gateway, tmp_path_factory)
 
 
 async def test_triton_killed_under_load_every_request_gets_its_own_vector(served, minilm):
@@ -129,7 +126,7 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     answers.append((text, fresh))
     stop.set()
     await load
-    came, broken = check_answers(answers, minilm)
+    _, broken = check_answers(answers, minilm)
     # Only the requests in flight on the killed worker's connections broke: at most one per
     # client, each a client of worker 0's.
     clients = [int(text.split()[-2]) for text, _ in broken]

@@ -35,17 +35,14 @@ from .worker_clients import (
     embed,
     pinned_client,
     stub_pids,
+    two_workers,
     worker_pids,
-    workers_server,
 )
 
 
 @pytest.fixture(scope="module")
 def served(gateway, tmp_path_factory):
-    # Leases far longer than any test here waits: a dead worker's chunks come back only
-    # because the primary gives them back at once.
-    with workers_server(gateway, tmp_path_factory.mktemp("workers"), batch_chunk_texts="50", batch_lease_s="600") as server:
-        yield server
+    yield from two_workers(gateway, tmp_path_factory)
 
 
 def test_every_worker_answers_with_pytorchs_vectors(served, minilm):

@@ -39,6 +39,14 @@ def workers_server(gateway, root: Path, **settings: str):
         server.stop()
 
 
+def two_workers(gateway, tmp_path_factory):
+    """What a test module's ``served`` fixture yields: a server of two workers of its own.
+    Bulk leases far longer than any test waits: a dead worker's chunks come back only
+    because the primary gives them back at once."""
+    with workers_server(gateway, tmp_path_factory.mktemp("workers"), batch_chunk_texts="50", batch_lease_s="600") as server:
+        yield server
+
+
 def connections(url: str, workers: int = WORKERS, timeout: float = 600.0) -> dict[int, httpx.Client]:
     """One client per worker, each on a keep-alive connection that worker accepted."""
     found: dict[int, httpx.Client] = {}
@@ -77,7 +85,7 @@ def worker_pids(served) -> dict[int, int]:
     found = {}
     for pid in [pid for pid, _, ppid in processes() if ppid == served.process.pid]:
         try:
-            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         if b"embedgate.api.workers.worker" in args:

@@ -11,9 +11,10 @@ from embedgate.api.models.progress import Progress
 from .test_registry_sources import NAME, conversions, registry_on, source_dir  # noqa: F401
 
 
-async def test_a_second_load_of_a_model_follows_the_first_until_its_turn(tmp_path, conversions, monkeypatch):  # noqa: F811
+def held_conversions(monkeypatch, tmp_path):
+    """A registry whose conversions (the fake's) say one step, then wait for the event;
+    the registry, the source directory and the event."""
     registry = registry_on(str(tmp_path / "repository"), tmp_path)
-    directory = source_dir(tmp_path / "m")
     release = asyncio.Event()
     fake_convert = loading.convert
 
@@ -23,6 +24,11 @@ async def test_a_second_load_of_a_model_follows_the_first_until_its_turn(tmp_pat
         return await fake_convert(spec, settings, repository, parts, progress)
 
     monkeypatch.setattr(loading, "convert", slow_convert)
+    return registry, source_dir(tmp_path / "m"), release
+
+
+async def test_a_second_load_of_a_model_follows_the_first_until_its_turn(tmp_path, conversions, monkeypatch):  # noqa: F811
+    registry, directory, release = held_conversions(monkeypatch, tmp_path)
     heard: dict[str, list[str]] = {"first": [], "second": []}
     progress = {who: Progress(NAME) for who in heard}
     for who, events in heard.items():
@@ -46,16 +52,7 @@ async def test_a_second_load_of_a_model_follows_the_first_until_its_turn(tmp_pat
 
 
 async def test_a_waiting_load_cancelled_stops_following(tmp_path, conversions, monkeypatch):  # noqa: F811
-    registry = registry_on(str(tmp_path / "repository"), tmp_path)
-    directory = source_dir(tmp_path / "m")
-    release = asyncio.Event()
-    fake_convert = loading.convert
-
-    async def slow_convert(spec, settings, repository, parts, progress):
-        await release.wait()
-        return await fake_convert(spec, settings, repository, parts, progress)
-
-    monkeypatch.setattr(loading, "convert", slow_convert)
+    registry, directory, release = held_conversions(monkeypatch, tmp_path)
     running = Progress(NAME)
     first = asyncio.create_task(registry.load_sentence_transformer(NAME, directory, progress=running))
     while NAME.replace("/", "--") not in registry._running:
