@@ -172,7 +172,7 @@ class ModelRegistry(Loading):
         # let go is logged and answered as unloaded (the gateway no longer serves it); the
         # rest of the deadline is for a Triton being brought back.
         timeout_s = self.settings.request_timeout_s
-        drain_s = timeout_s / 2 / len(model.triton_names)
+        drain_s = timeout_s / 2 / max(1, len(model.triton_names))  # (a static model has none)
 
         async def unload(part: str) -> None:
             await self.client.unload(part, wait_s=drain_s)
