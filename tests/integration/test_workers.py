@@ -149,6 +149,10 @@ def test_listings_readiness_and_load_progress_answer_the_same_on_every_worker(se
     steps = [event["message"] for event in events if event["event"] == "progress"]
     assert any("exporting" in step for step in steps) and "ready" in steps, steps
     assert events[-1]["event"] == "done" and events[-1]["result"]["converted"] is True, events[-1]
+    # Connections of their own again: worker 0's sat idle past its keep-alive during the load.
+    for client in clients.values():
+        client.close()
+    clients = each_worker(served)
     try:
         for path, part in (("/loaded_models", "models"), ("/repository_models", "models"), ("/health/ready", "status"),
                            ("/metrics", "model_stats")):  # (its response_cache: each worker's own)
