@@ -67,6 +67,15 @@ sys.meta_path.insert(0, _NotInstalled())
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_pythonpath():
+    """A user's new venv sees no PYTHONPATH of this run (one pointing at a checkout would
+    answer the imports the wheel is installed to answer)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("PYTHONPATH", raising=False)
+        yield
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
