@@ -160,9 +160,7 @@ def limit_texts(args: argparse.Namespace) -> list[str]:
     return [payload.inputs(index)[0] for index in range(args.sweep_limit_texts)]
 
 
-def sorted_limit(model: inprocess.LocalModel, args: argparse.Namespace) -> dict:
-    batch_size = args.batch_size
-    texts = limit_texts(args)
+def sorted_limit(model: inprocess.LocalModel, texts: list[str], batch_size: int) -> dict:
     inprocess.warm_up(model, texts, batch_size)
     return inprocess.run_baseline(model, texts, "length_sorted", batch_size).as_dict()
 
@@ -205,6 +203,7 @@ async def run(
     clients = args.sweep_clients or list(DEFAULT_CLIENTS)
     model: inprocess.LocalModel | None = None
     references: dict = {}
+    texts = limit_texts(args)  # the sorted limit's, before and after, and the served model's in-process
 
     def measure_references(_payload: Any) -> None:
         nonlocal model
@@ -216,7 +215,7 @@ async def run(
             "single": reference_latencies(model, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]),
             "batch": reference_latencies(model, SentencePayload(args.batch_size, args.seed), REFERENCE_REQUESTS["batch"]),
         }
-        references["sorted_limit_before"] = sorted_limit(model, args)
+        references["sorted_limit_before"] = sorted_limit(model, texts, args.batch_size)
         one_thread = open_model(argparse.Namespace(**{**vars(args), "inprocess_threads": 1}))
         references["model_run_one_thread"] = run_latencies(
             one_thread, SentencePayload(1, args.seed), REFERENCE_REQUESTS["single"]
@@ -231,7 +230,7 @@ async def run(
             await server_run(step_args(args, number, count, payload), step, measure_references)
             steps.append(step)
     assert model is not None  # the first step measured the references
-    after = sorted_limit(model, args)
+    after = sorted_limit(model, texts, args.batch_size)
     references["sorted_limit"] = inprocess.bracketed(references.pop("sorted_limit_before"), after)
     for step in steps:
         step["ratios"] = ratios(step, references)
@@ -242,7 +241,7 @@ async def run(
     if measure_served is not None and batch:
         rows = max(1, round(batch))
         progress(f"the served model in-process: requests of {rows} sentences, as Triton ran them")
-        served = measure_served(model, limit_texts(args), rows)
+        served = measure_served(model, texts, rows)
     report["sweep"] = {
         "batch_size": args.batch_size,
         "intra_op_threads": model.intra_op_threads,

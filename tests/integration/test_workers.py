@@ -236,13 +236,13 @@ def test_one_scrape_sums_the_workers(served):
 
 async def test_one_scrape_sums_the_requests_in_flight_on_every_worker(served):
     """A long request in flight on each worker: the scrape counts both."""
-    texts = [f"in flight on a worker {i} " + "word " * 200 for i in range(96)]
     clients = [await pinned_client(served.url, worker) for worker in range(WORKERS)]
     try:
+        texts = [[f"in flight on worker {w}: {i} " + "word " * 200 for i in range(96)] for w in range(WORKERS)]
         flying = [
-            asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": texts},
+            asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": texts[w]},
                                             headers={"x-request-timeout": "300"}))
-            for client in clients
+            for w, client in enumerate(clients)
         ]
         inflight = lambda: served.metric("embedgate_inflight_requests", model=MINILM)  # noqa: E731
         await wait_until_async(lambda: inflight() == WORKERS or all(t.done() for t in flying), 120, "both in flight")

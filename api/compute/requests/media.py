@@ -19,14 +19,14 @@ from ...errors import InvalidInput, InvalidOption
 from .asks import Ask, ImageInput, Output, Plan, Run, Served, joined
 from .kinds.dense import dense
 from .quantize import CALIBRATED
+from .results import Embeddings
+from .routes import route_for
 
 # The listing field of every kind that embeds images.
 IMAGE_SIZE_FIELD = (
     list[int] | None,
     Field(None, description="CLIP and multimodal models: [height, width] of the image graph's input."),
 )
-from .results import Embeddings
-from .routes import route_for
 
 Planner = Callable[[Served, Ask], Plan]
 
