@@ -29,6 +29,19 @@ def scrape(url: str) -> dict:
     return {family.name: family for family in text_string_to_metric_families(response.text)}
 
 
+def scrape_counted(url: str, model: str, at_least: int) -> dict:
+    """A scrape once Triton counts `at_least` successful requests of `model`. Triton adds a
+    request to its statistics after the response has gone out, so a scrape right after the
+    answer can read the count one short; wait a few seconds for it, never longer."""
+    deadline = time.monotonic() + 10
+    while True:
+        families = scrape(url)
+        counted = sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=model) or 0
+        if counted >= at_least or time.monotonic() > deadline:
+            return families
+        time.sleep(0.1)
+
+
 def sample(families: dict, family: str, name: str, **labels: str) -> float | None:
     for s in families.get(family, ()).samples if family in families else ():
         if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
@@ -42,7 +55,7 @@ def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded)
     for n in range(3):
         assert http.post("/infer", json={"model_name": MINILM, "text": [f"scraped {n}"]}).status_code == 200
     assert http.post("/v1/embeddings", json={"model": MINILM, "input": "scraped 3"}).status_code == 200
-    families = scrape(gateway.url)
+    families = scrape_counted(gateway.url, TRITON_NAME, 4)
 
     assert sample(families, "embedgate_requests", "embedgate_requests_total", endpoint="/infer", model=MINILM, status="200") >= 3
     assert sample(families, "embedgate_requests", "embedgate_requests_total", endpoint="/v1/embeddings", model=MINILM, status="200") >= 1
@@ -81,7 +94,7 @@ async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, min
             response = await http.post("/infer", json={"model_name": MINILM, "text": ["external triton"]})
             assert response.status_code == 200, response.text
             assert cosine_rows(response.json()["text_embeddings"], minilm.encode(["external triton"]))[0] >= 0.9999
-        families = await asyncio.to_thread(scrape, external.url)
+        families = await asyncio.to_thread(scrape_counted, external.url, TRITON_NAME, 1)
         assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
         assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) == 1
         assert "starting tritonserver" not in external.log()  # external mode starts none
