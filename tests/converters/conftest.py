@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.converters import forked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -31,17 +31,11 @@ class ConversionRun:
 
 
 def run_converter(spec: dict, timeout: float = 600) -> ConversionRun:
+    """One conversion as ``python -m embedgate.converters`` runs it, forked from this test
+    process's warm converter (``tests/converters/forked.py``)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    completed = subprocess.run(
-        [sys.executable, "-m", "embedgate.converters"],
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=timeout,
-    )
-    return ConversionRun(completed.returncode, completed.stdout, completed.stderr, Path(spec["repository"]))
+    code, stdout, stderr = forked.converter(REPO_ROOT, env).run(json.dumps(spec).encode(), timeout)
+    return ConversionRun(code, stdout, stderr, Path(spec["repository"]))
 
 
 @pytest.fixture(scope="session")
