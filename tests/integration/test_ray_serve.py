@@ -9,6 +9,7 @@ deployed with ``embedgate serve --ray`` and used through Serve's HTTP proxy.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -298,6 +299,79 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
         ).fetchone()[0]
     assert owners >= 2
     ray_app.wait_replicas(len(replicas))  # Serve replaced the dead replica
+
+
+async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new_node_serves_at_once(ray_app, minilm):
+    """A worker node lost (its raylet and every process of it SIGKILLed) while clients send
+    steadily: the other replica goes on serving, only a request that was on the lost replica
+    may fail, the node's tritonserver goes with it, and a replica on a new node serves the
+    model before it takes requests (no load call)."""
+    replicas = ray_app.wait_replicas(len(ray_app.replicas()))
+    assert len(replicas) >= 2, replicas
+    lost, survivor = replicas[0], replicas[1]
+    (node,) = [n for n in ray_app.cluster.worker_nodes if n.node_id == lost["node_id"]]
+    (its_triton,) = tritonserver_of(lost)
+    answers: list[tuple[str, httpx.Response]] = []
+    failures: list[tuple[str, str]] = []
+    stop = asyncio.Event()
+
+    async def client_loop(client: httpx.AsyncClient, number: int) -> None:
+        sent = 0
+        while not stop.is_set():
+            text = f"node lost {number} {sent}"
+            sent += 1
+            try:
+                answers.append((text, await client.post("/infer", json={"model_name": MINILM, "text": [text]})))
+            except httpx.TransportError as error:  # the connection, not an HTTP answer
+                failures.append((text, repr(error)))
+
+    def answered_by(replica: dict, since: int = 0) -> int:
+        return sum(1 for _, r in answers[since:] if r.headers.get(REPLICA) == replica["replica_id"])
+
+    async with httpx.AsyncClient(base_url=ray_app.url, timeout=120) as client:
+        loops = [asyncio.create_task(client_loop(client, n)) for n in range(4)]
+        try:
+            await wait_until_async(lambda: answered_by(lost) >= 2 and answered_by(survivor) >= 2, 600, "both replicas to serve")
+            await asyncio.to_thread(ray_app.cluster.remove_node, node, False)
+            # Its worker processes notice their raylet is gone and end soon after it.
+            await wait_until_async(lambda: not Path(f"/proc/{lost['pid']}").exists(), 120, "the lost replica to end")
+            since = len(answers)
+            await wait_until_async(lambda: answered_by(survivor, since) >= 20, 600, "the survivor to serve on")
+        finally:
+            stop.set()
+            await asyncio.gather(*loops)
+
+    # Only what was in flight on the lost replica may have failed: at most one request per client.
+    assert len(failures) <= 4, failures
+    served = [(text, r) for text, r in answers if r.status_code == 200]
+    refused = [r for _, r in answers if r.status_code != 200]
+    assert len(refused) + len(failures) <= 4, ([r.text for r in refused], failures)
+    # Serve's proxy answers a request whose replica died under it with its own 500 (it does
+    # not send it to another replica): one a client retries (the OpenAI client does).
+    for response in refused:
+        assert (response.status_code, response.text) == (500, "Internal Server Error"), response.text
+    assert_each_got_its_embedding(served, minilm)
+    print(f"node lost: {len(served)} answered 200 ({answered_by(lost)} by the lost replica), "
+          f"{len(refused)} answered 500 by Serve's proxy, {len(failures)} broken {failures}")
+    wait_until(lambda: its_triton not in tritonservers(), 120, "the lost node's tritonserver to exit")
+
+    # A node comes back: Serve places the missing replica on it, and it serves at once.
+    ray_app.cluster.add_node(**NODE)
+
+    def replaced() -> list[dict]:
+        now = ray_app.replicas()
+        running = len(now) == len(replicas) and all(r["state"] == "RUNNING" for r in now)
+        return now if running and lost["replica_id"] not in {r["replica_id"] for r in now} else []
+
+    (successor,) = [r for r in await asyncio.to_thread(wait_until, replaced, 600, "a replica on the new node")
+                    if r["replica_id"] not in {x["replica_id"] for x in replicas}]
+    assert successor["node_id"] != lost["node_id"]
+    text = "served on the node that came back"
+    answers_now = await asyncio.to_thread(embed_until_every_replica_answers, ray_app, text, len(replicas))
+    assert successor["replica_id"] in answers_now
+    for replica_id, response in answers_now.items():
+        assert response.status_code == 200, (replica_id, response.text)
+        assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text]))[0] >= 0.9999
 
 
 def test_unload_reaches_every_replica(ray_app):
