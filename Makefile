@@ -29,11 +29,12 @@ serve: $(STAMP)
 
 # The manual first (seconds; a broken link or a page left out of the nav fails it), then
 # every test: unit, integration (the real tritonserver) and the OpenAPI contract, in two
-# processes that each take whole files (a file's module fixtures built once): on 2 cores
-# about half the time of one process (docs/development.md has the figures).
+# processes that each take whole files (a file's module fixtures built once) in the order
+# tests/conftest.py gives them (not xdist's own, most tests first): on 2 cores about half
+# the time of one process (docs/development.md has the figures).
 TEST_PROCESSES ?= 2
 test: docs
-	$(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile
+	$(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
