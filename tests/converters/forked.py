@@ -80,12 +80,21 @@ class ForkedConverter:
 
 
 _converter: ForkedConverter | None = None
+_started_with: tuple | None = None
 
 
 def converter(cwd: Path, env: dict[str, str]) -> ForkedConverter:
-    """This test process's warm converter, started at its first conversion."""
-    global _converter
+    """This test process's warm converter, started at its first conversion, and started
+    again for a conversion whose directory or environment differs (a forked conversion has
+    the environment its warm converter was started with)."""
+    global _converter, _started_with
+    asked = (cwd, sorted((k, v) for k, v in env.items() if k != "PYTEST_CURRENT_TEST"))
+    if _converter is not None and asked != _started_with:
+        atexit.unregister(_converter.close)
+        _converter.close()
+        _converter = None
     if _converter is None:
         _converter = ForkedConverter(cwd, env)
+        _started_with = asked
         atexit.register(_converter.close)
     return _converter
