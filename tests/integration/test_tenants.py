@@ -281,7 +281,7 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
         httpx.AsyncClient(base_url=flooded.url, headers={"authorization": f"Bearer {KEY_B}"}, timeout=120) as b,
     ):
         capacity = await answered_per_s(a, sentence)
-        flood_per_s = min(400.0, max(20.0, 5 * capacity))
+        flood_per_s = min(400.0, max(20.0, 10 * capacity))
         await asyncio.gather(open_loop(a, flood_per_s, flood_one), open_loop(b, light_per_s(capacity), light_one))
 
     waits = sorted(response.elapsed.total_seconds() for _, response in light)
@@ -302,8 +302,9 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
 
     refused = [r for r in flood if r.status_code != 200]
     answered = len(flood) - len(refused)
-    # The flood was one (five times what was answered before it): most of it was refused,
-    # at once, as the documented overload.
+    # The flood was one (ten times what was answered before it: more texts in flight merge
+    # into larger calls, which answer more a second): most of it was refused, at once, as
+    # the documented overload.
     assert len(refused) > answered, (len(refused), answered)
     # No per-key limit is set here: every refusal is the server's overload (503), never a
     # key's rate limit (a 429 would be a wrong charge).
