@@ -1,8 +1,9 @@
 """Load-time variants: '@optimized' (graph fusion) and '@int8' (dynamic quantization).
 
 The real MiniLM variants are built once per module through ``python -m converters`` and
-checked against the PyTorch model on sentences the converter never saw; the int8 planning
-is checked on a small graph where the answer is known.
+checked against the PyTorch model on sentences the converter never saw; the refusals below
+a threshold run on a tiny model (the same code path, in seconds); the int8 planning is
+checked on a small graph where the answer is known.
 """
 
 from __future__ import annotations
