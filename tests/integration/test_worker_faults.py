@@ -111,10 +111,17 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     await until(load, lambda: len(answers) >= 40, 120, "answers before the kill")
     os.kill(before[0], signal.SIGKILL)
     at_kill = len(answers)
-    await until(load, lambda: worker_pids(served).get(0) not in (None, before[0]), 120, "a new worker 0")
+    seen: list[int] = []  # the new worker 0, as first seen (a later /proc read may miss it)
+
+    def new_worker() -> bool:
+        pid = worker_pids(served).get(0)
+        if pid not in (None, before[0]):
+            seen.append(pid)
+        return bool(seen)
+
+    await until(load, new_worker, 120, "a new worker 0")
     # The survivor kept answering while worker 0 was gone and its replacement started.
     await until(load, lambda: answered_by(answers[at_kill:], "1") >= 10, 120, "worker 1 answering after the kill")
-    replaced = worker_pids(served)[0]
     # The new worker takes new connections and serves, with its own answers.
     await asyncio.to_thread(wait_ready, served)
     client = await pinned_client(served.url, 0)
@@ -132,7 +139,6 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     clients = [int(text.split()[-2]) for text, _ in broken]
     assert len(clients) == len(set(clients)), broken
     assert {worker_of_text(text) for text, _ in broken} <= {0}, broken
-    assert replaced != before[0]
     # The new worker took the model without Triton loading it again.
     assert stub_pids(served) == stubs
     assert "reloaded" not in served.log().split("exited (code -9)")[-1]
@@ -144,7 +150,7 @@ def test_a_worker_killed_mid_job_gives_its_chunks_back_at_once_and_every_line_ru
     with every line answered once, with the library's vector."""
     count = 1500  # 30 chunks of 50: most still to run when the first is done
     rng = np.random.default_rng(12)
-    words = "a worker dies while the bulk job runs on and every line is answered once".split()
+    words = ["a", "worker", "dies", "while", "the", "bulk", "job", "runs", "on", "and", "every", "line", "is", "answered", "once"]
     texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 24)))) + f" killed-mid-job {i}" for i in range(count)]
     requests = [line(f"k{i}", {"model": MINILM, "input": text}) for i, text in enumerate(texts)]
     victim = worker_pids(served)[0]
