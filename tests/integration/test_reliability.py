@@ -104,10 +104,11 @@ async def test_a_burst_past_the_limits_gets_its_own_answers_or_clean_refusals(st
 
 
 async def test_triton_refuses_past_its_queue_at_once(strict, minilm):
-    # Each request is one whole Triton batch (max_batch_size texts, seconds of work): two
-    # run, one on each instance, two wait in Triton's queue of two, and the rest are
-    # refused as they reach it. The gateway's own limit (8 in flight) is not reached.
-    requests = [[f"queued request {r} text {i} " + "word " * 50 for i in range(256)] for r in range(6)]
+    # Each request is one whole Triton batch (max_batch_size texts of some 25 tokens, a
+    # second or more of work): two run, one on each instance, two wait in Triton's queue of
+    # two, and the rest are refused as they reach it. The gateway's own limit (8 in flight)
+    # is not reached.
+    requests = [[f"queued request {r} text {i} " + "word " * 20 for i in range(256)] for r in range(6)]
     headers = {**USER, "x-request-timeout": "120"}
     async with httpx.AsyncClient(base_url=strict.url, headers=headers, timeout=180) as client:
         async def answered(texts: list[str]) -> tuple[httpx.Response, float]:
@@ -129,7 +130,7 @@ async def test_triton_refuses_past_its_queue_at_once(strict, minilm):
 
 
 async def test_a_saturated_model_refuses_the_next_request_at_once_and_readiness_says_busy(small, minilm):
-    big = [f"saturating request {i} " + "word " * 200 for i in range(128)]
+    big = [f"saturating request {i} " + "word " * 100 for i in range(128)]
     async with httpx.AsyncClient(base_url=small.url, timeout=180) as client:
         # Seconds of work each, with a deadline of their own (this gateway's default is 1 s).
         slow = {"x-request-timeout": "120"}
@@ -190,9 +191,9 @@ def test_a_request_past_its_deadline_gets_504(strict):
 async def test_a_client_that_disconnects_stops_costing_work(gateway, minilm_loaded, minilm):
     before, _ = counts(gateway)
     log_start = len(gateway.log())
-    # 2048 long texts: 8 chunks of max_batch_size (256), at most 4 of them in Triton at
-    # once, each seconds of work (about 100 tokens a text). The client gives up after a second.
-    texts = [f"abandoned text {i} " + "token " * 100 for i in range(2048)]
+    # 2048 texts: 8 chunks of max_batch_size (256), at most 4 of them in Triton at once,
+    # each seconds of work (about 35 tokens a text). The client gives up after a second.
+    texts = [f"abandoned text {i} " + "token " * 30 for i in range(2048)]
     with pytest.raises(httpx.TimeoutException):
         httpx.post(f"{gateway.url}/infer", json={"model_name": MINILM, "text": texts}, timeout=1.0)
     await asyncio.to_thread(gateway.wait_log, "client disconnected", 60, log_start)
