@@ -25,7 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import cosine_rows, free_port
 
+from .run_shared import published_once
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_TRITON_NAME = "sentence-transformers--all-MiniLM-L6-v2"
 
 
 def pytest_collection_modifyitems(items):
@@ -105,8 +108,8 @@ async def wait_until_async(condition: Callable[[], object], timeout: float, what
 
 
 @contextlib.asynccontextmanager
-async def steady_clients(url: str, what: str, clients: int = 8):
-    """``clients`` clients, each with one MiniLM /infer always in flight (a text of its own
+async def steady_clients(url: str, what: str, clients: int = 8, model: str = MINILM):
+    """``clients`` clients, each with one /infer of ``model`` always in flight (a text of its own
     each time), until the block ends; yields the (text, answer) list, growing as they are
     answered. Their deadline is longer than a Triton restart on a loaded machine (a restart
     can meet a hung stub handshake, or Triton aborting again, and take minutes): a request
@@ -119,7 +122,7 @@ async def steady_clients(url: str, what: str, clients: int = 8):
         sent = 0
         while not stop.is_set():
             text = f"{what} {number} {sent}"
-            answer = await client.post("/infer", json={"model_name": MINILM, "text": [text]}, headers=deadline)
+            answer = await client.post("/infer", json={"model_name": model, "text": [text]}, headers=deadline)
             answers.append((text, answer))
             sent += 1
 
@@ -291,9 +294,28 @@ def http(gateway):
         yield client
 
 
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory, worker_id) -> Path | None:
+    """A directory the test processes of this run share (None: this process is the run)."""
+    return None if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+
+
+@pytest.fixture(scope="session")
+def minilm_published(gateway, run_dir) -> None:
+    """MiniLM in the session repository: converted by the session gateway of the first
+    process of the run that needs it, copied by the others (``run_shared.py``)."""
+
+    def convert() -> None:
+        with gateway.client() as http:
+            response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+            assert response.status_code == 200, response.text
+
+    published_once(run_dir, MINILM_TRITON_NAME, gateway.repository, convert)
+
+
 @pytest.fixture
-def minilm_loaded(http):
-    """MiniLM converted (first time only) and loaded."""
+def minilm_loaded(http, minilm_published):
+    """MiniLM published (converted once in the run) and loaded."""
     response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
     assert response.status_code == 200, response.text
     return response.json()

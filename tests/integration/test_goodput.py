@@ -25,7 +25,7 @@ def long_texts(request: int, count: int = 32) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def paced(gateway, tmp_path_factory):
+def paced(gateway, minilm_published, tmp_path_factory):
     """A gateway of its own on the session's repository (MiniLM restored at its start)."""
     with gateway.client() as http:
         assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200

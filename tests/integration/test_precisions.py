@@ -25,7 +25,7 @@ def quantize_embeddings():
 
 
 @pytest.fixture(scope="module")
-def uncached(gateway, tmp_path_factory):
+def uncached(gateway, minilm_published, tmp_path_factory):
     """A gateway with no response cache on the session's repository (MiniLM converted
     there by the session's gateway, and restored here from its manifest)."""
     with gateway.client() as http:

@@ -2,9 +2,11 @@
 worker nodes from ``ray.cluster_utils.Cluster``, one replica per worker node, each
 replica with its own real tritonserver, all reading one model repository.
 
-The model repository is an S3 bucket of a ``moto_server`` on 127.0.0.1 (the AWS_*
-variables reach the replicas through the Ray nodes' environment). The replicas are
-deployed with ``embedgate serve --ray`` and used through Serve's HTTP proxy.
+The model is a tiny one the test builds (what is checked is how replicas share and serve
+it, not its size), compared with the library's own vectors of it. The model repository is
+an S3 bucket of a ``moto_server`` on 127.0.0.1 (the AWS_* variables reach the replicas
+through the Ray nodes' environment). The replicas are deployed with ``embedgate serve
+--ray`` and used through Serve's HTTP proxy.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from tests.helpers import cosine_rows
 from tests.s3 import S3Bucket
 
 from .conftest import (
-    MINILM,
     assert_each_got_its_embedding,
     free_port,
     processes,
@@ -42,6 +43,8 @@ from .conftest import (
 )
 
 REPLICA = "x-embedgate-replica"
+MODEL = "ray/tiny"
+TRITON_NAME = "ray--tiny"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
 
@@ -90,6 +93,23 @@ class Deployment:
                 return replicas
             assert time.monotonic() < deadline, f"replicas: {[(r['replica_id'], r['state']) for r in replicas]}"
             time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[Path, object]:
+    """The model's directory, and the library's own model of it."""
+    from sentence_transformers import SentenceTransformer
+
+    from tests import tiny_models
+
+    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=31)
+    return directory, SentenceTransformer(str(directory), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def library(tiny):
+    """The library's model of what the replicas serve."""
+    return tiny[1]
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +163,7 @@ def embed_until_every_replica_answers(app: Deployment, text: str, replicas: int,
     with httpx.Client(base_url=app.url, timeout=60) as client:
         while len(seen) < replicas:
             assert time.monotonic() < deadline, f"only replicas {sorted(seen)} answered"
-            response = client.post("/infer", json={"model_name": MINILM, "text": [text]})
+            response = client.post("/infer", json={"model_name": MODEL, "text": [text]})
             seen.setdefault(response.headers[REPLICA], response)
     return seen
 
@@ -153,15 +173,16 @@ def tritonservers() -> dict[int, int]:
     return {pid: ppid for pid, comm, ppid in processes() if comm == "tritonserver"}
 
 
-def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray_app, minilm):
+def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray_app, tiny):
+    directory, library = tiny
     text = "one repository, many replicas"
-    reference = minilm.encode([text])
+    reference = library.encode([text])
     with httpx.Client(base_url=ray_app.url, timeout=600) as client:
-        response = client.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+        response = client.post("/load_sentence_transformer_model", json={"model_name": MODEL, "model_path": str(directory)})
         assert response.status_code == 200, response.text
     # Converted once, into the shared repository.
-    published = ray_app.bucket.keys("sentence-transformers--all-MiniLM-L6-v2")
-    assert {"sentence-transformers--all-MiniLM-L6-v2/config.pbtxt", "sentence-transformers--all-MiniLM-L6-v2/1/model.onnx"} <= set(published)
+    published = ray_app.bucket.keys(TRITON_NAME)
+    assert {f"{TRITON_NAME}/config.pbtxt", f"{TRITON_NAME}/1/model.onnx"} <= set(published)
 
     (first,) = ray_app.wait_replicas(1)
     answers = embed_until_every_replica_answers(ray_app, text, 1)
@@ -194,7 +215,7 @@ def tritonserver_of(replica: dict) -> list[int]:
     return [pid for pid, parent in tritonservers().items() if parent == replica["pid"]]
 
 
-async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, minilm):
+async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, library):
     owner = ray_app.wait_replicas(len(ray_app.replicas()))[0]
     # Chosen by its parent: other gateways on the machine (the session's, another test
     # run's) have tritonservers too, and their supervisors would replace them as well.
@@ -203,7 +224,7 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, m
     def answered_by_owner(since: int = 0) -> int:
         return sum(1 for _, response in answers[since:] if response.headers.get(REPLICA) == owner["replica_id"])
 
-    async with steady_clients(ray_app.url, "served while a triton dies") as answers:
+    async with steady_clients(ray_app.url, "served while a triton dies", model=MODEL) as answers:
         await wait_until_async(lambda: answered_by_owner() >= 2, 600, "the replica to serve")
         os.kill(victim, signal.SIGKILL)
         restarted = "tritonserver restarted in"
@@ -211,7 +232,7 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, m
         since = len(answers)
         await wait_until_async(lambda: answered_by_owner(since) >= 2, 600, "the replica to serve again")
 
-    assert_each_got_its_embedding(answers, minilm)
+    assert_each_got_its_embedding(answers, library)
     assert len({r.headers[REPLICA] for _, r in answers}) >= 2
     # The killed tritonserver was this replica's: its supervisor saw it die, sent a request
     # that was on it again, and started the one that runs now.
@@ -222,7 +243,7 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, m
     assert replacement != victim
 
 
-def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(ray_app, minilm):
+def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(ray_app, library):
     replicas = ray_app.wait_replicas(len(ray_app.replicas()))
     dead = replicas[0]
     (its_triton,) = tritonserver_of(dead)
@@ -243,7 +264,7 @@ def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(
     assert successor["replica_id"] in answers
     for replica_id, response in answers.items():
         assert response.status_code == 200, (replica_id, response.text)
-        assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text]))[0] >= 0.9999
+        assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
 
 
 def done_by(app: Deployment, batch_id: str) -> dict[int, int]:
@@ -266,7 +287,7 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
     count = 3000
     lines = [
         json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/embeddings",
-                    "body": {"model": MINILM, "input": f"bulk text {i} " + "word " * (i % 30)}})
+                    "body": {"model": MODEL, "input": f"bulk text {i} " + "word " * (i % 30)}})
         for i in range(count)
     ]
     with openai.OpenAI(api_key="x", base_url=f"{ray_app.url}/v1", max_retries=2, timeout=60) as client:
@@ -301,7 +322,7 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
     ray_app.wait_replicas(len(replicas))  # Serve replaced the dead replica
 
 
-async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new_node_serves_at_once(ray_app, minilm):
+async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new_node_serves_at_once(ray_app, library):
     """A worker node lost (its raylet and every process of it SIGKILLed) while clients send
     steadily: the other replica goes on serving, only a request that was on the lost replica
     may fail, the node's tritonserver goes with it, and a replica on a new node serves the
@@ -321,7 +342,7 @@ async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new
             text = f"node lost {number} {sent}"
             sent += 1
             try:
-                answers.append((text, await client.post("/infer", json={"model_name": MINILM, "text": [text]})))
+                answers.append((text, await client.post("/infer", json={"model_name": MODEL, "text": [text]})))
             except httpx.TransportError as error:  # the connection, not an HTTP answer
                 failures.append((text, repr(error)))
 
@@ -350,7 +371,7 @@ async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new
     # not send it to another replica): one a client retries (the OpenAI client does).
     for response in refused:
         assert (response.status_code, response.text) == (500, "Internal Server Error"), response.text
-    assert_each_got_its_embedding(served, minilm)
+    assert_each_got_its_embedding(served, library)
     print(f"node lost: {len(served)} answered 200 ({answered_by(lost)} by the lost replica), "
           f"{len(refused)} answered 500 by Serve's proxy, {len(failures)} broken {failures}")
     wait_until(lambda: its_triton not in tritonservers(), 120, "the lost node's tritonserver to exit")
@@ -371,13 +392,13 @@ async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new
     assert successor["replica_id"] in answers_now
     for replica_id, response in answers_now.items():
         assert response.status_code == 200, (replica_id, response.text)
-        assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text]))[0] >= 0.9999
+        assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
 
 
 def test_unload_reaches_every_replica(ray_app):
     replicas = len(ray_app.replicas())
     with httpx.Client(base_url=ray_app.url, timeout=300) as client:
-        response = client.post("/unload_model", json={"model_name": MINILM})
+        response = client.post("/unload_model", json={"model_name": MODEL})
         assert response.status_code == 200, response.text
     answers = embed_until_every_replica_answers(ray_app, "gone everywhere", replicas)
     # Not served anywhere. A replica that had it says it is in the repository but not loaded;

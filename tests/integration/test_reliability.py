@@ -54,7 +54,7 @@ SMALL = dict(max_inflight_requests="2", request_timeout_s="1", conversion_timeou
 
 
 @pytest.fixture(scope="module")
-def small(gateway, tmp_path_factory):
+def small(gateway, minilm_published, tmp_path_factory):
     """A gateway on the session's repository, which has MiniLM (restored at its start),
     with two requests in flight per model, a default deadline of 1 s for requests that
     bring none, and 1 s for a conversion."""

@@ -1,8 +1,9 @@
 """The model repository in S3: the real gateway and the real embedded tritonserver reading
 a bucket of a real S3-compatible server (moto_server on 127.0.0.1), through HTTP.
 
-One gateway converts MiniLM into the bucket; a second one, with an empty cache, loads it
-from there without converting; a delete through either removes it for both.
+One gateway converts a model (a tiny one the test builds: what is checked is where its
+files go, not its size) into the bucket; a second one, with an empty cache, loads it from
+there without converting; a delete through either removes it for both.
 """
 
 from __future__ import annotations
@@ -18,19 +19,32 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.helpers import cosine_rows
 from tests.s3 import SECRET_ACCESS_KEY
 
-from .conftest import MINILM, start_gateway, wait_ready
+from .conftest import start_gateway, wait_ready
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TRITON_NAME = "sentence-transformers--all-MiniLM-L6-v2"
+MODEL = "bucket/tiny"
+TRITON_NAME = "bucket--tiny"
 SENTENCES = ["A man is eating food.", "Models live in a bucket.", "short", "A much longer sentence " * 80]
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The model's directory and the library's own model of it."""
+    from sentence_transformers import SentenceTransformer
+
+    from tests import tiny_models
+
+    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=21)
+    return str(directory), SentenceTransformer(str(directory), device="cpu")
+
+
 def embed(http, texts=SENTENCES) -> np.ndarray:
-    response = http.post("/infer", json={"model_name": MINILM, "text": texts})
+    response = http.post("/infer", json={"model_name": MODEL, "text": texts})
     assert response.status_code == 200, response.text
     return np.asarray(response.json()["text_embeddings"], dtype=np.float32)
 
@@ -42,7 +56,7 @@ def files_under(directory: Path) -> list[str]:
 def in_process_baseline(repository: str, out: Path) -> dict:
     """benchmark.py's in-process baseline on the served ONNX file, read from the bucket."""
     command = [
-        sys.executable, "benchmark.py", "--inprocess-only", "--requests", "4", "--model", MINILM,
+        sys.executable, "benchmark.py", "--inprocess-only", "--requests", "4", "--model", MODEL,
         "--model-repository", repository, "--json", str(out),
     ]
     finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
@@ -56,17 +70,18 @@ def assert_no_secret(gateway, http) -> None:
         assert SECRET_ACCESS_KEY not in http.get(path).text
 
 
-def test_one_bucket_two_gateways(s3_bucket, tmp_path, minilm, minilm_path):
+def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny):
+    model_path, library = tiny
     first_cache, second_cache = tmp_path / "first-cache", tmp_path / "second-cache"
     first = start_gateway(s3_bucket.url, tmp_path / "first.log", repository_cache_dir=str(first_cache))
     second = None
     try:
         with first.client() as http:
-            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM, "model_path": minilm_path})
+            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MODEL, "model_path": model_path})
             assert loaded.status_code == 200, loaded.text
             assert loaded.json()["converted"] is True
             served = embed(http)
-            assert cosine_rows(served, minilm.encode(SENTENCES)).min() >= 0.9999
+            assert cosine_rows(served, library.encode(SENTENCES)).min() >= 0.9999
 
             # In the bucket, whole; in the gateway's cache, only what tokenizing needs.
             assert {
@@ -83,13 +98,13 @@ def test_one_bucket_two_gateways(s3_bucket, tmp_path, minilm, minilm_path):
             assert len(downloads) == 1 and any(Path(downloads[0]).rglob("model.onnx"))
             os.kill(triton_pid, signal.SIGKILL)
             deadline = time.monotonic() + 60
-            while http.post("/infer", json={"model_name": MINILM, "text": ["back"]}).status_code != 200:
+            while http.post("/infer", json={"model_name": MODEL, "text": ["back"]}).status_code != 200:
                 assert time.monotonic() < deadline, first.log()[-3000:]
                 time.sleep(0.3)
             np.testing.assert_allclose(embed(http), served, atol=1e-5)
             assert not os.path.exists(downloads[0])
 
-            assert http.post("/unload_model", json={"model_name": MINILM}).status_code == 200
+            assert http.post("/unload_model", json={"model_name": MODEL}).status_code == 200
             assert_no_secret(first, http)
 
         # A second gateway, its cache empty, Triton logging verbosely: the model is in the
@@ -101,9 +116,9 @@ def test_one_bucket_two_gateways(s3_bucket, tmp_path, minilm, minilm_path):
         wait_ready(second)
         with second.client() as http:
             listed = http.get("/repository_models").json()["models"]
-            assert [(m["model_name"], m["loaded"]) for m in listed] == [(MINILM, False)]
-            assert http.post("/infer", json={"model_name": MINILM, "text": ["x"]}).status_code == 409
-            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+            assert [(m["model_name"], m["loaded"]) for m in listed] == [(MODEL, False)]
+            assert http.post("/infer", json={"model_name": MODEL, "text": ["x"]}).status_code == 409
+            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MODEL})
             assert loaded.status_code == 200, loaded.text
             assert (loaded.json()["status"], loaded.json()["converted"]) == ("loaded", False)
             np.testing.assert_allclose(embed(http), served, atol=1e-5)
@@ -112,11 +127,11 @@ def test_one_bucket_two_gateways(s3_bucket, tmp_path, minilm, minilm_path):
             assert baseline["baselines"]["plain"]["texts"] == 4
             assert not os.path.exists(baseline["onnx_file"])  # downloaded for that run only
 
-            deleted = http.post("/delete_model", json={"model_name": MINILM})
+            deleted = http.post("/delete_model", json={"model_name": MODEL})
             assert deleted.status_code == 200, deleted.text
             assert not any(key.startswith(f"{TRITON_NAME}/") for key in s3_bucket.keys())
             assert http.get("/repository_models").json()["models"] == []
-            assert http.post("/infer", json={"model_name": MINILM, "text": ["x"]}).status_code == 404
+            assert http.post("/infer", json={"model_name": MODEL, "text": ["x"]}).status_code == 404
             assert_no_secret(second, http)
             assert "s3://" in second.log()  # Triton's verbose log did run, and named only the URL
 

@@ -31,7 +31,7 @@ with TestClient(create_app(settings)) as client:
 """
 
 
-def test_a_request_is_served_with_no_torch_in_the_process(gateway, tmp_path):
+def test_a_request_is_served_with_no_torch_in_the_process(gateway, minilm_published, tmp_path):
     with gateway.client() as http:
         assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
     name = MINILM.replace("/", "--")

@@ -52,7 +52,7 @@ BULK_LINES = 1500 * ROUNDS
 
 
 @pytest.fixture(scope="module")
-def soaked(gateway, tmp_path_factory):
+def soaked(gateway, minilm_published, tmp_path_factory):
     """Two workers on a repository of their own (the session's MiniLM conversion, copied),
     the response cache off, bulk chunks of 50 leased far longer than the test waits."""
     with gateway.client() as http:

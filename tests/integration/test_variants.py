@@ -30,7 +30,7 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def variants(gateway):
+def variants(gateway, minilm_published):
     """Both variants loaded beside the plain model (which is loaded first); deleted after."""
     with gateway.client(timeout=600) as http:
         plain = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})

@@ -38,7 +38,7 @@ from .worker_clients import (
 
 
 @pytest.fixture(scope="module")
-def served(gateway, tmp_path_factory):
+def served(gateway, minilm_published, tmp_path_factory):
     yield from two_workers(gateway, tmp_path_factory)
 
 

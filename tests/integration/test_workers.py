@@ -41,7 +41,7 @@ from .worker_clients import (
 
 
 @pytest.fixture(scope="module")
-def served(gateway, tmp_path_factory):
+def served(gateway, minilm_published, tmp_path_factory):
     yield from two_workers(gateway, tmp_path_factory)
 
 
@@ -238,7 +238,8 @@ async def test_one_scrape_sums_the_requests_in_flight_on_every_worker(served):
     """A long request in flight on each worker: the scrape counts both."""
     clients = [await pinned_client(served.url, worker) for worker in range(WORKERS)]
     try:
-        texts = [[f"in flight on worker {w}: {i} " + "word " * 200 for i in range(96)] for w in range(WORKERS)]
+        # Seconds of work each (96 texts of some 90 tokens): both are still in flight when the scrape counts.
+        texts = [[f"in flight on worker {w}: {i} " + "word " * 80 for i in range(96)] for w in range(WORKERS)]
         flying = [
             asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": texts[w]},
                                             headers={"x-request-timeout": "300"}))
@@ -256,7 +257,7 @@ async def test_one_scrape_sums_the_requests_in_flight_on_every_worker(served):
 
 
 def test_a_bulk_job_with_two_workers_runs_every_line_once(served, minilm):
-    count = 1200
+    count = 600  # 12 chunks of 50: both workers lease some
     words = "the quick brown fox jumps over the lazy dog while a man eats".split()
     rng = np.random.default_rng(11)
     texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 30)))) + f" {i}" for i in range(count)]
