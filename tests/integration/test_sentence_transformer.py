@@ -163,9 +163,21 @@ def test_errors_have_one_shape(http, minilm_loaded):
         assert "Traceback" not in response.text
 
 
-async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http, minilm_path, minilm):
-    name = "local/minilm-copy"
-    body = {"model_name": name, "model_path": minilm_path}
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny model's directory (a conversion of seconds), and the library's model of it."""
+    from sentence_transformers import SentenceTransformer
+
+    from tests import tiny_models
+
+    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=41)
+    return str(directory), SentenceTransformer(str(directory), device="cpu")
+
+
+async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http, tiny):
+    directory, library = tiny
+    name = "local/tiny-copy"
+    body = {"model_name": name, "model_path": directory}
     async with httpx.AsyncClient(base_url=gateway.url, timeout=300) as client:
         responses = await asyncio.gather(
             *(client.post("/load_sentence_transformer_model", json=body) for _ in range(3))
@@ -173,21 +185,27 @@ async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http,
     assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
     assert sorted(r.json()["converted"] for r in responses) == [False, False, True]
     served = http.post("/infer", json={"model_name": name, "text": SENTENCES[:2]}).json()["text_embeddings"]
-    assert cosine_rows(served, minilm.encode(SENTENCES[:2])).min() >= 0.9999
+    assert cosine_rows(served, library.encode(SENTENCES[:2])).min() >= 0.9999
     assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
-def test_unload_delete_and_reload(http, minilm_loaded, minilm):
-    assert http.post("/unload_model", json={"model_name": MINILM}).status_code == 200
-    not_loaded = http.post("/infer", json={"model_name": MINILM, "text": ["a"]})
+def test_unload_delete_and_reload(http, tiny):
+    directory, library = tiny
+    name = "local/tiny-reloaded"
+    loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": directory})
+    assert loaded.status_code == 200 and loaded.json()["converted"] is True, loaded.text
+    assert http.post("/unload_model", json={"model_name": name}).status_code == 200
+    not_loaded = http.post("/infer", json={"model_name": name, "text": ["a"]})
     assert not_loaded.status_code == 409 and not_loaded.json()["error"]["code"] == "model_not_loaded"
-    assert http.get("/loaded_models").json()["models"] == []
+    assert name not in [m["model_name"] for m in http.get("/loaded_models").json()["models"]]
+    assert name in [m["model_name"] for m in http.get("/repository_models").json()["models"]]
 
-    assert http.post("/delete_model", json={"model_name": MINILM}).status_code == 200
-    assert http.post("/infer", json={"model_name": MINILM, "text": ["a"]}).status_code == 404
-    assert MINILM not in [m["model_name"] for m in http.get("/repository_models").json()["models"]]
+    assert http.post("/delete_model", json={"model_name": name}).status_code == 200
+    assert http.post("/infer", json={"model_name": name, "text": ["a"]}).status_code == 404
+    assert name not in [m["model_name"] for m in http.get("/repository_models").json()["models"]]
 
-    reloaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+    reloaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": directory})
     assert reloaded.status_code == 200 and reloaded.json()["converted"] is True
-    served = http.post("/infer", json={"model_name": MINILM, "text": SENTENCES[:2]}).json()["text_embeddings"]
-    assert cosine_rows(served, minilm.encode(SENTENCES[:2])).min() >= 0.9999
+    served = http.post("/infer", json={"model_name": name, "text": SENTENCES[:2]}).json()["text_embeddings"]
+    assert cosine_rows(served, library.encode(SENTENCES[:2])).min() >= 0.9999
+    assert http.post("/delete_model", json={"model_name": name}).status_code == 200
