@@ -44,9 +44,11 @@ def document(settings: Settings) -> dict:
     return TestClient(create_app(settings)).get("/openapi.json").json()
 
 
-@pytest.fixture
-def doc(client):
-    return client.get("/openapi.json").json()
+@pytest.fixture(scope="module")
+def doc():
+    """The document of the server the other API tests ask (``tests/api/conftest.py``'s
+    settings), made once: every test here only reads it."""
+    return document(Settings(max_texts_per_request=4))
 
 
 def operations(doc):
