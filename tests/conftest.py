@@ -51,6 +51,13 @@ def minilm(minilm_path):
 
 
 @pytest.fixture(scope="session")
+def run_dir(tmp_path_factory, worker_id) -> Path | None:
+    """A directory the test processes of this run share (``tests/run_shared.py``; None:
+    this process is the whole run)."""
+    return None if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+
+
+@pytest.fixture(scope="session")
 def moto_server(tmp_path_factory):
     """A real S3-compatible server (moto_server) on 127.0.0.1 for the whole session."""
     from tests.s3 import MotoServer

@@ -24,8 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import cosine_rows, free_port
-
-from .run_shared import published_once
+from tests.run_shared import published_once
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_TRITON_NAME = "sentence-transformers--all-MiniLM-L6-v2"
@@ -295,15 +294,9 @@ def http(gateway):
 
 
 @pytest.fixture(scope="session")
-def run_dir(tmp_path_factory, worker_id) -> Path | None:
-    """A directory the test processes of this run share (None: this process is the run)."""
-    return None if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-
-
-@pytest.fixture(scope="session")
 def minilm_published(gateway, run_dir) -> None:
     """MiniLM in the session repository: converted by the session gateway of the first
-    process of the run that needs it, copied by the others (``run_shared.py``)."""
+    process of the run that needs it, copied by the others (``tests/run_shared.py``)."""
 
     def convert() -> None:
         with gateway.client() as http:

@@ -12,7 +12,9 @@ import httpx
 import numpy as np
 import pytest
 
+from embedgate.api.models.names import to_triton_name
 from tests.helpers import cosine_rows
+from tests.run_shared import published_once
 
 from .conftest import MINILM
 
@@ -30,14 +32,24 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def variants(gateway, minilm_published):
-    """Both variants loaded beside the plain model (which is loaded first); deleted after."""
+def variants(gateway, minilm_published, run_dir):
+    """Both variants loaded beside the plain model (which is loaded first); deleted after.
+    Each is converted once in the run: by this gateway, or by the converter tests with the
+    same spec (``tests/run_shared.py``), whichever comes first."""
     with gateway.client(timeout=600) as http:
         plain = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
         assert plain.status_code == 200, plain.text
         loads = {}
         for name, options in ((INT8, {"quantize": "int8"}), (OPTIMIZED, {"optimize": True})):
-            response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM, **options})
+            answers: list[httpx.Response] = []
+
+            def load(options=options, answers=answers) -> None:
+                answers.append(http.post("/load_sentence_transformer_model", json={"model_name": MINILM, **options}))
+
+            published_once(run_dir, to_triton_name(name), gateway.repository, load)
+            if not answers:
+                load()
+            (response,) = answers
             assert response.status_code == 200, response.text
             loads[name] = response.json()
         yield loads

@@ -1,9 +1,11 @@
 """Load-time variants: '@optimized' (graph fusion) and '@int8' (dynamic quantization).
 
-The real MiniLM variants are built once per module through ``python -m converters`` and
-checked against the PyTorch model on sentences the converter never saw; the refusals below
-a threshold run on a tiny model (the same code path, in seconds); the int8 planning is
-checked on a small graph where the answer is known.
+The real MiniLM variants are built through ``python -m converters`` with the spec a
+gateway of default settings sends for them (``api/models/specs.py``), once per run: here,
+or by the session gateway of the integration tests that load them, whichever comes first
+(``tests/run_shared.py``). They are checked against the PyTorch model on sentences the
+converter never saw; the refusals below a threshold run on a tiny model (the same code
+path, in seconds); the int8 planning is checked on a small graph where the answer is known.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -30,6 +33,9 @@ from embedgate.converters.triton_config import parse
 from tests import tiny_models
 from tests.converters.conftest import MINILM, run_converter
 from tests.helpers import cosine_rows
+from tests.run_shared import published_once
+
+TRITON_NAME = "sentence-transformers--all-MiniLM-L6-v2"
 
 # Not the parity sentences: what the variants must also get right.
 UNSEEN = [
@@ -44,6 +50,18 @@ UNSEEN = [
     " ".join(["long input that will be truncated"] * 80),
     "Two dogs are playing in the snow near a red barn while children watch.",
 ]
+
+
+def _gateway_spec(repository, variant) -> dict:
+    """The conversion a gateway of default settings asks for ``MiniLM@<variant>``."""
+    from embedgate.api.compute.scheduling.batching import BatchingPolicy
+    from embedgate.api.models.refs import ModelRef
+    from embedgate.api.models.specs import conversion_spec
+    from embedgate.api.settings import Settings
+
+    settings = Settings()
+    ref = ModelRef.named(f"{MINILM}@{variant}")
+    return conversion_spec(settings, str(repository), BatchingPolicy(settings), ref).model_dump(mode="json")
 
 
 def _spec(repository, variant, **extra) -> dict:
@@ -61,18 +79,25 @@ def repository(tmp_path_factory):
     return tmp_path_factory.mktemp("variants")
 
 
-@pytest.fixture(scope="module")
-def optimized(repository):
-    run = run_converter(_spec(repository, "optimized"))
-    assert run.returncode == 0, run.stderr[-3000:]
-    return repository / "minilm---optimized"
+def _published(repository, run_dir, variant) -> Path:
+    name = f"{TRITON_NAME}---{variant}"
+
+    def convert() -> None:
+        run = run_converter(_gateway_spec(repository, variant))
+        assert run.returncode == 0, run.stderr[-3000:]
+
+    published_once(run_dir, name, repository, convert)
+    return repository / name
 
 
 @pytest.fixture(scope="module")
-def quantized(repository):
-    run = run_converter(_spec(repository, "int8", parity_threshold=0.99))
-    assert run.returncode == 0, run.stderr[-3000:]
-    return repository / "minilm---int8"
+def optimized(repository, run_dir):
+    return _published(repository, run_dir, "optimized")
+
+
+@pytest.fixture(scope="module")
+def quantized(repository, run_dir):
+    return _published(repository, run_dir, "int8")
 
 
 def _metadata(directory) -> ModelMetadata:
@@ -108,7 +133,7 @@ def _signature(directory) -> list:
 def test_optimized_is_a_fused_float32_model_named_as_a_variant(optimized):
     metadata = _metadata(optimized)
     assert metadata.model_name == f"{MINILM}@optimized"
-    assert metadata.triton_name == "minilm---optimized"
+    assert metadata.triton_name == f"{TRITON_NAME}---optimized"
     assert metadata.variant.name == "optimized"
     # Exported with eager attention, so the attention itself is fused.
     assert metadata.variant.fused_operators.get("Attention") == 6
@@ -118,7 +143,7 @@ def test_optimized_is_a_fused_float32_model_named_as_a_variant(optimized):
     assert metadata.parity.threshold == 0.9999
     assert metadata.parity.min_cosine >= 0.9999
     assert metadata.parity.mean_cosine >= metadata.parity.min_cosine
-    assert parse((optimized / "config.pbtxt").read_text()).name == "minilm---optimized"
+    assert parse((optimized / "config.pbtxt").read_text()).name == f"{TRITON_NAME}---optimized"
 
 
 def test_optimized_keeps_the_inputs_output_and_dynamic_axes(optimized):
@@ -229,8 +254,8 @@ def test_variants_are_for_sentence_transformers_only():
         ConversionSpec(model_name=MINILM, triton_name="t", repository="r", variant="fp16")
 
 
-def test_metadata_written_before_variants_still_reads(minilm_conversion):
-    stored = json.loads((minilm_conversion.repository / "minilm" / "metadata.json").read_text())
+def test_metadata_written_before_variants_still_reads(tiny):
+    stored = json.loads((tiny[2] / "metadata.json").read_text())
     stored.pop("variant", None)
     stored["parity"].pop("mean_cosine", None)
     metadata = ModelMetadata.model_validate(stored)

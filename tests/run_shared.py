@@ -1,10 +1,12 @@
-"""What the test processes of one run (pytest-xdist) share: a model every process's session
-gateway converts the same way (one set of settings) is converted once, by the first process
-that needs it; the others copy the published model into their own repository before their
-first load of it, which then converts nothing.
+"""What the test processes of one run (pytest-xdist) share: a model converted the same way
+(one spec) by several of them is converted once, by the first process that needs it; the
+others copy the published model into their own repository (a gateway's next load of it
+converts nothing). MiniLM is converted so by every process's session gateway, and its
+variants by the session gateway and the converter tests alike.
 
 Copies are hard links: a published model's files are never written again (a new conversion
-publishes new files in their place).
+publishes new files in their place). What serving a model adds to its directory (the
+Python backend's ``__pycache__``) is not copied.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+SERVED = shutil.ignore_patterns("__pycache__")
 
 
 def link_or_copy(source: str, target: str) -> None:
@@ -46,10 +50,10 @@ def published_once(run_dir: Path | None, triton_name: str, repository: Path, con
     with _locked(run_dir / "published" / f"{triton_name}.lock"):
         if kept.is_dir():
             if not (repository / triton_name).exists():
-                shutil.copytree(kept, repository / triton_name, copy_function=link_or_copy)
+                shutil.copytree(kept, repository / triton_name, copy_function=link_or_copy, ignore=SERVED)
             return
         convert()
         partial = kept.with_name(f"{triton_name}.partial")
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(repository / triton_name, partial, copy_function=link_or_copy)
+        shutil.copytree(repository / triton_name, partial, copy_function=link_or_copy, ignore=SERVED)
         partial.rename(kept)
