@@ -282,7 +282,9 @@ def repository(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def gateway(repository, tmp_path_factory):
-    gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "gateway.log")
+    # Its warm converter kept for the whole session: conversions come minutes apart, and
+    # each start of one imports the conversion libraries again.
+    gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "gateway.log", converter_warm_s="3600")
     yield gw
     gw.stop()
 
