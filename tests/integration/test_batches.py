@@ -13,10 +13,11 @@ import shutil
 import signal
 import time
 
-import httpx
 import numpy as np
 import openai
 import pytest
+
+from tests.helpers import cosine_rows
 
 from .conftest import MINILM, start_gateway, wait_ready
 
@@ -154,7 +155,7 @@ def chunks_recorded(repository, batch_id: str) -> set[int]:
         return {index for (index,) in rows}
 
 
-def test_a_gateway_killed_mid_job_resumes_from_its_last_recorded_chunk(gateway, minilm_loaded, tmp_path):
+def test_a_gateway_killed_mid_job_resumes_from_its_last_recorded_chunk(gateway, minilm_loaded, minilm, tmp_path):
     """SIGKILL, then a new gateway on the same repository: it finishes the job without
     running again the chunks recorded before the kill, and every custom_id is in the output
     once, with /v1/embeddings' vectors."""
@@ -165,7 +166,7 @@ def test_a_gateway_killed_mid_job_resumes_from_its_last_recorded_chunk(gateway, 
     shutil.copytree(gateway.repository / name, repository / name)
     settings = {"batch_chunk_texts": "50", "preload_models": MINILM}
     first = start_gateway(repository, tmp_path / "first.log", **settings)
-    count = 2000
+    count = 1200  # 24 chunks: most still to run when it dies
     requests = [line(f"r{i}", {"model": MINILM, "input": text}) for i, text in enumerate(texts(count, seed=2))]
     try:
         wait_ready(first)
@@ -199,13 +200,11 @@ def test_a_gateway_killed_mid_job_resumes_from_its_last_recorded_chunk(gateway, 
         rerun = chunks_run(second, batch.id)
         assert not recorded & rerun, sorted(recorded & rerun)
         assert recorded | rerun == set(range(count // 50))
-        sample = {row["custom_id"]: row for row in rows[:: count // 10]}
-        for custom_id, row in sample.items():
-            body = json.loads(requests[int(custom_id[1:])])["body"]
-            online = httpx.post(f"{second.url}/v1/embeddings", json=body, timeout=60).json()
-            np.testing.assert_allclose(
-                row["response"]["body"]["data"][0]["embedding"], online["data"][0]["embedding"], atol=2e-6
-            )
+        # Every line's vector is the library's (the route answering the same body would
+        # answer from the job's rows in the response cache).
+        vectors = np.asarray([row["response"]["body"]["data"][0]["embedding"] for row in rows])
+        inputs = [json.loads(requests[int(row["custom_id"][1:])])["body"]["input"] for row in rows]
+        assert cosine_rows(vectors, minilm.encode(inputs)).min() >= 0.9999
     finally:
         second.stop()
 
