@@ -16,6 +16,7 @@ import httpx
 
 from embedgate.api.triton.orphans import STUB
 from tests.helpers import cosine_rows
+from tests.run_shared import link_or_copy
 
 from .conftest import (
     MINILM,
@@ -135,13 +136,6 @@ def test_restart_restores_models_and_shutdown_leaves_nothing_behind(gateway, min
         time.sleep(0.1)
     assert processes_mentioning(shm_prefix) == [], "tritonserver or stub processes left behind"
     assert not list(Path("/dev/shm").glob(f"{shm_prefix}*")), "shared memory left behind"
-
-
-def link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 def test_preloaded_models_are_loaded_at_startup_and_readiness_says_starting_until_then(
