@@ -31,7 +31,7 @@ import pytest
 
 from tests.helpers import cosine_rows
 
-from .conftest import start_gateway, wait_ready
+from .conftest import MINILM, start_gateway, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 # What make install downloads for this test (a user's numpy 2 and protobuf 7, Triton's runtime).
@@ -188,14 +188,7 @@ def test_without_a_triton_runtime_serve_says_how_to_make_one(venv, tmp_path):
     assert "numpy 2." in answer.stderr and "embedgate triton-runtime" in answer.stderr, answer.stderr[-3000:]
 
 
-def test_the_installed_wheel_converts_and_serves_a_model(venv, cache, tmp_path, monkeypatch):
-    from sentence_transformers import SentenceTransformer
-
-    from tests import tiny_models
-
-    # A tiny model (a conversion of seconds): the converter and the backend model are the wheel's.
-    directory = tiny_models.dense_model(tmp_path / "tiny", seed=51)
-    name = "wheel/tiny"
+def test_the_installed_wheel_serves_and_converts_minilm(venv, cache, tmp_path, minilm, monkeypatch):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     located = run(venv / "bin" / "python", "-c", "import embedgate.api, embedgate.converters as c; print(c.__file__)", cwd=outside)
@@ -214,14 +207,14 @@ def test_the_installed_wheel_converts_and_serves_a_model(venv, cache, tmp_path, 
         )
         assert environ["PATH"].split(os.pathsep)[0] == str(cache / "embedgate" / f"triton-runtime-py{PY}" / "bin")
         with gateway.client(timeout=600) as http:
-            loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
             assert loaded.status_code == 200, loaded.text
             assert loaded.json()["converted"] is True
             texts = ["The wheel works.", "Embeddings from an installed package."]
-            answer = http.post("/infer", json={"model_name": name, "text": texts})
+            answer = http.post("/infer", json={"model_name": MINILM, "text": texts})
             assert answer.status_code == 200, answer.text
         served = np.asarray(answer.json()["text_embeddings"], dtype=np.float32)
-        assert cosine_rows(served, SentenceTransformer(str(directory), device="cpu").encode(texts)).min() >= 0.9999
+        assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
         # The converter of the wheel copied the wheel's backend model, and the module it
         # imports, into the repository.
         assert len(list((tmp_path / "repo").glob("*/1/model.py"))) == 1
