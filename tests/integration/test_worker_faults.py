@@ -11,6 +11,7 @@ import io
 import os
 import re
 import signal
+from collections import Counter
 
 import httpx
 import numpy as np
@@ -134,10 +135,11 @@ async def test_a_worker_killed_is_replaced_while_the_others_keep_serving(served,
     stop.set()
     await load
     _, broken = check_answers(answers, minilm)
-    # Only the requests in flight on the killed worker's connections broke: at most one per
-    # client, each a client of worker 0's.
+    # Only the killed worker's connections broke, each a client of worker 0's: the request in
+    # flight on it, and at most one reconnect the dead worker's listening socket still took
+    # before the kernel closed it.
     clients = [int(text.split()[-2]) for text, _ in broken]
-    assert len(clients) == len(set(clients)), broken
+    assert max(Counter(clients).values(), default=0) <= 2, broken
     assert {worker_of_text(text) for text, _ in broken} <= {0}, broken
     # The new worker took the model without Triton loading it again.
     assert stub_pids(served) == stubs
