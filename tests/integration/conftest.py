@@ -295,6 +295,18 @@ def http(gateway):
         yield client
 
 
+@pytest.fixture(scope="module")
+def tiny_dense(tmp_path_factory) -> tuple[Path, object]:
+    """A tiny dense sentence-transformer's directory (a conversion of seconds), and the
+    library's own model of it: for tests of what is done with a model, not of its numbers."""
+    from sentence_transformers import SentenceTransformer
+
+    from tests import tiny_models
+
+    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=21)
+    return directory, SentenceTransformer(str(directory), device="cpu")
+
+
 @pytest.fixture(scope="session")
 def minilm_published(gateway, run_dir) -> None:
     """MiniLM in the session repository: converted by the session gateway of the first

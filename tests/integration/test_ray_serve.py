@@ -96,20 +96,9 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> tuple[Path, object]:
-    """The model's directory, and the library's own model of it."""
-    from sentence_transformers import SentenceTransformer
-
-    from tests import tiny_models
-
-    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=31)
-    return directory, SentenceTransformer(str(directory), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def library(tiny):
+def library(tiny_dense):
     """The library's model of what the replicas serve."""
-    return tiny[1]
+    return tiny_dense[1]
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +162,8 @@ def tritonservers() -> dict[int, int]:
     return {pid: ppid for pid, comm, ppid in processes() if comm == "tritonserver"}
 
 
-def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray_app, tiny):
-    directory, library = tiny
+def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray_app, tiny_dense):
+    directory, library = tiny_dense
     text = "one repository, many replicas"
     reference = library.encode([text])
     with httpx.Client(base_url=ray_app.url, timeout=600) as client:

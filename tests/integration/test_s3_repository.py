@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tests.helpers import cosine_rows
 from tests.s3 import SECRET_ACCESS_KEY
@@ -30,17 +29,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = "bucket/tiny"
 TRITON_NAME = "bucket--tiny"
 SENTENCES = ["A man is eating food.", "Models live in a bucket.", "short", "A much longer sentence " * 80]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The model's directory and the library's own model of it."""
-    from sentence_transformers import SentenceTransformer
-
-    from tests import tiny_models
-
-    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=21)
-    return str(directory), SentenceTransformer(str(directory), device="cpu")
 
 
 def embed(http, texts=SENTENCES) -> np.ndarray:
@@ -70,8 +58,8 @@ def assert_no_secret(gateway, http) -> None:
         assert SECRET_ACCESS_KEY not in http.get(path).text
 
 
-def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny):
-    model_path, library = tiny
+def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny_dense):
+    model_path, library = str(tiny_dense[0]), tiny_dense[1]
     first_cache, second_cache = tmp_path / "first-cache", tmp_path / "second-cache"
     first = start_gateway(s3_bucket.url, tmp_path / "first.log", repository_cache_dir=str(first_cache))
     second = None

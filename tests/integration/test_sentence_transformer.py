@@ -163,19 +163,8 @@ def test_errors_have_one_shape(http, minilm_loaded):
         assert "Traceback" not in response.text
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny model's directory (a conversion of seconds), and the library's model of it."""
-    from sentence_transformers import SentenceTransformer
-
-    from tests import tiny_models
-
-    directory = tiny_models.dense_model(tmp_path_factory.mktemp("tiny") / "model", seed=41)
-    return str(directory), SentenceTransformer(str(directory), device="cpu")
-
-
-async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http, tiny):
-    directory, library = tiny
+async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http, tiny_dense):
+    directory, library = str(tiny_dense[0]), tiny_dense[1]
     name = "local/tiny-copy"
     body = {"model_name": name, "model_path": directory}
     async with httpx.AsyncClient(base_url=gateway.url, timeout=300) as client:
@@ -189,8 +178,8 @@ async def test_concurrent_loads_of_a_local_directory_convert_once(gateway, http,
     assert http.post("/delete_model", json={"model_name": name}).status_code == 200
 
 
-def test_unload_delete_and_reload(http, tiny):
-    directory, library = tiny
+def test_unload_delete_and_reload(http, tiny_dense):
+    directory, library = str(tiny_dense[0]), tiny_dense[1]
     name = "local/tiny-reloaded"
     loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": directory})
     assert loaded.status_code == 200 and loaded.json()["converted"] is True, loaded.text
