@@ -12,6 +12,7 @@ ready() {
 tritonserver \
     --model-repository="${EMBEDGATE_MODEL_REPOSITORY}" \
     --model-control-mode=explicit \
+    --disable-auto-complete-config \
     --http-address=127.0.0.1 --http-port=8000 \
     --grpc-address=127.0.0.1 --grpc-port=8001 \
     --metrics-address=127.0.0.1 --metrics-port=8002 \

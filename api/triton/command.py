@@ -54,6 +54,10 @@ def build_command(
         str(prepared.binary),
         f"--model-repository={repository}",
         "--model-control-mode=explicit",
+        # Every config.pbtxt is written whole (converters/triton_config.py): without this,
+        # the Python backend starts one more stub per load only to ask model.py (which has
+        # no auto_complete_config) to complete it, a second process's imports on every load.
+        "--disable-auto-complete-config",
         f"--backend-directory={prepared.backend_dir}",
         f"--cache-directory={prepared.cache_dir}",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix}",

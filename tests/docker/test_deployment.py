@@ -30,7 +30,7 @@ def dockerfile_env() -> dict[str, str]:
 
 def entrypoint_flags() -> dict[str, str]:
     text = (DOCKER / "entrypoint.sh").read_text()
-    return dict(re.findall(r"--([a-z-]+)=(\S+)", text))
+    return {name: value or "true" for name, value in re.findall(r"--([a-z-]+)(?:=(\S+))?", text)}
 
 
 def test_entrypoint_is_valid_bash():
@@ -51,6 +51,7 @@ def test_triton_listens_on_loopback_where_the_gateway_looks():
     assert env["EMBEDGATE_TRITON_METRICS_URL"] == f"http://127.0.0.1:{flags['metrics-port']}/metrics"
     assert flags["model-repository"] == '"${EMBEDGATE_MODEL_REPOSITORY}"'
     assert flags["model-control-mode"] == "explicit"
+    assert flags["disable-auto-complete-config"] == "true"
 
 
 def test_only_the_gateway_port_is_published():

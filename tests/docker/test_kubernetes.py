@@ -86,7 +86,8 @@ def pod(objects: dict) -> dict:
 def triton_flags(objects: dict) -> dict[str, str]:
     command = containers(pod(objects))["triton"]["command"]
     assert command[0] == "tritonserver"
-    return dict(arg.removeprefix("--").split("=", 1) for arg in command[1:])
+    pairs = (arg.removeprefix("--").partition("=") for arg in command[1:])
+    return {name: value if equals else "true" for name, equals, value in pairs}
 
 
 def port_number(container: dict, name: str) -> int:
@@ -158,6 +159,7 @@ def test_triton_reads_the_repository_the_gateway_writes(rendered):
     gateway = literal_env(containers(pod(rendered))["gateway"])
     assert flags["model-repository"] == gateway["EMBEDGATE_MODEL_REPOSITORY"] == REPOSITORY
     assert flags["model-control-mode"] == "explicit"
+    assert flags["disable-auto-complete-config"] == "true"
     assert flags["strict-readiness"] == "true"
 
 

@@ -22,7 +22,9 @@ def command(**overrides):
 
 
 def flags(cmd):
-    return dict(arg[2:].split("=", 1) for arg in cmd[1:] if not arg.startswith("--backend-config="))
+    """Each ``--name=value`` as name: value, a bare switch as name: "true"."""
+    pairs = (arg[2:].partition("=") for arg in cmd[1:] if not arg.startswith("--backend-config="))
+    return {name: value if equals else "true" for name, equals, value in pairs}
 
 
 def backend_config(cmd) -> list[str]:
@@ -39,6 +41,10 @@ def test_models_are_loaded_only_on_request():
     f = flags(command())
     assert f["model-control-mode"] == "explicit"
     assert f["model-repository"] == "/repo"
+
+
+def test_configs_are_served_as_written_with_no_stub_started_to_complete_them():
+    assert flags(command())["disable-auto-complete-config"] == "true"
 
 
 def test_python_backend_uses_this_runs_shared_memory_prefix_and_waits_for_slow_stubs():
