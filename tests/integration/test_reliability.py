@@ -331,25 +331,34 @@ async def test_a_conversion_killed_midway_leaves_nothing_and_serving_goes_on(str
     assert cosine_rows(served.json()["text_embeddings"], minilm.encode(["still serving"]))[0] >= 0.9999
 
 
-async def test_a_model_deleted_under_load_fails_cleanly_then_comes_back(strict, minilm):
+async def test_a_model_deleted_under_load_fails_cleanly_then_comes_back(strict, tiny_dense):
+    """With a tiny model: it is converted twice here, in seconds each."""
+    directory, library = tiny_dense
+    name = "local/deleted-under-load"
+    load = {"model_name": name, "model_path": str(directory)}
+    with strict.client() as http:
+        assert http.post("/load_sentence_transformer_model", json=load, headers=ADMIN).status_code == 200
     texts = [f"delete race {i}" for i in range(48)]
     async with httpx.AsyncClient(base_url=strict.url, headers=USER, timeout=60) as client:
-        requests = [asyncio.create_task(client.post("/infer", json={"model_name": MINILM, "text": [t]})) for t in texts]
+        requests = [asyncio.create_task(client.post("/infer", json={"model_name": name, "text": [t]})) for t in texts]
         # Deleted once it is seen serving, with the other requests still coming.
         await asyncio.wait(requests, return_when=asyncio.FIRST_COMPLETED)
-        deleted = await client.post("/delete_model", json={"model_name": MINILM}, headers=ADMIN)
+        deleted = await client.post("/delete_model", json={"model_name": name}, headers=ADMIN)
         responses = await asyncio.gather(*requests)
     assert deleted.status_code == 200, deleted.text
     for text, response in zip(texts, responses):
         if response.status_code == 200:
-            assert cosine_rows(response.json()["text_embeddings"], minilm.encode([text]))[0] >= 0.9999
+            assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
         else:
             assert_error(response, response.status_code)
             assert response.status_code in (404, 409, 503)
-    assert_error(httpx.post(f"{strict.url}/infer", json={"model_name": MINILM, "text": ["x"]}, headers=USER), 404)
+    assert_error(httpx.post(f"{strict.url}/infer", json={"model_name": name, "text": ["x"]}, headers=USER), 404)
     with strict.client() as http:
-        again = http.post("/load_sentence_transformer_model", json={"model_name": MINILM}, headers=ADMIN)
+        again = http.post("/load_sentence_transformer_model", json=load, headers=ADMIN)
         assert again.status_code == 200 and again.json()["converted"] is True
+        served = http.post("/infer", json={"model_name": name, "text": ["back again"]}, headers=USER)
+        assert cosine_rows(served.json()["text_embeddings"], library.encode(["back again"]))[0] >= 0.9999
+        assert http.post("/delete_model", json={"model_name": name}, headers=ADMIN).status_code == 200
 
 
 async def test_triton_killed_during_a_load_is_waited_out_and_the_load_made_again(strict, minilm):
@@ -392,21 +401,23 @@ def test_a_conversion_out_of_memory_is_a_clear_error(tmp_path, minilm_path):
 
 @pytest.fixture
 def small_disk(tmp_path):
+    """A disk of 256 KiB: room for the gateway's own files, not for a converted model."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
     assert done.returncode == 0, f"cannot mount a tmpfs for the disk-full test: {done.stderr}"
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_full_disk_during_publish_is_507_and_leaves_nothing(small_disk, tmp_path):
+def test_a_full_disk_during_publish_is_507_and_leaves_nothing(small_disk, tmp_path, tiny_dense):
     gateway = start_gateway(small_disk / "repo", tmp_path / "gateway.log")
     try:
         with gateway.client() as http:
-            response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+            load = {"model_name": "local/too-big", "model_path": str(tiny_dense[0])}
+            response = http.post("/load_sentence_transformer_model", json=load)
             assert_error(response, 507, "insufficient_storage")
             assert http.get("/health/ready").json() == {"status": "ready"}
     finally:
         gateway.stop()
-    assert_nothing_half_written(small_disk / "repo", "sentence-transformers--all-MiniLM-L6-v2")
+    assert_nothing_half_written(small_disk / "repo", "local--too-big")

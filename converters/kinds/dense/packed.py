@@ -25,6 +25,7 @@ out (the plain graph serves everything), never published.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import warnings
 from pathlib import Path
@@ -230,6 +231,8 @@ def build(
         result, worst = parity.summarize(checks, threshold, len(token_ids))
     except Exception as error:  # noqa: BLE001 - the plain graph still serves; say why
         onnx_file.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # a full disk fails the conversion (507), not only this graph
         return None, f"no packed graph: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     if not result.passed:
         onnx_file.unlink(missing_ok=True)

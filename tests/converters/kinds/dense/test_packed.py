@@ -1,9 +1,14 @@
 """The packed graph's inputs and when a model can have one (the export itself is tested on
 the real MiniLM in test_sentence_transformer.py)."""
 
+import errno
+import os
+
 import numpy as np
+import pytest
 
 from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS
+from embedgate.converters.kinds.dense import packed
 from embedgate.converters.kinds.dense.packed import one_text_per_row, pack_in_order, packed_inputs, unsupported_reason
 
 
@@ -127,3 +132,32 @@ def test_models_with_attention_layers_the_graph_cannot_mask_are_refused():
     chunked = AutoModel()
     chunked.config = Config(["full_attention", "chunked_attention"])
     assert unsupported_reason([Transformer(chunked), Pooling()]) == "attention layers of kind chunked_attention"
+
+
+def build_failing_with(monkeypatch, tmp_path, error: Exception):
+    """``packed.build`` on a model that can be packed, its export failing with ``error``."""
+
+    def export(graph, inputs, onnx_file):
+        onnx_file.write_bytes(b"part of a graph")
+        raise error
+
+    monkeypatch.setattr(packed, "_graph", lambda model, needs_token_type_ids: None)
+    monkeypatch.setattr(packed, "_export", export)
+    token_ids = [[101, 7, 102], [101, 8, 9, 102], [101, 5, 102]]
+    return packed.build(
+        [Transformer(), Pooling()], False, tmp_path, token_ids, np.ones((3, 4), np.float32), 0.9999, 16
+    )
+
+
+def test_a_failed_export_leaves_the_plain_graph_to_serve_and_says_why(monkeypatch, tmp_path):
+    result, why = build_failing_with(monkeypatch, tmp_path, RuntimeError("unsupported operator"))
+    assert result is None and why == "no packed graph: RuntimeError: unsupported operator"
+    assert not (tmp_path / packed.PACKED_ONNX_FILE).exists()
+
+
+def test_a_full_disk_fails_the_conversion_rather_than_publish_it_without_its_packed_graph(monkeypatch, tmp_path):
+    for number in (errno.ENOSPC, errno.EDQUOT):
+        with pytest.raises(OSError) as raised:
+            build_failing_with(monkeypatch, tmp_path, OSError(number, os.strerror(number)))
+        assert raised.value.errno == number
+        assert not (tmp_path / packed.PACKED_ONNX_FILE).exists()
