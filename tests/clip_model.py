@@ -25,16 +25,24 @@ class TinyClip:
     checkpoint: Path  # pretrained=<this path>
 
 
-def build_tiny_clip(directory: Path, seed: int = 0) -> TinyClip:
+def write_tiny_clip_config(config_dir: Path) -> Path:
+    """``config_dir`` holding the tiny CLIP's architecture (for EMBEDGATE_CLIP_MODEL_CONFIG_DIR)."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / f"{TINY_CLIP}.json").write_text(json.dumps(TINY_CLIP_CONFIG))
+    return config_dir
+
+
+def build_tiny_clip(directory: Path, seed: int = 0, config_dir: Path | None = None) -> TinyClip:
+    """Random weights under ``directory``; the architecture in ``config_dir`` (default:
+    ``directory/configs``), which a gateway started before may already read."""
     import open_clip
     import torch
 
-    config_dir = directory / "configs"
-    config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / f"{TINY_CLIP}.json").write_text(json.dumps(TINY_CLIP_CONFIG))
+    config_dir = write_tiny_clip_config(config_dir or directory / "configs")
     open_clip.add_model_config(config_dir)
     torch.manual_seed(seed)
     model = open_clip.create_model(TINY_CLIP)
+    directory.mkdir(parents=True, exist_ok=True)
     checkpoint = directory / f"tiny-clip-{seed}.pt"
     torch.save(model.state_dict(), checkpoint)
     return TinyClip(TINY_CLIP, config_dir, checkpoint)

@@ -281,10 +281,21 @@ def repository(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def gateway(repository, tmp_path_factory):
+def clip_configs(tmp_path_factory) -> Path:
+    """Where the session gateway finds the tiny CLIP's architecture (tests/clip_model.py)."""
+    from tests.clip_model import write_tiny_clip_config
+
+    return write_tiny_clip_config(tmp_path_factory.mktemp("clip-configs"))
+
+
+@pytest.fixture(scope="session")
+def gateway(repository, clip_configs, tmp_path_factory):
     # Its warm converter kept for the whole session: conversions come minutes apart, and
     # each start of one imports the conversion libraries again.
-    gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "gateway.log", converter_warm_s="3600")
+    gw = start_gateway(
+        repository, tmp_path_factory.mktemp("logs") / "gateway.log",
+        converter_warm_s="3600", clip_model_config_dir=str(clip_configs),
+    )
     yield gw
     gw.stop()
 

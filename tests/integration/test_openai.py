@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, start_gateway
+from .conftest import MINILM
 
 TEXTS = [
     "A man is eating food.",
@@ -86,23 +86,19 @@ def test_timing_headers_on_the_raw_response(client):
     assert total + 0.02 >= queue + tokenize + inference  # each header is rounded to 0.01 ms
 
 
-def test_a_clip_models_text_encoder_answers_through_the_same_endpoint(tmp_path):
+def test_a_clip_models_text_encoder_answers_through_the_same_endpoint(http, gateway, clip_configs, tmp_path):
     import torch
 
     from tests.clip_model import build_tiny_clip, reference_model
 
-    tiny = build_tiny_clip(tmp_path / "clip")
-    clip_gateway = start_gateway(
-        tmp_path / "repository", tmp_path / "clip-gateway.log", clip_model_config_dir=str(tiny.config_dir)
-    )
+    tiny = build_tiny_clip(tmp_path / "clip", config_dir=clip_configs)
+    body = {"model_name": tiny.model_name, "pretrained": str(tiny.checkpoint)}
+    loaded = http.post("/load_clip_model", json=body, timeout=600)
+    assert loaded.status_code == 200, loaded.text
     try:
-        with clip_gateway.client(timeout=600) as http:
-            body = {"model_name": tiny.model_name, "pretrained": str(tiny.checkpoint)}
-            loaded = http.post("/load_clip_model", json=body)
-            assert loaded.status_code == 200, loaded.text
         name = f"{tiny.model_name}:{tiny.checkpoint}"
         texts = ["a photo of a cat", "a diagram"]
-        with openai.OpenAI(api_key="unused", base_url=f"{clip_gateway.url}/v1", max_retries=0) as client:
+        with openai.OpenAI(api_key="unused", base_url=f"{gateway.url}/v1", max_retries=0) as client:
             assert name in [m.id for m in client.models.list().data]
             result = client.embeddings.create(model=name, input=texts)
         served = np.asarray([d.embedding for d in result.data])
@@ -113,4 +109,4 @@ def test_a_clip_models_text_encoder_answers_through_the_same_endpoint(tmp_path):
         assert cosine_rows(served, reference).min() >= 0.9999
         assert result.usage.prompt_tokens > 0
     finally:
-        clip_gateway.stop()
+        assert http.post("/delete_model", json=body).status_code == 200
