@@ -157,6 +157,16 @@ def processes() -> list[tuple[int, str, int]]:
     return found
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie has ended (it waits only for whoever adopted it, here
+    the container's init, to read its exit status)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def model_stubs(triton_pid: int, triton_name: str) -> list[int]:
     """The stubs of this tritonserver that run instances of ``triton_name``."""
     found = []

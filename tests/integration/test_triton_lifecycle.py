@@ -24,6 +24,7 @@ from .conftest import (
     model_stubs,
     processes,
     processes_mentioning,
+    running,
     start_gateway,
     steady_clients,
     wait_ready,
@@ -206,7 +207,7 @@ def test_a_load_whose_stub_hangs_ends_tritonserver_and_is_made_again(gateway, mi
         assert f"triton restarted while loading {MINILM}; loading it again" in log
         (new_pid,) = hanging.children("tritonserver")
         assert new_pid != triton_pid
-        assert not Path(f"/proc/{stub}").exists(), "the stopped stub outlived its tritonserver"
+        assert not running(stub), "the stopped stub outlived its tritonserver"
     finally:
         hanging.stop()
 
