@@ -4,6 +4,7 @@ aside) with the lane and without it; and the requests it can serve do not reach 
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -86,12 +87,22 @@ def lane_gateway(settings: Settings) -> FakeGateway:
     return gateway
 
 
-def app_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> TestClient:
+def app_with(settings: Settings, gateway: FakeGateway, *, lane: bool):
     app = create_app(settings)
     if not lane:
         app.user_middleware = [middleware for middleware in app.user_middleware if middleware.cls is not FastLane]
     app.state.gateway = gateway
-    return TestClient(app, raise_server_exceptions=False)
+    return app
+
+
+def app_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> TestClient:
+    return TestClient(app_with(settings, gateway, lane=lane), raise_server_exceptions=False)
+
+
+def async_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> httpx.AsyncClient:
+    """The application in this event loop (TestClient starts a loop in a thread per request)."""
+    transport = httpx.ASGITransport(app=app_with(settings, gateway, lane=lane), raise_app_exceptions=False)
+    return httpx.AsyncClient(transport=transport, base_url="http://testserver")
 
 
 def answered(response) -> tuple[int, object, dict[str, str]]:
@@ -110,18 +121,19 @@ def answered(response) -> tuple[int, object, dict[str, str]]:
 
 @pytest.mark.parametrize("keys", [False, True])
 @pytest.mark.parametrize(("path", "body"), CASES)
-def test_the_lane_answers_as_the_application(path, body, keys):
+async def test_the_lane_answers_as_the_application(path, body, keys):
     settings = Settings(max_texts_per_request=4, **({"api_keys": ["k1"]} if keys else {}))
     headers = {"authorization": "Bearer k1"} if keys else {}
+    json_type = {**headers, "content-type": "application/json"}
     answers = []
     for lane in (True, False):
-        client = app_client(settings, lane_gateway(settings), lane=lane)
-        answers.append(answered(client.post(path, json=body, headers=headers)))
-        answers.append(answered(client.post(path, json=body)))  # no key (refused where keys are set)
-        answers.append(answered(client.post(path, content=b"{", headers={**headers, "content-type": "application/json"})))
-        answers.append(answered(client.post(path, content=b"", headers={**headers, "content-type": "application/json"})))
-        answers.append(answered(client.post(path, json=body, headers={**headers, "x-request-timeout": "0"})))
-        answers.append(answered(client.post(path, content=b"\xff\xfe", headers={**headers, "content-type": "application/json"})))
+        async with async_client(settings, lane_gateway(settings), lane=lane) as client:
+            answers.append(answered(await client.post(path, json=body, headers=headers)))
+            answers.append(answered(await client.post(path, json=body)))  # no key (refused where keys are set)
+            answers.append(answered(await client.post(path, content=b"{", headers=json_type)))
+            answers.append(answered(await client.post(path, content=b"", headers=json_type)))
+            answers.append(answered(await client.post(path, json=body, headers={**headers, "x-request-timeout": "0"})))
+            answers.append(answered(await client.post(path, content=b"\xff\xfe", headers=json_type)))
     assert answers[:6] == answers[6:]
 
 
