@@ -193,11 +193,17 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def start_gateway(
-    repository: Path, log_path: Path, *, command: list[str] | None = None, cwd: Path | None = None, **settings: str
+    repository: Path,
+    log_path: Path,
+    *,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
+    port: int | None = None,
+    **settings: str,
 ) -> Gateway:
-    """A gateway on a free port: ``python -m embedgate.api serve`` of this environment, or
-    ``command`` (another installation's ``embedgate serve``)."""
-    port = free_port()
+    """A gateway on ``port`` (default: a free one): ``python -m embedgate.api serve`` of this
+    environment, or ``command`` (another installation's ``embedgate serve``)."""
+    port = port or free_port()
     env = dict(os.environ)
     env.update(
         {

@@ -21,6 +21,7 @@ from tests.run_shared import link_or_copy
 from .conftest import (
     MINILM,
     assert_each_got_its_embedding,
+    free_port,
     model_stubs,
     processes,
     processes_mentioning,
@@ -146,19 +147,35 @@ def test_preloaded_models_are_loaded_at_startup_and_readiness_says_starting_unti
     published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
     repository = tmp_path / "repository"
     shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
-    preloading = start_gateway(repository, tmp_path / "preloading.log", preload_models=MINILM)
+    port = free_port()
+    before_loaded: list[httpx.Response] = []
+
+    def ask_until_ready() -> None:
+        """/health/ready from the moment the gateway listens (the load of a published model
+        can take less than a second) until it answers 200."""
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                try:
+                    answer = client.get("/health/ready")
+                except httpx.TransportError:  # not listening yet
+                    answer = None
+                if answer is not None and answer.status_code == 200:
+                    return
+                if answer is not None:
+                    before_loaded.append(answer)
+                time.sleep(0.005)
+            raise AssertionError("the preloaded model was not loaded in 180 s")
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(ask_until_ready)
+        preloading = start_gateway(repository, tmp_path / "preloading.log", port=port, preload_models=MINILM)
+        try:
+            asking.result(timeout=200)
+        except BaseException:
+            preloading.stop()
+            raise
     try:
-        loaded = f"model {MINILM} loaded"
-        before_loaded = []
-
-        def ready() -> bool:
-            answer = httpx.get(f"{preloading.url}/health/ready", timeout=10)
-            # The log is read after the answer: a model not loaded now was not when it answered.
-            if answer.status_code != 200 and loaded not in preloading.log():
-                before_loaded.append(answer)
-            return answer.status_code == 200
-
-        wait_until(ready, 120, "the preloaded model", interval=0.01)
         assert before_loaded, "the gateway was ready before it could be asked"
         for answer in before_loaded:
             assert answer.status_code == 503 and answer.json()["status"] == "starting", answer.text
