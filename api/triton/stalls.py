@@ -35,9 +35,9 @@ IDLE_POLLS = 3
 
 
 def _instance_pattern(triton_name: str) -> re.Pattern[bytes]:
-    # A stub's command line names what it runs: the model itself (the stub the Python
-    # backend starts first, to read the model's configuration) or one of its instances,
-    # "<model>_<group>_<index>".
+    # A stub's command line names what it runs: one of the model's instances,
+    # "<model>_<group>_<index>", or the model itself (the stub an external Triton run
+    # without --disable-auto-complete-config starts first, to complete the configuration).
     return re.compile(re.escape(triton_name.encode()) + rb"(_\d+_\d+)?")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+import anyio
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -228,4 +229,9 @@ def gateway(settings):
 def client(settings, gateway):
     app = create_app(settings)
     app.state.gateway = gateway  # no lifespan: nothing real is started
-    return TestClient(app, raise_server_exceptions=False)
+    client = TestClient(app, raise_server_exceptions=False)
+    # One event loop for all of the test's requests, as a server has: outside a `with`
+    # (which would run the lifespan) TestClient starts a loop in a thread per request.
+    with anyio.from_thread.start_blocking_portal(**client.async_backend) as portal:
+        client.portal = portal
+        yield client
