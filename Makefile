@@ -3,19 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# uv installs what pip would (the same releases, from the same index) in a fraction of the
-# time; a copy of each file, as pip makes, not links into uv's cache.
-INSTALL := UV_LINK_MODE=copy $(BIN)/uv pip install --python $(BIN)/python -q -c constraints.txt
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
 
 .PHONY: install serve test test-unit test-integration docs docs-serve bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel uv
+	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
 	# torch and torchvision first, pinned as a pair built together (constraints.txt):
 	# PyPI's build, which runs on the CPU where there is no GPU.
-	$(INSTALL) torch==2.14.1 torchvision==0.29.1
-	$(INSTALL) -e ".[convert,test,triton,s3]"
+	$(PIP) torch==2.14.1 torchvision==0.29.1
+	$(PIP) -e ".[convert,test,triton,s3]"
 	# For the install test (tests/integration/test_wheel.py): a user's environment with
 	# numpy 2 and protobuf 7, whose Triton gets its own (nvidia-pytriton, numpy 1), offline.
 	$(BIN)/python -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: -d $(VENV)/wheels \
