@@ -1,6 +1,7 @@
 """``python -m embedgate.converters.warm FD IDLE_S ALLOW_NETWORK``: a converter that has imported its
-libraries once (torch, sentence-transformers, transformers, onnx, onnxruntime, open_clip:
-seconds of every conversion on a small machine) and forks each conversion from there.
+libraries once (torch, sentence-transformers, transformers, onnx, onnxruntime: seconds of
+every conversion on a small machine) and forks each conversion from there. open_clip
+(more than a second more) is imported at the first conversion that needs it.
 
 Each conversion still runs in a process of its own, exactly as ``python -m
 embedgate.converters`` runs it: the same ``main()``, its spec on stdin, its progress on
@@ -10,8 +11,9 @@ address space, so the cap would mean something else (the gateway starts those co
 The gateway talks to this process over the Unix socket FD (SOCK_SEQPACKET, one message at
 a time):
 
-- ``go`` with three file descriptors (the conversion's stdin, stdout and stderr) forks a
-  conversion; the answer is ``pid <pid>``;
+- ``go [LIBRARY]`` with three file descriptors (the conversion's stdin, stdout and stderr)
+  forks a conversion of a model of LIBRARY (the spec's ``library``); the answer is
+  ``pid <pid>``;
 - ``exit <pid> <code>`` reports a conversion that ended (a negative code: its signal).
 
 Forking after the imports is safe because nothing has run: no thread pool exists yet, and
@@ -22,6 +24,7 @@ dies: its parent-death signal), or after ``IDLE_S`` seconds with no conversion.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import select
 import signal
@@ -35,18 +38,27 @@ PR_SET_PDEATHSIG = 1
 POLL_S = 0.2
 
 
+# What every conversion imports, before the first one.
+PRELOADED = ("onnx", "onnxruntime", "sentence_transformers", "torch", "embedgate.converters.__main__")
+# What a conversion of a model of one library imports besides, at the first of them (most
+# gateways never convert a CLIP model); each conversion forked after it shares it.
+ON_DEMAND = {"open_clip": ("open_clip",)}
+
+
 def _preload() -> None:
-    import onnx  # noqa: F401
-    import onnxruntime  # noqa: F401
-    import sentence_transformers  # noqa: F401
-    import torch  # noqa: F401
+    for module in PRELOADED:
+        importlib.import_module(module)
 
-    import embedgate.converters.__main__  # noqa: F401
 
-    try:
-        import open_clip  # noqa: F401
-    except ImportError:
-        pass
+def _import_for(message: bytes) -> None:
+    """The libraries the conversion that ``message`` asks for needs beyond the preloaded ones
+    (one missing is the conversion's own error to report)."""
+    for library in message.decode().split()[1:]:
+        for module in ON_DEMAND.get(library, ()):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass
 
 
 def _convert(fds: list[int]) -> None:
@@ -78,6 +90,7 @@ def serve(control: socket.socket, idle_s: float) -> None:
             message, fds, _, _ = socket.recv_fds(control, 256, 3)
             if not message:
                 return  # the gateway is gone
+            _import_for(message)
             pid = os.fork()
             if pid == 0:
                 control.close()

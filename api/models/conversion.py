@@ -89,7 +89,7 @@ async def _start(spec: ConversionSpec, memory_limit_mb: int, warm_s: float) -> _
     if warm_s > 0 and not memory_limit_mb:
         warm = _warm.setdefault(spec.allow_network, WarmConverter(warm_s, spec.allow_network))
         try:
-            return await warm.spawn()
+            return await warm.spawn(spec.library)
         except (OSError, asyncio.TimeoutError) as error:
             log.warning("the warm converter failed (%s); converting in a process of its own", error)
     proc = await asyncio.create_subprocess_exec(

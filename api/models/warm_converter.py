@@ -78,8 +78,9 @@ class WarmConverter:
         self._pids: asyncio.Queue[int] = asyncio.Queue()
         self._lock = asyncio.Lock()
 
-    async def spawn(self) -> ConverterProcess:
-        """A conversion forked by the warm converter (started, or started again, as needed)."""
+    async def spawn(self, library: str) -> ConverterProcess:
+        """A conversion of a model of ``library`` forked by the warm converter (started, or
+        started again, as needed)."""
         async with self._lock:
             if self._control is None:
                 await self._start()
@@ -88,7 +89,7 @@ class WarmConverter:
             stdout_r, stdout_w = os.pipe()
             stderr_r, stderr_w = os.pipe()
             try:
-                socket.send_fds(self._control, [b"go"], [stdin_r, stdout_w, stderr_w])
+                socket.send_fds(self._control, [f"go {library}".encode()], [stdin_r, stdout_w, stderr_w])
             finally:
                 for fd in (stdin_r, stdout_w, stderr_w):
                     os.close(fd)

@@ -14,6 +14,7 @@ fakes on the path).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import socket
@@ -28,6 +29,16 @@ from embedgate.api.triton.children import tied_to_parent
 READY_TIMEOUT_S = 600.0
 # The warm converter ends when its control socket closes (this process ending), not idle.
 IDLE_S = 24 * 3600
+
+
+def _go(spec: bytes) -> bytes:
+    """The request for a conversion of ``spec``, naming its model's library as the gateway
+    does (none where the spec is not one: the conversion reports that)."""
+    try:
+        library = json.loads(spec).get("library", "sentence_transformers")
+    except (ValueError, AttributeError):
+        return b"go"
+    return f"go {library}".encode()
 
 
 class ForkedConverter:
@@ -50,7 +61,7 @@ class ForkedConverter:
         with self._lock, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             stdin_r, stdin_w = os.pipe()
             try:
-                socket.send_fds(self._control, [b"go"], [stdin_r, out.fileno(), err.fileno()])
+                socket.send_fds(self._control, [_go(spec)], [stdin_r, out.fileno(), err.fileno()])
             finally:
                 os.close(stdin_r)
             self._control.settimeout(60)
