@@ -14,6 +14,7 @@ module's imports (absolute, relative at any depth, and ``from package import mod
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -122,9 +123,12 @@ def imports(name: str, *, typing: bool = True) -> set[str]:
     return found
 
 
-GRAPH = {name: imports(name) for name in MODULES}
-# What runs: a cycle through imports made for annotations only is none.
-RUNTIME_GRAPH = {name: imports(name, typing=False) for name in MODULES}
+@functools.cache
+def graph(*, typing: bool = True) -> dict[str, set[str]]:
+    """Each module's imports (``typing=False``: what runs; a cycle through imports made for
+    annotations only is none). Read at the first test that asks, not as the file is
+    collected: every test process collects it, one runs it."""
+    return {name: imports(name, typing=typing) for name in MODULES}
 
 
 def top(name: str) -> str:
@@ -134,16 +138,16 @@ def top(name: str) -> str:
 def test_the_import_reader_resolves_every_form():
     # ``from ..x import y`` climbing out of a subpackage, ``from embedgate.api import X``
     # (a name, not a module: the package itself), and ``from .pkg import module``.
-    assert "api.compute.requests.asks" in GRAPH["api.compute.requests.kinds.base"]
-    assert "api.errors" in GRAPH["api.compute.requests.kinds.base"]
-    assert "api" in GRAPH["api.http.tei.info"]
-    assert "api.compute.scheduling.tenants" in GRAPH["api.compute.scheduling.rates"]
+    assert "api.compute.requests.asks" in graph()["api.compute.requests.kinds.base"]
+    assert "api.errors" in graph()["api.compute.requests.kinds.base"]
+    assert "api" in graph()["api.http.tei.info"]
+    assert "api.compute.scheduling.tenants" in graph()["api.compute.scheduling.rates"]
 
 
 def test_packages_import_only_what_the_architecture_allows():
     crossing = [
         f"{name} -> {target}"
-        for name, targets in GRAPH.items()
+        for name, targets in graph().items()
         for target in targets
         if top(target) != top(name)
         and not any(target == p or target.startswith(p + ".") for p in ALLOWED[top(name)])
@@ -153,7 +157,7 @@ def test_packages_import_only_what_the_architecture_allows():
 
 
 def test_only_the_command_line_starts_the_benchmark():
-    users = {name for name, targets in GRAPH.items() if top(name) != "bench" and any(top(t) == "bench" for t in targets)}
+    users = {name for name, targets in graph().items() if top(name) != "bench" and any(top(t) == "bench" for t in targets)}
     assert users <= {"api.cli.main"}
 
 
@@ -184,13 +188,14 @@ def group(name: str) -> str:
     return max((p for p in LAYERS[layer(name)] if name == p or name.startswith(p + ".")), key=len)
 
 
-GATEWAY = {name: {t for t in targets if top(t) == "api"} for name, targets in GRAPH.items() if top(name) == "api"}
+def gateway_graph() -> dict[str, set[str]]:
+    return {name: {t for t in targets if top(t) == "api"} for name, targets in graph().items() if top(name) == "api"}
 
 
 def test_each_layer_imports_only_itself_and_the_layers_below():
     upward = [
         f"{name} -> {target}"
-        for name, targets in GATEWAY.items()
+        for name, targets in gateway_graph().items()
         for target in targets
         if name != "api" and layer(target) < layer(name)
     ]
@@ -200,7 +205,7 @@ def test_each_layer_imports_only_itself_and_the_layers_below():
 def test_siblings_of_one_layer_do_not_import_each_other():
     sideways = [
         f"{name} -> {target}"
-        for name, targets in GATEWAY.items()
+        for name, targets in gateway_graph().items()
         for target in targets
         if name != "api" and layer(target) == layer(name) and group(target) != group(name)
     ]
@@ -212,14 +217,14 @@ def test_no_module_imports_another_in_a_circle():
 
     def visit(name: str, stack: list[str]) -> None:
         state[name] = "open"
-        for target in sorted(RUNTIME_GRAPH.get(name, ())):
+        for target in sorted(graph(typing=False).get(name, ())):
             if state.get(target) == "open":
                 cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
             elif target not in state:
                 visit(target, stack + [target])
         state[name] = "done"
 
-    for name in sorted(RUNTIME_GRAPH):
+    for name in sorted(graph(typing=False)):
         if name not in state:
             visit(name, [name])
     assert cycles == []
