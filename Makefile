@@ -16,10 +16,11 @@ RUN := PYTHONDONTWRITEBYTECODE=
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel uv
+	$(BIN)/python -m pip install --disable-pip-version-check -q uv
 	# torch and torchvision pinned as a pair built together (constraints.txt): PyPI's
-	# build, which runs on the CPU where there is no GPU.
-	$(INSTALL) torch==2.14.1 torchvision==0.29.1 -e ".[convert,test,triton,s3]"
+	# build, which runs on the CPU where there is no GPU. setuptools and wheel: the wheel
+	# test builds ours with this environment's (tests/integration/test_wheel.py).
+	$(INSTALL) torch==2.14.1 torchvision==0.29.1 "setuptools>=68" wheel -e ".[convert,test,triton,s3]"
 	# For the install test (tests/integration/test_wheel.py): a user's environment with
 	# numpy 2 and protobuf 7, whose Triton gets its own (nvidia-pytriton, numpy 1), offline.
 	$(BIN)/python -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: -d $(VENV)/wheels \
