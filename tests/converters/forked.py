@@ -32,13 +32,13 @@ IDLE_S = 24 * 3600
 
 
 def _go(spec: bytes) -> bytes:
-    """The request for a conversion of ``spec``, naming its model's library as the gateway
-    does (none where the spec is not one: the conversion reports that)."""
+    """The request for a conversion of ``spec``, naming its model's library where the spec
+    does, as the gateway's does (a spec that is none: the conversion reports it)."""
     try:
-        library = json.loads(spec).get("library", "sentence_transformers")
+        library = json.loads(spec).get("library")
     except (ValueError, AttributeError):
-        return b"go"
-    return f"go {library}".encode()
+        library = None
+    return f"go {library}".encode() if library else b"go"
 
 
 class ForkedConverter:
