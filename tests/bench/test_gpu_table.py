@@ -37,3 +37,31 @@ def test_runs_are_put_against_their_reference_in_model_payload_and_client_order(
     assert row in table
     # A report without Triton's statistics or CPU figures: dashes, not zeros.
     assert table[2].endswith("| 4.0 | - | - |")
+
+
+def test_a_peer_on_the_same_row_gets_its_columns_and_the_ratio_to_it(tmp_path):
+    _write(
+        tmp_path, "base-single-reference.json",
+        {"best_embeddings_per_s": 5000.0, "forward_limit_embeddings_per_s": 0, "latency_ms": {"p50": 7.0}},
+    )
+    load = {"embeddings_per_s": 3000.0, "qps": 3000.0, "failed_requests": 0, "response_time_s": {"p50": 0.02, "p99": 0.04}}
+    _write(tmp_path, "base-single-256.json", {"load": load})
+    _write(tmp_path, "base-single-256.infinity.json", {"load": {**load, "embeddings_per_s": 1200.0, "failed_requests": 3}})
+    _write(tmp_path, "base-single-1.json", {"load": load})  # a row the peer did not run
+
+    table = gpu_table.markdown(gpu_table.rows(tmp_path)).splitlines()
+
+    assert table[0].endswith("| infinity embeddings/s | infinity p50 ms | infinity failed | ratio to infinity |")
+    assert table[1].count("---") == table[0].count(" |")
+    assert table[2].endswith("| - | - | - | - |")
+    assert table[3].endswith("| 1,200 | 20.0 | 3 | 2.50x |")
+
+
+def test_no_peer_no_peer_columns(tmp_path):
+    _write(
+        tmp_path, "base-single-reference.json",
+        {"best_embeddings_per_s": 5000.0, "forward_limit_embeddings_per_s": 0, "latency_ms": {"p50": 7.0}},
+    )
+    _write(tmp_path, "base-single-1.json", {"load": {"embeddings_per_s": 1.0, "qps": 1.0, "failed_requests": 0}})
+
+    assert "infinity" not in gpu_table.markdown(gpu_table.rows(tmp_path))
