@@ -55,7 +55,7 @@ env | grep -E '^(EMBEDGATE|TOKENIZERS)_' | sort >"$OUT/settings.txt" || true
 EMBEDGATE_PORT=$PORT EMBEDGATE_MODEL_REPOSITORY=$WORK/repo EMBEDGATE_MAX_INFLIGHT_REQUESTS=${EMBEDGATE_MAX_INFLIGHT_REQUESTS:-4096} \
   $PY -m embedgate.api serve >"$OUT/serve.log" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 600); do
   curl -sf "$URL/health/ready" >/dev/null && break
   kill -0 $SERVER 2>/dev/null || { echo "embedgate serve exited:"; tail -20 "$OUT/serve.log"; exit 1; }
