@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 
 _V3 = "sentence_transformers.models."
+# Version 6's pooling modes, as version 3's Pooling config names them.
+_POOLING_KEYS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}
 
 
 def _kind(type_name: str) -> str:
@@ -30,7 +32,7 @@ def write(model_dir: Path, out: Path) -> Path:
     if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
         raise SystemExit(f"{model_dir}: only Transformer, Pooling[, Normalize] is written, not {kinds}")
     pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
-    if pooling["pooling_mode"] not in ("mean", "cls"):
+    if pooling["pooling_mode"] not in _POOLING_KEYS:
         raise SystemExit(f"{model_dir}: pooling {pooling['pooling_mode']!r} is not written")
     if out.exists():
         shutil.rmtree(out)
@@ -41,10 +43,7 @@ def write(model_dir: Path, out: Path) -> Path:
         json.dumps({"max_seq_length": int(tokenizer["model_max_length"]), "do_lower_case": False})
     )
     (out / modules[1]["path"] / "config.json").write_text(
-        json.dumps({
-            "word_embedding_dimension": pooling["embedding_dimension"],
-            f"pooling_mode_{pooling['pooling_mode']}_token" + ("s" if pooling["pooling_mode"] == "mean" else ""): True,
-        })
+        json.dumps({"word_embedding_dimension": pooling["embedding_dimension"], _POOLING_KEYS[pooling["pooling_mode"]]: True})
     )
     (out / "modules.json").write_text(
         json.dumps([{**module, "type": _V3 + kind} for module, kind in zip(modules, kinds)], indent=2)
