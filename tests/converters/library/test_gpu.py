@@ -67,6 +67,56 @@ def test_the_published_graph_falls_back_to_float32_where_float16_loses_parity(ti
     assert any("float16 graph refused" in line for line in steps)
 
 
+def test_a_graph_losing_parity_in_float32_is_traced_again_with_eager_attention(tiny, tmp_path):
+    """SDPA traced on CUDA has answered an input wrong where eager attention kept it: a
+    float32 graph that loses parity is traced once more with eager attention, which is
+    published if it keeps parity. The caller's model keeps its own attention."""
+    import torch
+
+    from embedgate.contract.errors import ParityError
+
+    sentences = ["a", "embedding servers batch requests", "the quick brown fox jumps over the lazy dog " * 3]
+    reference = tiny.encode(sentences, convert_to_numpy=True)
+    features = tiny.preprocess(sentences)
+    token_ids = parity.reference_token_ids(features[INPUT_IDS].numpy(), features[ATTENTION_MASK].numpy())
+    graphs = []
+
+    def check(run, half):
+        graphs.append(str(torch.jit.load(str(tmp_path / "model.pt")).inlined_graph))
+        if len(graphs) < 3:
+            raise ParityError("a score differs by 8.65 > 0.0001")
+        return parity.check_run(run, token_ids, reference, 0.9999)
+
+    steps = []
+    info = gpu.build(tiny, tiny.preprocess(sentences[:2]), tmp_path, check, steps.append, device="cpu")
+
+    assert info.dtype == "float32" and info.parity.min_cosine >= 0.9999
+    assert ["scaled_dot_product_attention" in graph for graph in graphs] == [True, True, False]
+    assert any("float32 with eager attention" in line for line in steps)
+    assert tiny[0].auto_model.config._attn_implementation == "sdpa"
+
+
+def test_a_graph_with_no_other_attention_to_try_keeps_its_float32_failure(tmp_path):
+    import torch
+
+    from embedgate.contract.errors import ParityError
+
+    asked = []
+
+    def check(run, half):
+        asked.append(half)
+        raise ParityError("min cosine 0.9 < threshold 0.9999")
+
+    steps = []
+    with pytest.raises(ParityError, match="0.9 < threshold"):
+        gpu.build_module(
+            lambda dtype, device: torch.nn.Linear(4, 2).to(dtype=dtype, device=device), [torch.ones(2, 4)], tmp_path,
+            check, steps.append, input_names=["x"], half=False, device="cpu",
+        )
+    assert asked == [False]  # float32 once: nothing in it attends otherwise
+    assert "no model in it attends otherwise: the float32 graph's failure stands" in steps
+
+
 def test_a_trace_that_does_not_run_is_refused_as_unsupported_with_the_way_out(tiny, tmp_path):
     from embedgate.contract.errors import UnsupportedModelError
 
