@@ -94,6 +94,9 @@ def settings(tiny):
         "image_fetch_timeout_s": "30",  # held images (a backlog) wait for the test to release them
         "max_images_per_request": "8",
         "max_batch_size": "4",  # small, so that large requests are split into chunks
+        # One process: the backlog test reads one process's admission (each worker admits
+        # against its own backlog), and a GPU host would start one worker per core.
+        "workers": "1",
     }
 
 
