@@ -13,8 +13,10 @@
 # runs are held to). REHEARSE=1 runs the same steps on a host without a GPU, on the CPU, in
 # minutes (a tiny model, short rows) to try the bundle.
 #
-# Environment: PYTHON (python3), BUDGET (555 s), SWEEP_SECONDS (320), MODELS ("minilm base"),
-# and bench/gpu_sweep.sh's (DURATION, WARMUP...).
+# Environment: PYTHON (python3), BUDGET (555 s), PARTS ("sweep tests": either alone in one
+# call, for two calls of a device's time), SWEEP_SECONDS (320 with the tests, 480 alone: two
+# models' rows with infinity's take about 370 s on an H100), MODELS ("minilm base"), and
+# bench/gpu_sweep.sh's (DURATION, WARMUP...).
 set -u
 BUNDLE=$(cd "$1" && pwd)
 OUT=$2
@@ -58,27 +60,33 @@ print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_
 } >"$OUT/env.txt" 2>&1
 tail -3 "$OUT/env.txt"
 
+PARTS=${PARTS:-sweep tests}
+case " $PARTS " in *" tests "*) sweep_seconds=320 ;; *) sweep_seconds=480 ;; esac
+KINDS_INSTANCES=$([ "${REHEARSE:-0}" = 1 ] && echo cpu || echo gpu)
+if [[ " $PARTS " == *" sweep "* ]]; then
 at "the sweep"
 SWEEP=$ROOT/sweep
 if [ "${REHEARSE:-0}" = 1 ]; then
   export DEVICE=cpu DTYPE=float32 SINGLE_CLIENTS="1 8" BATCH_CLIENTS=8 DURATION=2 WARMUP=1
   export REFERENCE_REQUESTS_SINGLE=256 REFERENCE_REQUESTS_BATCH=32 REFERENCE_LATENCY_CALLS=20
-  MODELS=${MODELS:-tiny} KINDS_INSTANCES=cpu
+  MODELS=${MODELS:-tiny}
 else
   export SINGLE_CLIENTS=${SINGLE_CLIENTS:-1 256} BATCH_CLIENTS=${BATCH_CLIENTS:-64} DURATION=${DURATION:-4} WARMUP=${WARMUP:-2}
   export REFERENCE_REQUESTS_SINGLE=${REFERENCE_REQUESTS_SINGLE:-4096} REFERENCE_REQUESTS_BATCH=${REFERENCE_REQUESTS_BATCH:-512}
   export REFERENCE_LATENCY_CALLS=${REFERENCE_LATENCY_CALLS:-100}
-  MODELS=${MODELS:-minilm base} KINDS_INSTANCES=gpu
+  MODELS=${MODELS:-minilm base}
   nvidia-smi dmon -s u -d 1 >"$ROOT/gpu-busy.txt" 2>&1 &
   DMON=$!
 fi
 PEER=infinity INFINITY="env PYTHONPATH=$ROOT/peer:$ROOT/site $PY -m infinity_emb.cli" PYTHON=$PY \
-  timeout "${SWEEP_SECONDS:-320}" bash bench/gpu_sweep.sh "$BUNDLE/tokenizer" "$SWEEP" $MODELS >"$OUT/sweep.txt" 2>&1
+  timeout "${SWEEP_SECONDS:-$sweep_seconds}" bash bench/gpu_sweep.sh "$BUNDLE/tokenizer" "$SWEEP" $MODELS >"$OUT/sweep.txt" 2>&1
 echo "the sweep's exit code: $?" >>"$OUT/sweep.txt"
 [ -n "${DMON:-}" ] && kill "$DMON" 2>/dev/null && cp "$ROOT/gpu-busy.txt" "$SWEEP/"
 tar czf "$OUT/sweep.tgz" -C "$ROOT" sweep
 grep -E '^\|' "$OUT/sweep.txt" | tail -8
 tail -1 "$OUT/sweep.txt"
+fi
+[[ " $PARTS " == *" tests "* ]] || { at "done"; exit 0; }
 
 at "the tests ($(left) s left)"
 limit=$(($(left) - 15))
