@@ -34,7 +34,7 @@ LAYERS = [
     ("api.endpoints",),
     ("api.models",),
     ("api.compute.service",),
-    ("api.compute.cache", "api.compute.tokens", "api.compute.images", "api.compute.backend"),
+    ("api.compute.cache", "api.compute.tokens", "api.compute.document_chunks", "api.compute.images", "api.compute.backend"),
     ("api.compute.scheduling",),
     ("api.compute.requests",),
     ("api.compute",),
@@ -50,8 +50,9 @@ ALLOWED = {
     "contract": (),
     "python_backend": (),
     # python_backend.torch_graphs: a GPU instance's forward, timed as the instance runs it.
+    # api.compute.requests.chunking: a chunked request's chunks, cut here to send them as inputs.
     "bench": ("contract", "converters.weights", "converters.triton_config", "converters.library.gpu",
-              "python_backend.torch_graphs", "api.settings", "api.models.names"),
+              "python_backend.torch_graphs", "api.settings", "api.models.names", "api.compute.requests.chunking"),
 }
 
 

@@ -7,5 +7,7 @@
   queueing, spreading, per-key rates);
 - ``backend/``: the one seam to what runs the model (Triton, or no model at all);
 - ``cache.py``, ``tokens.py``, ``images/``: the response cache, tokenizing in full, and
-  image inputs (fetched, decoded, resized).
+  image inputs (fetched, decoded, resized);
+- ``document_chunks.py``: a request's texts cut into chunks of the model's tokens, each
+  embedded (the cutting itself: ``requests/chunking.py``).
 """

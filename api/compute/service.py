@@ -31,6 +31,7 @@ from ..errors import DeadlineExceeded, EmbedgateError, InvalidImage
 from ..settings import Settings
 from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
+from .document_chunks import chunked_plan, expanded, expanded_or_error
 from .images.loader import ImageLoader
 from .requests.asks import ENDPOINTS, Ask, Gathered, Output, Plan, TextInput, prefixed
 from .requests.results import Embedded, Embeddings
@@ -104,10 +105,12 @@ class EmbeddingService:
         it (saying where to go instead: ``elsewhere``, in the API the request came through),
         its options and prompt checked. Nothing runs yet."""
         model.kind.require(ask.output, model.name, elsewhere)
-        return model.kind.plan(model, ask)
+        return chunked_plan(model, ask, model.kind.plan(model, ask))
 
     async def run(self, model: ServedModel, plan: Plan, *, timeout_s: float) -> Embeddings:
         """The plan's runs side by side within the request's deadline, then its answer."""
+        if plan.chunking is not None:
+            plan = await _within(timeout_s, expanded(self._pool, model, plan, self.settings.max_chunks_per_request))
         runs = [self._run(model, run.route, run.inputs, timeout_s, run.prefix) for run in plan.runs]
         return plan.finish(await _within(timeout_s, run_all(runs)))
 
@@ -131,6 +134,8 @@ class EmbeddingService:
     async def run_bulk_plans(self, model: ServedModel, plans: list[Plan | EmbedgateError]) -> list[Embeddings | EmbedgateError]:
         """Each plan's answer (or the error in its place), their inputs together through
         each route's bulk lane."""
+        limit = self.settings.max_chunks_per_request
+        plans = [await expanded_or_error(self._pool, model, plan, limit) for plan in plans]
         gathered = Gathered(plans)
         done = await run_all([self._bulk_call(model, route, inputs) for route, inputs in gathered.routes.values()])
         return gathered.finished(dict(zip(gathered.routes, done)))

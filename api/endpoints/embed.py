@@ -15,8 +15,9 @@ from ..compute.requests.prompts import PromptChoice
 from ..compute.requests.quantize import PRECISIONS, Precision
 from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
-from ..errors import InvalidInput, InvalidOption, TooManyInputs
+from ..errors import BodyTooLarge, InvalidInput, InvalidOption, TooManyInputs
 from .envelope import Answer, Call, Endpoint, Measure
+from .schemas.chunking import ChunkingField
 from .schemas.native import InferRequest
 from .schemas.openai import EmbeddingsRequest
 from .schemas.tei import TeiEmbedAllRequest, TeiEmbedRequest, TeiEmbedSparseRequest, non_empty
@@ -38,6 +39,29 @@ ANSWER_KEYS: dict[Output, tuple[str, Callable[[Embeddings], Any]]] = {
 def check_count(items: list | None, limit: int, what: str) -> None:
     if items is not None and len(items) > limit:
         raise TooManyInputs(f"{len(items)} {what} in one request; the limit is {limit}")
+
+
+def chunking_of(field: ChunkingField | None, texts: list[str], limit: int):
+    """A request's chunking, its texts' size checked against ``limit`` characters."""
+    if field is None:
+        return None
+    if field.overlap >= field.max_tokens:
+        raise InvalidOption(
+            f"chunking.overlap ({field.overlap}) must be less than chunking.max_tokens ({field.max_tokens})", "chunking"
+        )
+    size = sum(len(text) for text in texts)
+    if size > limit:
+        raise BodyTooLarge(
+            f"the texts to chunk have {size} characters; the limit is {limit} (EMBEDGATE_MAX_CHUNKED_CHARACTERS)"
+        )
+    return field.chunking()
+
+
+def chunk_rows(result: Embeddings, rows: list) -> list[list[tuple]]:
+    """Each input's chunks as (chunk, its row of ``rows``), in order."""
+    assert result.chunks is not None
+    rows_of = iter(rows)
+    return [[(chunk, next(rows_of)) for chunk in chunks] for chunks in result.chunks]
 
 
 class Infer(Endpoint[InferRequest]):
@@ -66,7 +90,8 @@ class Infer(Endpoint[InferRequest]):
                 precision=body.precision,
                 top_k=body.top_k,
             )
-            asks.append(Ask(output, body.text, prompt, options))
+            chunking = chunking_of(body.chunking, body.text, settings.max_chunked_characters)
+            asks.append(Ask(output, body.text, prompt, options, chunking=chunking))
         if body.image:
             asks.append(images_ask(body.image, body.normalize, body.precision))
         return Call(model, tuple(asks), body.text or (), len(body.image or ()))
@@ -76,6 +101,11 @@ class Infer(Endpoint[InferRequest]):
         for ask, result in zip(call.asks, results):
             if ask.output is Output.IMAGES:
                 body["image_embeddings"] = result.vectors
+            elif result.chunks is not None:
+                body["text_chunks"] = [
+                    [{"start": chunk.start, "end": chunk.end, "tokens": chunk.tokens, "embedding": row} for chunk, row in mine]
+                    for mine in chunk_rows(result, list(result.vectors))
+                ]
             else:
                 key, rows = ANSWER_KEYS[ask.output]
                 body[key] = rows(result)
@@ -98,8 +128,8 @@ class Infer(Endpoint[InferRequest]):
     binary = True
 
     def array_of(self, call: Call, results: list[Embeddings]) -> Any:
-        # Dense embeddings of texts, or of images: one array (texts and images, two).
-        if len(call.asks) == 1 and call.asks[0].output in (Output.EMBED, Output.IMAGES):
+        # Dense embeddings of texts, or of images: one array (texts and images, two; chunks, JSON).
+        if len(call.asks) == 1 and call.asks[0].output in (Output.EMBED, Output.IMAGES) and results[0].chunks is None:
             return results[0].vectors
         return None
 
@@ -150,19 +180,29 @@ class OpenAIEmbed(Endpoint[EmbeddingsRequest]):
             raise TooManyInputs(f"{len(body.input)} inputs in one request; the limit is {limit}")
         precision = QUANTIZED.get(body.encoding_format, "float32")
         options = Options(normalize=True, precision=precision, dimensions=body.dimensions)
-        ask = Ask(Output.EMBED, body.input, PromptChoice(input_type=body.input_type), options)
+        chunking = chunking_of(body.chunking, body.input, self.settings.max_chunked_characters)
+        ask = Ask(Output.EMBED, body.input, PromptChoice(input_type=body.input_type), options, chunking=chunking)
         return Call(model, (ask,), body.input, context=body)
 
     def respond(self, call: Call, results: list[Embeddings]) -> dict[str, Any]:
         result = results[0]
         # Tokens the model saw, its prompt's included: counted by its own tokenizer, after truncation.
         tokens = sum(result.token_counts)
+        rows = encode_rows(result.vectors, call.context.encoding_format)
+        if result.chunks is None:
+            data = [{"object": "embedding", "index": index, "embedding": row} for index, row in enumerate(rows)]
+        else:
+            data = [
+                {"object": "embedding", "index": index, "embedding": row, "input_index": input_index,
+                 "start": chunk.start, "end": chunk.end, "tokens": chunk.tokens}
+                for index, (input_index, chunk, row) in enumerate(
+                    (input_index, chunk, row)
+                    for input_index, mine in enumerate(chunk_rows(result, rows)) for chunk, row in mine
+                )
+            ]
         return {
             "object": "list",
-            "data": [
-                {"object": "embedding", "index": index, "embedding": row}
-                for index, row in enumerate(encode_rows(result.vectors, call.context.encoding_format))
-            ],
+            "data": data,
             "model": call.model.name,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }

@@ -12,6 +12,12 @@ class RequestSettings(BaseModel):
         256, ge=1, description="Requests in flight in the gateway before 503."
     )
     max_texts_per_request: int = Field(2048, ge=1, description="Texts in one request before 413.")
+    max_chunks_per_request: int = Field(
+        1024, ge=1, description="Chunks the texts of one chunked request may make before 413."
+    )
+    max_chunked_characters: int = Field(
+        2_000_000, ge=1, description="Characters of the texts of one chunked request before 413."
+    )
     request_timeout_s: float = Field(30.0, gt=0, description="Deadline for one inference.")
     load_timeout_s: float = Field(600.0, gt=0, description="Deadline for a Triton load.")
     tokenizer_threads: int = Field(2, ge=1, description="Threads that tokenize off the event loop.")

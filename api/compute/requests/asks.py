@@ -21,6 +21,7 @@ import numpy as np
 from embedgate.contract.spec import ModelMetadata
 
 from ...errors import EmbedgateError
+from .chunking import Chunking
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision
 from .results import Embeddings
@@ -105,6 +106,8 @@ class Ask:
     options: Options = Options()
     # RERANK: the query the documents are scored against.
     query: str | None = None
+    # EMBED: each text cut into chunks, each embedded (``chunking.py``).
+    chunking: Chunking | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class Plan:
     runs: list[Run]
     # The runs' outputs (in order) -> the answer.
     finish: Callable[[list[Embeddings]], Embeddings] = field(default=lambda results: results[0])
+    # Its one run's texts are cut into chunks first, and the chunks run instead.
+    chunking: Chunking | None = None
 
 
 def joined(results: list[Embeddings], vectors: np.ndarray) -> Embeddings:

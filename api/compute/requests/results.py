@@ -8,6 +8,8 @@ import numpy as np
 
 from embedgate.contract.preprocess.text import TokenBatch
 
+from .chunking import Chunk
+
 
 @dataclass(frozen=True)
 class SparseVector:
@@ -34,6 +36,8 @@ class Embeddings:
     truncated_rows: list[bool] | None = None
     # Inputs answered from the response cache.
     cached: int = 0
+    # A chunked request: each input's chunks (``vectors`` holds their rows, in order).
+    chunks: list[list[Chunk]] | None = None
 
     def rows(self, start: int, stop: int) -> Embeddings:
         """The rows ``start:stop`` of these inputs (one request's of a bulk call's), with

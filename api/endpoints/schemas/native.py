@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...compute.requests.quantize import Precision
+from .chunking import CHUNKING_DESCRIPTION, ChunkingField, ChunkSpan
 from .fields import (
     ONE_PROMPT,
     PRETRAINED_MEANS_CLIP,
@@ -73,11 +74,18 @@ class InferRequest(Body):
         "stands for, if it is 'query', 'document', 'passage' or 'corpus'; else the model's default route), and "
         "the task's prompt where no prompt is given.",
     )
+    chunking: ChunkingField | None = Field(
+        None, description=CHUNKING_DESCRIPTION + " The answer's text_chunks gives each text's chunks, in order."
+    )
 
 
 class SparseEmbedding(BaseModel):
     indices: list[int] = Field(description="Vocabulary ids with a non-zero weight, ascending.")
     values: list[float] = Field(description="Their weights.")
+
+
+class TextChunk(ChunkSpan):
+    embedding: list[float] | list[int] = Field(description="The chunk's embedding, as text_embeddings gives one.")
 
 
 class InferResponse(BaseModel):
@@ -93,5 +101,8 @@ class InferResponse(BaseModel):
         "per token it keeps (its task's markers and query expansion included, its skiplist's tokens left out).",
     )
     image_embeddings: list[list[float]] | list[list[int]] | None = Field(None, description="When the request had images.")
+    text_chunks: list[list[TextChunk]] | None = Field(
+        None, description="When the request asked for chunking (instead of text_embeddings): each text's chunks."
+    )
     processingTimeMs: float
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from ..vectors import EncodingFormat
 from . import patterns
+from .chunking import CHUNKING_DESCRIPTION, ChunkingField
 from .fields import FROM_SETTINGS, Count, name_of, texts_not_token_ids
 
 # An empty list is refused too (400), as are token id arrays.
@@ -54,12 +55,22 @@ class EmbeddingsRequest(BaseModel):
         "for it, 'query' the model's query prompt, 'document' and 'passage' its document or passage prompt. "
         "Without it, the model's default prompt, if it has one.",
     )
+    chunking: ChunkingField | None = Field(
+        None,
+        description=CHUNKING_DESCRIPTION + " Each chunk is an item of data (index: its place among all the chunks), "
+        "with input_index, start, end and tokens beside its embedding. OpenAI's client sends it in extra_body.",
+    )
 
 
 class Embedding(BaseModel):
     object: Literal["embedding"] = "embedding"
     index: int
     embedding: list[float] | list[int] | str
+    input_index: int | None = Field(None, description="embedgate, chunked requests: the input the chunk is of.")
+    start: int | None = Field(None, description="embedgate, chunked requests: the chunk's first character in it.")
+    end: int | None = Field(None, description="embedgate, chunked requests: one past its last character.")
+    tokens: int | None = Field(None, description="embedgate, chunked requests: its tokens, without prompt and "
+                               "special tokens.")
 
 
 class Usage(BaseModel):
