@@ -192,13 +192,12 @@ class OpenAIEmbed(Endpoint[EmbeddingsRequest]):
         if result.chunks is None:
             data = [{"object": "embedding", "index": index, "embedding": row} for index, row in enumerate(rows)]
         else:
+            # One item per chunk, numbered among all of them, saying whose it is and where.
+            chunks = [(owner, chunk, row) for owner, mine in enumerate(chunk_rows(result, rows)) for chunk, row in mine]
             data = [
-                {"object": "embedding", "index": index, "embedding": row, "input_index": input_index,
+                {"object": "embedding", "index": index, "embedding": row, "input_index": owner,
                  "start": chunk.start, "end": chunk.end, "tokens": chunk.tokens}
-                for index, (input_index, chunk, row) in enumerate(
-                    (input_index, chunk, row)
-                    for input_index, mine in enumerate(chunk_rows(result, rows)) for chunk, row in mine
-                )
+                for index, (owner, chunk, row) in enumerate(chunks)
             ]
         return {
             "object": "list",

@@ -33,8 +33,8 @@ class ChunkingField(BaseModel):
     boundary: Literal["token", "whitespace", "sentence"] = Field(
         "token",
         description="Where a chunk may end: after any token; after the last whole word that fits; after the last "
-        "sentence that fits (else the last word, else any token). With whitespace or sentence, chunks start at "
-        "a word.",
+        "sentence that fits (else the last word, else any token). With whitespace or sentence, a chunk starts at "
+        "a word where its overlap holds one.",
     )
 
     def chunking(self) -> Chunking:
