@@ -110,7 +110,10 @@ class EmbeddingService:
     async def run(self, model: ServedModel, plan: Plan, *, timeout_s: float) -> Embeddings:
         """The plan's runs side by side within the request's deadline, then its answer."""
         if plan.chunking is not None:
+            texts = plan.runs[0].inputs
             plan = await _within(timeout_s, expanded(self._pool, model, plan, self.settings.max_chunks_per_request))
+            # Charged for its texts when it came in; the chunks' overlap repeats some: charged now.
+            self.rates.charge_more(items_cost(plan.runs[0].inputs) - items_cost(texts))
         runs = [self._run(model, run.route, run.inputs, timeout_s, run.prefix) for run in plan.runs]
         return plan.finish(await _within(timeout_s, run_all(runs)))
 

@@ -97,6 +97,12 @@ class KeyRates:
             return None
         return self.take(tenants.current(), items_cost(texts) + images)
 
+    def charge_more(self, tokens: float) -> None:
+        """The request in progress turned out to bring ``tokens`` more than it was charged
+        for (a chunked request's overlap): charged to its key's limits now."""
+        if tokens > 0 and self.active:
+            self.take(tenants.current(), tokens)
+
     def take(self, tenant: Tenant | None, tokens: float) -> Standing | None:
         """Charge one request of ``tokens`` to ``tenant``'s key; its standing after it (None
         where no limit applies); ``RateLimited`` when its buckets cannot cover it."""
