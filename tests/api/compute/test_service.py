@@ -397,13 +397,15 @@ async def test_a_chunked_ask_runs_each_chunk_as_an_input_and_its_key_pays_for_th
     from embedgate.api.compute.requests.chunking import Chunking
     from embedgate.api.compute.scheduling import tenants
     from embedgate.api.compute.scheduling.pacing import items_cost
+    from embedgate.api.compute.scheduling.rates import KeyRates
     from embedgate.api.errors import RateLimited
 
-    settings = Settings(key_tokens_per_minute=1000)
+    settings = Settings()
     client = EchoClient()
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
     model = ServedModel("m", "m", Meta(), tokenizer)
     service = EmbeddingService(settings, TritonBackend(client))
+    service.rates = KeyRates(0, 1000, lambda: 100.0)  # a clock that stands still: no refill
     text = " ".join(f"word{n}" if n % 5 == 0 else "word" for n in range(60))
     ask = Ask(Output.EMBED, [text], options=Options(normalize=False), chunking=Chunking(16, 8))
     try:
@@ -418,7 +420,7 @@ async def test_a_chunked_ask_runs_each_chunk_as_an_input_and_its_key_pays_for_th
         assert all(chunk.tokens <= 16 for chunk in chunks)
         # The bucket paid for the chunks' texts, not only the text: the overlap's repeats too.
         remaining = service.rates.take(tenants.current(), 0).tokens.remaining
-        assert remaining == pytest.approx(before - (items_cost(parts) - items_cost([text])), abs=1)
+        assert remaining == pytest.approx(before - (items_cost(parts) - items_cost([text])), abs=1)  # whole tokens
         # A key without the tokens the overlap adds is refused once they are known.
         service.rates.take(tenants.current(), remaining - 1)
         with pytest.raises(RateLimited):
