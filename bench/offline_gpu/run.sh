@@ -96,7 +96,7 @@ GPU_TESTS=$!
 EMBEDGATE_INSTANCE_KIND=$KINDS_INSTANCES EMBEDGATE_GPU_FLOAT16=false EMBEDGATE_INSTANCE_COUNT=1 \
   timeout $limit $PY -m pytest -q -ra -p no:cacheprovider -n 4 --dist loadfile \
   $tests/test_routes.py $tests/test_kinds.py $tests/test_multi_vector.py $tests/test_clip.py \
-  $tests/test_architectures.py $tests/test_llm_rerankers.py $tests/test_static.py >"$OUT/tests-kinds.log" 2>&1
+  $tests/test_architectures.py $tests/test_llm_rerankers.py $tests/test_static.py $tests/test_chunking.py >"$OUT/tests-kinds.log" 2>&1
 echo "exit code: $?" >>"$OUT/tests-kinds.log"
 wait $GPU_TESTS
 echo "exit code: $?" >>"$OUT/tests-gpu.log"
