@@ -127,6 +127,11 @@ def test_the_bounds_are_refused_saying_which(http, minilm_loaded):
     assert "chunking.overlap (4) must be less than chunking.max_tokens (4)" in overlap.json()["error"]["message"]
     huge = http.post("/infer", json={"model_name": MINILM, "text": ["a" * 2_000_001], "chunking": {"max_tokens": 64}})
     assert "EMBEDGATE_MAX_CHUNKED_CHARACTERS" in assert_error(huge, 413, "body_too_large")
+    # A chunked answer is JSON: one array per request is what a binary form carries.
+    body = {"model_name": MINILM, "text": [text], "chunking": {"max_tokens": 64}}
+    assert http.post("/infer", json=body, headers={"accept": "application/x-npy"}).status_code == 406
+    either = http.post("/infer", json=body, headers={"accept": "application/x-npy, application/json;q=0.5"})
+    assert either.status_code == 200 and either.json()["text_chunks"]
     sparse_like = http.post("/v2/embed", json={"model": MINILM, "texts": ["a"], "input_type": "search_document",
                                                "embedding_types": ["float"], "chunking": {"max_tokens": 8}})
     assert sparse_like.status_code in (400, 422)  # not a field of Cohere's API: refused, never ignored
