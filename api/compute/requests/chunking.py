@@ -79,24 +79,26 @@ def chunk_texts(
         lead = len(text) - len(text.lstrip()) if strip else 0
         spans = [(start + lead, stop + lead) for start, stop in whole.encode(kept, add_special_tokens=False).offsets]
         mine = _cut(text, spans, chunking, lambda part: len(whole.encode(part.strip() if strip else part,
-                                                                          add_special_tokens=False).ids))
-        total += len(mine)
-        if total > max_chunks:
+                                                                          add_special_tokens=False).ids),
+                    max_chunks - total)
+        if mine is None:
             raise TooManyInputs(
                 f"the texts make more than {max_chunks} chunks in one request (EMBEDGATE_MAX_CHUNKS_PER_REQUEST); "
                 "send fewer texts, or ask for larger chunks"
             )
+        total += len(mine)
         chunks.append(mine)
     return chunks
 
 
-def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count) -> list[Chunk]:
+def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, most: int) -> list[Chunk] | None:
     """``text``'s chunks from its tokens' character ``spans``; ``count(part)``: the tokens
-    ``part`` has alone."""
+    ``part`` has alone. None past ``most`` chunks (cut no further: a huge text in tiny
+    chunks is refused at the limit's cost, not at its own)."""
     # Tokens of whitespace alone (a byte-level BPE's) neither begin nor end a chunk.
     spans = [(start, stop) for start, stop in spans if text[start:stop].strip()]
     if not spans:
-        return [Chunk(0, len(text), count(text))]
+        return [Chunk(0, len(text), count(text))] if most >= 1 else None
     limit, overlap = chunking.max_tokens, chunking.overlap
     # Where a chunk may begin or end: not inside a character (a byte-level BPE gives each
     # byte of an emoji a token over the whole character). A word begins after a gap or
@@ -123,6 +125,8 @@ def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count) -> 
             part = _text(text, spans, first, last)
             tokens = count(part)
         chunks.append(Chunk(spans[last - 1][1] - len(part), spans[last - 1][1], tokens))
+        if len(chunks) > most:
+            return None
         if last >= len(spans):
             return chunks
         ended = last

@@ -106,6 +106,22 @@ def test_max_tokens_past_the_models_window_is_refused_saying_how_many_fit(minilm
     assert chunk_texts(minilm_tokenizer, ["a b c"], Chunking(12), "query: ", 16, 100)
 
 
-def test_more_chunks_than_the_limit_are_refused(minilm_tokenizer):
+def test_more_chunks_than_the_limit_are_refused_without_cutting_past_it(minilm_tokenizer, monkeypatch):
     with pytest.raises(TooManyInputs, match="more than 5 chunks"):
         chunk_texts(minilm_tokenizer, [DOCUMENT], Chunking(8), "", 128, 5)
+    with pytest.raises(TooManyInputs, match="more than 5 chunks"):
+        chunk_texts(minilm_tokenizer, ["a b c", "d e f", DOCUMENT], Chunking(8), "", 128, 5)
+    assert len(chunk_texts(minilm_tokenizer, ["a b c"] * 5, Chunking(8), "", 128, 5)) == 5
+    # A huge text in one-token chunks: refused after the limit's chunks are cut, not all of them.
+    counted = []
+    whole = minilm_tokenizer.whole()
+    original = whole.encode
+
+    def encode(text, **options):
+        counted.append(text)
+        return original(text, **options)
+
+    monkeypatch.setattr(minilm_tokenizer, "whole", lambda: type("W", (), {"encode": staticmethod(encode)})())
+    with pytest.raises(TooManyInputs):
+        chunk_texts(minilm_tokenizer, ["word " * 100_000], Chunking(1), "", 128, 1024)
+    assert len(counted) < 1100
