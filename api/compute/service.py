@@ -10,9 +10,12 @@ each input takes by its task, with the prompt the request chose, ``requests/prom
 every run goes the same way, and the plan makes the answer. Endpoints never see tensors or
 the backend. Every text input, a pair included, takes the same path: merged with other
 requests' by its route's coalescer, or tokenized in the pool and sent in length-sorted
-chunks; a route computed by the gateway (static weights) is tokenized and computed in the
+slices (Triton calls); a route computed by the gateway (static weights) is tokenized and computed in the
 pool, with no backend call; a route of images (a CLIP model's image tower) is fetched and
-decoded in the image threads and sent in chunks.
+decoded in the image threads and sent in slices.
+
+(A request's own chunks, long texts cut for ``chunking``, are inputs like any other:
+``document_chunks.py``.)
 """
 
 from __future__ import annotations
@@ -216,7 +219,7 @@ class EmbeddingService:
         self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
     ) -> Embeddings:
         """The route's outputs for ``inputs``: merged with other requests' where they fit
-        one call, else tokenized in the pool and sent in chunks."""
+        one call, else tokenized in the pool and sent in slices."""
         with self.backlogs.admitted(model, route.part, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
@@ -277,13 +280,13 @@ class EmbeddingService:
         if len(inputs) <= limit:
             vectors = await self._send(model, route, batch, slice(None), batch.input_ids.shape[1], timeout_s)
         else:
-            vectors = await self._embed_chunked(model, route, batch, limit, timeout_s)
+            vectors = await self._embed_in_slices(model, route, batch, limit, timeout_s)
         return Embedded(batch, vectors, tokenize_began, tokenized, time.perf_counter())
 
-    async def _embed_chunked(
+    async def _embed_in_slices(
         self, model: ServedModel, route: Route, batch: TokenBatch, limit: int, timeout_s: float
     ) -> np.ndarray:
-        # Sort by length so each chunk pads little, send chunks concurrently (Triton
+        # Sort by length so each slice pads little, send slices concurrently (Triton
         # batches them), then put rows back in request order.
         counts = np.asarray(batch.token_counts)
         order = np.argsort(counts, kind="stable")
@@ -297,22 +300,22 @@ class EmbeddingService:
                 width = bucket_length(width, route.tokenizer.max_length)
             return self._send(model, route, batch, rows, width, timeout_s)
 
-        chunks = [order[start : start + limit] for start in range(0, len(order), limit)]
-        sorted_vectors = np.concatenate(await self._bounded(send, chunks))
+        slices = [order[start : start + limit] for start in range(0, len(order), limit)]
+        sorted_vectors = np.concatenate(await self._bounded(send, slices))
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
         return vectors
 
-    async def _bounded(self, send: Callable[[Any], Awaitable[np.ndarray]], chunks: list) -> list[np.ndarray]:
-        """Each chunk sent, a bounded number at a time: a huge request does not crowd
-        everyone else out of Triton's queue, and a cancelled request stops sending chunks."""
+    async def _bounded(self, send: Callable[[Any], Awaitable[np.ndarray]], slices: list) -> list[np.ndarray]:
+        """Each slice sent, a bounded number at a time: a huge request does not crowd
+        everyone else out of Triton's queue, and a cancelled request stops sending slices."""
         gate = asyncio.Semaphore(self.settings.max_concurrent_chunks)
 
-        async def one(chunk) -> np.ndarray:
+        async def one(part) -> np.ndarray:
             async with gate:
-                return await send(chunk)
+                return await send(part)
 
-        return await run_all([one(chunk) for chunk in chunks])
+        return await run_all([one(part) for part in slices])
 
     async def _send(self, model: ServedModel, route: Route, batch: TokenBatch, rows, width: int, timeout_s: float):
         """``rows`` of ``batch`` through the route's graph (its Triton model and version)."""
@@ -325,7 +328,7 @@ class EmbeddingService:
 
     async def _images(self, model: ServedModel, route: Route, images: Sequence[str | bytes], timeout_s: float) -> Embeddings:
         """Images as URLs, data URIs or bytes through an image route: fetched and decoded
-        in the image threads, then sent in chunks (one per CPU instance at least: the model
+        in the image threads, then sent in slices (one per CPU instance at least: the model
         runs each on one core)."""
         with self.backlogs.admitted(model, route.part, lambda: float(len(images)), timeout_s):
             started = time.perf_counter()
@@ -333,8 +336,8 @@ class EmbeddingService:
             loaded = time.perf_counter()
             kind, metadata = model.kind, model.metadata
 
-            def send(chunk: np.ndarray) -> Awaitable[np.ndarray]:
-                tensors = kind.image_inputs(chunk)
+            def send(part: np.ndarray) -> Awaitable[np.ndarray]:
+                tensors = kind.image_inputs(part)
                 return self.backend.infer(model, route.part, tensors, kind.output, timeout_s=timeout_s)
 
             parts = -(-len(pixels) // metadata.max_batch_size)

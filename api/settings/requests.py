@@ -77,5 +77,6 @@ class RequestSettings(BaseModel):
         0.25, ge=0, description="Bulk jobs: seconds without an online request before bulk calls grow."
     )
     max_concurrent_chunks: int = Field(
-        4, ge=1, description="Chunks of one large request sent to Triton at once (fairness to others)."
+        4, ge=1, description="Triton calls (slices of max_batch_size texts) of one large request in flight at "
+        "once (fairness to others); not a chunked request's chunks."
     )
