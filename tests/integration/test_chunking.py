@@ -120,8 +120,11 @@ def test_the_bounds_are_refused_saying_which(http, minilm_loaded):
     too_wide = http.post("/infer", json={"model_name": MINILM, "text": text, "chunking": {"max_tokens": 255}})
     assert "holds at most 254 tokens" in assert_error(too_wide, 400, "bad_request")
     assert http.post("/infer", json={"model_name": MINILM, "text": text, "chunking": {"max_tokens": 254}}).status_code == 200
-    many = http.post("/infer", json={"model_name": MINILM, "text": text * 2, "chunking": {"max_tokens": 1}})
+    many = http.post("/infer", json={"model_name": MINILM, "text": text * 6, "chunking": {"max_tokens": 4}})
     assert "more than 1024 chunks" in assert_error(many, 413, "too_many_inputs")
+    # One token a chunk: a word piece that alone takes two tokens ("##jou" is "jo ##u") cannot be one.
+    tiny = http.post("/infer", json={"model_name": MINILM, "text": "the bijoux", "chunking": {"max_tokens": 1}})
+    assert "alone takes 2 tokens" in assert_error(tiny, 400, "bad_request")
     overlap = http.post("/v1/embeddings", json={"model": MINILM, "input": "a", "chunking": {"max_tokens": 4, "overlap": 4}})
     assert overlap.status_code == 400 and overlap.json()["error"]["param"] == "chunking"
     assert "chunking.overlap (4) must be less than chunking.max_tokens (4)" in overlap.json()["error"]["message"]

@@ -124,6 +124,12 @@ def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, mos
                 first = cuts[bisect_right(cuts, first)] if bisect_right(cuts, first) < len(cuts) else first + 1
             part = _text(text, spans, first, last)
             tokens = count(part)
+        if tokens > limit:  # one token's text (one character's, a byte-level BPE's) alone takes more
+            raise InvalidOption(
+                f"chunking.max_tokens is {limit}, but {part[:20]!r} alone takes {tokens} tokens of this model: "
+                "ask for larger chunks",
+                "chunking",
+            )
         chunks.append(Chunk(spans[last - 1][1] - len(part), spans[last - 1][1], tokens))
         if len(chunks) > most:
             return None

@@ -125,3 +125,15 @@ def test_more_chunks_than_the_limit_are_refused_without_cutting_past_it(minilm_t
     with pytest.raises(TooManyInputs):
         chunk_texts(minilm_tokenizer, ["word " * 100_000], Chunking(1), "", 128, 1024)
     assert len(counted) < 1100
+
+
+def test_chunks_smaller_than_a_character_takes_are_refused(bpe_tokenizer):
+    """A byte-level BPE gives a character it never saw several byte tokens, and a chunk never
+    splits a character."""
+    text = "party 🦜 time"
+    takes = alone(bpe_tokenizer, "🦜")
+    assert takes >= 2
+    with pytest.raises(InvalidOption, match=f"alone takes {takes} tokens"):
+        chunk_texts(bpe_tokenizer, [text], Chunking(takes - 1), "", 128, 100)
+    (chunks,) = chunk_texts(bpe_tokenizer, [text], Chunking(takes), "", 128, 100)
+    assert all(chunk.tokens <= takes for chunk in chunks) and any(text[c.start : c.end] == "🦜" for c in chunks)
