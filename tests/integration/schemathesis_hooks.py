@@ -59,10 +59,15 @@ WORDS_STATE_DEPENDENT = {
     ],
     "/v2/rerank": [("bad_request", "max_tokens_per_doc below"), ("wrong_model_kind", "")],
     # Chunking: max_tokens past what the loaded model's window holds beside its prompt and
-    # special tokens, and an overlap not below max_tokens (a relation JSON Schema cannot state).
-    "/infer": [("bad_request", "a chunk of this model holds at most"), ("bad_request", "must be less than chunking.max_tokens")],
+    # special tokens, or below what one of the text's tokens takes alone (the model's
+    # tokenizer), and an overlap not below max_tokens (a relation JSON Schema cannot state).
+    "/infer": [
+        ("bad_request", "a chunk of this model holds at most"), ("bad_request", "tokens of this model: ask for larger"),
+        ("bad_request", "must be less than chunking.max_tokens"),
+    ],
     "/v1/embeddings": [
-        ("bad_request", "a chunk of this model holds at most"), ("bad_request", "must be less than chunking.max_tokens"),
+        ("bad_request", "a chunk of this model holds at most"), ("bad_request", "tokens of this model: ask for larger"),
+        ("bad_request", "must be less than chunking.max_tokens"),
     ],
 }
 
