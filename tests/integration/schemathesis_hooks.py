@@ -105,7 +105,8 @@ def filter_failure(context, failure, case, response):
     are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
     describes the upload as a binary file). Cohere's routes: the same refusals and its own
     (``WORDS_STATE_DEPENDENT``); with it too, chunking's: a ``max_tokens`` past what the
-    loaded model's window holds, and an ``overlap`` not below ``max_tokens``. TEI's routes: the same refusals in TEI's terms
+    loaded model's window holds or below what one token's text takes alone, and an
+    ``overlap`` not below ``max_tokens``. TEI's routes: the same refusals in TEI's terms
     (``TEI_STATE_DEPENDENT``; a base URL takes a body of any of TEI's routes, and answers
     it as that route does). A run drops them and says how many it dropped."""
     path = case.operation.path
