@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from embedgate.api.compute.requests.chunking import Chunking, chunk_texts
 from embedgate.contract.preprocess.text import TextTokenizer
 
 from .payloads import sentence
+from .report import print_json
 
 
 def documents(count: int, tokens: int, seed: int) -> list[str]:
@@ -80,10 +80,14 @@ def measure(args: argparse.Namespace) -> dict:
     # Two disjoint sets: neither phase's chunks are the other's.
     chunked_docs = documents(args.documents, args.tokens, args.seed)
     input_docs = documents(args.documents, args.tokens, args.seed + 1_000_003)
-    cut = chunk_texts(tokenizer, input_docs, plan, "", args.max_length, 1 << 30)
-    chunked_tokens = sum(c.tokens for c in (x for mine in chunk_texts(tokenizer, chunked_docs, plan, "", args.max_length,
-                                                                         1 << 30) for x in mine))
-    input_tokens = sum(c.tokens for mine in cut for c in mine)
+
+    def cut_up(texts: list[str]) -> list:
+        return chunk_texts(tokenizer, texts, plan, "", args.max_length, 1 << 30)
+
+    cut = cut_up(input_docs)
+    # The chunks' own tokens: the server cuts the chunked phase's documents with the same code.
+    chunked_tokens = sum(chunk.tokens for mine in cut_up(chunked_docs) for chunk in mine)
+    input_tokens = sum(chunk.tokens for mine in cut for chunk in mine)
     chunk_bodies = [{"model_name": args.model, "text": [doc], "chunking": chunking} for doc in chunked_docs]
     input_bodies = [
         {"model_name": args.model, "text": [doc[c.start : c.end] for c in mine]} for doc, mine in zip(input_docs, cut)
@@ -133,11 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    report = measure(args)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print_json(measure(args), args.json)
 
 
 if __name__ == "__main__":

@@ -178,3 +178,10 @@ def format_summary(report: dict) -> str:
 def write_json(report: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def print_json(report: dict, path: Path | None) -> None:
+    """A report printed as JSON, and written to ``path`` where one is given."""
+    print(json.dumps(report, indent=2))
+    if path is not None:
+        write_json(report, path)

@@ -19,12 +19,11 @@ Prints a JSON report (also written to ``--json``), the figure server runs are pu
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from embedgate.bench.payloads import build_payload
-from embedgate.bench.report import describe
+from embedgate.bench.report import describe, print_json
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -129,11 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    report = measure(args)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print_json(measure(args), args.json)
 
 
 if __name__ == "__main__":

@@ -1,40 +1,38 @@
 """A chunked plan (api/compute/document_chunks.py): marked only for dense embeddings of texts
 through a text tokenizer, refused otherwise naming the field; expanded into its chunks'
-texts, each with the plan's prompt, the answer saying which chunks they are."""
+texts, each with the plan's prompt, the answer saying which chunks they are; and through
+EmbeddingService (test_service.py's echoing Triton client), each chunk an input, the
+overlap charged to the key."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.document_chunks import chunked_plan, expanded
-from embedgate.api.compute.requests.asks import Ask, Output, Plan, Run
+from embedgate.api.compute.requests.asks import Ask, Options, Output, Plan, Run
 from embedgate.api.compute.requests.chunking import Chunking
-from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.compute.scheduling import tenants
+from embedgate.api.compute.scheduling.pacing import items_cost
+from embedgate.api.compute.scheduling.rates import KeyRates
 from embedgate.api.compute.scheduling.threads import OffLoopThreads
-from embedgate.api.errors import InvalidOption
+from embedgate.api.compute.service import EmbeddingService
+from embedgate.api.errors import InvalidOption, RateLimited
+from embedgate.api.models.registry import ServedModel
+from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
-from tests.api.conftest import fake_metadata
+from tests.api.conftest import FakeModel
 
+from .test_service import EchoClient, Meta
 
-@dataclass
-class Model:
-    tokenizer: object
-    name: str = "org/minilm"
-    changes: dict = field(default_factory=dict)
-
-    @property
-    def metadata(self):
-        return fake_metadata(self.name, max_seq_length=32, **self.changes)
-
-    @property
-    def kind(self):
-        return kind_of(self.metadata)
+# What the plan reads of a model: its name, kind and max length.
+MODEL = FakeModel("org/minilm", changes={"max_seq_length": 32})
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +44,7 @@ def test_only_dense_embeddings_of_texts_through_a_text_tokenizer_are_chunked(tok
     chunking = Chunking(8, 2)
     route = Route("", EVERY_TASK, tokenizer, "part")
     plan = Plan([Run(route, ["a text"], "query: ")])
-    model = Model(tokenizer)
+    model = MODEL
 
     assert chunked_plan(model, Ask(Output.EMBED, ["a text"], chunking=chunking), plan).chunking == chunking
     assert chunked_plan(model, Ask(Output.EMBED, ["a text"]), plan).chunking is None
@@ -63,7 +61,7 @@ def test_the_expanded_plan_runs_the_chunks_with_the_prompt_and_answers_which_the
     texts = ["one two three four five six seven eight nine ten eleven twelve", "short"]
     plan = Plan([Run(route, texts, "query: ")], chunking=Chunking(6, 2))
 
-    chunks_plan = asyncio.run(expanded(OffLoopThreads(1, "tokenize"), Model(tokenizer), plan, 100))
+    chunks_plan = asyncio.run(expanded(OffLoopThreads(1, "tokenize"), MODEL, plan, 100))
 
     (run,) = chunks_plan.runs
     assert run.prefix == "query: " and run.route is route
@@ -77,4 +75,39 @@ def test_the_expanded_plan_runs_the_chunks_with_the_prompt_and_answers_which_the
     # The window is the model's: 32 tokens less [CLS], [SEP] and the prompt's 2.
     too_wide = Plan([Run(route, texts, "query: ")], chunking=Chunking(29))
     with pytest.raises(InvalidOption, match="holds at most 28 tokens"):
-        asyncio.run(expanded(OffLoopThreads(1, "tokenize"), Model(tokenizer), too_wide, 100))
+        asyncio.run(expanded(OffLoopThreads(1, "tokenize"), MODEL, too_wide, 100))
+
+
+async def test_a_chunked_ask_runs_each_chunk_as_an_input_and_its_key_pays_for_the_overlap(minilm_path):
+    """The chunks' texts go to Triton as inputs (each with [CLS] and [SEP]: the echo's token
+    counts), the answer carries which chunks they are, and a key with a token limit is
+    charged for the tokens the overlap repeats once the chunks are known."""
+    settings = Settings()
+    client = EchoClient()
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
+    model = ServedModel("m", "m", Meta(), tokenizer)
+    service = EmbeddingService(settings, TritonBackend(client))
+    service.rates = KeyRates(0, 1000, lambda: 100.0)  # a clock that stands still: no refill
+    text = " ".join(f"word{n}" if n % 5 == 0 else "word" for n in range(60))
+    ask = Ask(Output.EMBED, [text], options=Options(normalize=False), chunking=Chunking(16, 8))
+    try:
+        tenants.serve_as(tenants.Tenant("a-hash", "a"))
+        before = service.charge([text]).tokens.remaining
+        with service.admit(model):
+            result = await service.answer(model, ask, timeout_s=5)
+        (chunks,) = result.chunks
+        parts = [text[chunk.start : chunk.end] for chunk in chunks]
+        assert len(parts) > 3 and result.vectors.shape[0] == len(parts)
+        np.testing.assert_array_equal(result.vectors[:, 0], [chunk.tokens + 2 for chunk in chunks])
+        assert all(chunk.tokens <= 16 for chunk in chunks)
+        # The bucket paid for the chunks' texts, not only the text: the overlap's repeats too.
+        remaining = service.rates.take(tenants.current(), 0).tokens.remaining
+        assert remaining == pytest.approx(before - (items_cost(parts) - items_cost([text])), abs=1)  # whole tokens
+        # A key without the tokens the overlap adds is refused once they are known.
+        service.rates.take(tenants.current(), remaining - 1)
+        with pytest.raises(RateLimited):
+            with service.admit(model):
+                await service.answer(model, ask, timeout_s=5)
+    finally:
+        tenants.serve_as(None)
+        service.close()

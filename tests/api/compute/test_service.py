@@ -55,7 +55,7 @@ class Meta:
     gpu: None = None  # CPU instances
     routes: None = None
     gateway_only: bool = False  # a model in Triton
-    max_seq_length: int = 256
+    max_seq_length: int = 256  # a chunked request's window (test_document_chunks.py)
 
     def record_of(self, record_class):
         return None  # a sentence-transformer that pools every token, or a model with no record
@@ -389,43 +389,3 @@ async def test_where_triton_batches_work_past_the_deadline_share_is_refused_at_o
     for n, result in enumerate(answered):
         np.testing.assert_array_equal(result.vectors[:, 1], tokenizer.encode(request(n)).input_ids[:, 1])
 
-
-async def test_a_chunked_ask_runs_each_chunk_as_an_input_and_its_key_pays_for_the_overlap(minilm_path):
-    """The chunks' texts go to Triton as inputs (each with [CLS] and [SEP]: the echo's token
-    counts), the answer carries which chunks they are, and a key with a token limit is
-    charged for the tokens the overlap repeats once the chunks are known."""
-    from embedgate.api.compute.requests.chunking import Chunking
-    from embedgate.api.compute.scheduling import tenants
-    from embedgate.api.compute.scheduling.pacing import items_cost
-    from embedgate.api.compute.scheduling.rates import KeyRates
-    from embedgate.api.errors import RateLimited
-
-    settings = Settings()
-    client = EchoClient()
-    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
-    model = ServedModel("m", "m", Meta(), tokenizer)
-    service = EmbeddingService(settings, TritonBackend(client))
-    service.rates = KeyRates(0, 1000, lambda: 100.0)  # a clock that stands still: no refill
-    text = " ".join(f"word{n}" if n % 5 == 0 else "word" for n in range(60))
-    ask = Ask(Output.EMBED, [text], options=Options(normalize=False), chunking=Chunking(16, 8))
-    try:
-        tenants.serve_as(tenants.Tenant("a-hash", "a"))
-        before = service.charge([text]).tokens.remaining
-        with service.admit(model):
-            result = await service.answer(model, ask, timeout_s=5)
-        (chunks,) = result.chunks
-        parts = [text[chunk.start : chunk.end] for chunk in chunks]
-        assert len(parts) > 3 and result.vectors.shape[0] == len(parts)
-        np.testing.assert_array_equal(result.vectors[:, 0], [chunk.tokens + 2 for chunk in chunks])
-        assert all(chunk.tokens <= 16 for chunk in chunks)
-        # The bucket paid for the chunks' texts, not only the text: the overlap's repeats too.
-        remaining = service.rates.take(tenants.current(), 0).tokens.remaining
-        assert remaining == pytest.approx(before - (items_cost(parts) - items_cost([text])), abs=1)  # whole tokens
-        # A key without the tokens the overlap adds is refused once they are known.
-        service.rates.take(tenants.current(), remaining - 1)
-        with pytest.raises(RateLimited):
-            with service.admit(model):
-                await service.answer(model, ask, timeout_s=5)
-    finally:
-        tenants.serve_as(None)
-        service.close()
