@@ -69,6 +69,13 @@ GATEWAY_ACTIVATIONS: tuple[str, ...] = (
 )
 # A multi-vector model's output: a vector per token [batch, sequence, dim].
 TOKEN_EMBEDDINGS = "token_embeddings"
+# The late-chunking graph of a sentence-transformer (contract/kinds/dense.py): per token, how
+# many of its row's chunks have begun at or before it, and how many have ended at or before
+# it (a token is in the chunks numbered from the second to the first, less one); out, each
+# chunk's vector [batch, chunks, dim] (zeros past a row's own chunks).
+CHUNK_STARTED = "chunk_started"
+CHUNK_ENDED = "chunk_ended"
+CHUNK_EMBEDDINGS = "chunk_embeddings"
 # Where a route's files are, other than the first route's (beside the model's, as ever):
 # <model>/routes/<index>/ (its tokenizer; static weights, for a route computed in the gateway).
 ROUTES_DIR = "routes"
@@ -196,6 +203,9 @@ class ConversionSpec(BaseModel):
     # Publish this variant of model_name instead of the plain float32 model (sentence
     # transformers only); triton_name is then the variant's, and parity_threshold its own.
     variant: Variant | None = None
+    # A sentence-transformer with mean pooling: publish its late-chunking graph too (a
+    # Triton model of its own: contract/kinds/dense.py), where it passes its parity check.
+    late_chunking: bool = False
 
     @model_validator(mode="after")
     def _variants_are_text_models(self) -> ConversionSpec:

@@ -76,6 +76,14 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
     with ExitStack() as staged:
         stages = [staged.enter_context(repository.stage(name, replace=spec.replace)) for name in names]
         metadata = converter.convert([stage.path for stage in stages])
+        # A part asked for that the model could not have (a late-chunking graph) is not
+        # published, and an older copy's is taken away.
+        published = converter.published_parts(metadata)
+        for name in names:
+            if name not in published and spec.replace and repository.exists(name):
+                repository.delete(name)
+        stages = [stage for name, stage in zip(names, stages) if name in published]
+        names = published
         # A hub model the load just downloaded had no files to fingerprint before it.
         metadata.made_from = source if source.fingerprint is not None else _made_from(spec)
         configs = converter.configs(metadata)

@@ -38,3 +38,15 @@ def prompts_left_out_model(directory: Path, pooling: str = "mean", seed: int = 0
         modules=[transformer, pool], device="cpu", prompts=dict(PROMPTS), default_prompt_name=DEFAULT_PROMPT_NAME
     ).save(str(directory))
     return directory
+
+
+def prompts_dense_model(directory: Path, seed: int = 0) -> Path:
+    """tiny_models.bert_dense_model (mean pooling, then Dense and Normalize) with PROMPTS and
+    DEFAULT_PROMPT_NAME."""
+    tiny_models.bert_dense_model(directory, seed=seed)
+    config_file = directory / "config_sentence_transformers.json"
+    config = json.loads(config_file.read_text())
+    config["prompts"] = dict(PROMPTS)
+    config["default_prompt_name"] = DEFAULT_PROMPT_NAME
+    config_file.write_text(json.dumps(config, indent=2))
+    return directory

@@ -14,8 +14,8 @@ slices (Triton calls); a route computed by the gateway (static weights) is token
 pool, with no backend call; a route of images (a CLIP model's image tower) is fetched and
 decoded in the image threads and sent in slices.
 
-(A request's own chunks, long texts cut for ``chunking``, are inputs like any other:
-``document_chunks.py``.)
+(A request's own chunks, long texts cut for ``chunking``, are inputs like any other; late
+chunks are rows of the model's late-chunking graph: ``document_chunks.py``.)
 """
 
 from __future__ import annotations
@@ -29,14 +29,17 @@ from typing import Any, TypeVar
 import numpy as np
 
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
+from embedgate.contract.spec import CHUNK_EMBEDDINGS
 
 from ..errors import DeadlineExceeded, EmbedgateError, InvalidImage
 from ..settings import Settings
 from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
-from .document_chunks import chunked_plan, expanded, expanded_or_error
+from .bulk_lane import BulkLane, text_length
+from .document_chunks import chunked_plan, expanded, laid_out, late_answer
 from .images.loader import ImageLoader
-from .requests.asks import ENDPOINTS, Ask, Gathered, Output, Plan, TextInput, prefixed
+from .requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput, prefixed
+from .requests.late_chunking import Row, tensors
 from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
 from .requests.served import ServedModel
@@ -52,8 +55,6 @@ from .scheduling.threads import OffLoopThreads
 from .tokens import Tokens
 
 log = logging.getLogger("embedgate.embedding")
-# A bulk call's deadline: the job's lease, renewed while it runs, is what bounds bulk work.
-BULK_TIMEOUT_S = 3600.0
 T = TypeVar("T")
 
 
@@ -72,7 +73,7 @@ def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBa
     return batch, route.static.vectors(batch.input_ids, batch.attention_mask)
 
 
-class EmbeddingService:
+class EmbeddingService(BulkLane):
     def __init__(self, settings: Settings, backend: Backend):
         self.settings = settings
         self.batching = BatchingPolicy(settings)
@@ -112,6 +113,8 @@ class EmbeddingService:
 
     async def run(self, model: ServedModel, plan: Plan, *, timeout_s: float) -> Embeddings:
         """The plan's runs side by side within the request's deadline, then its answer."""
+        if plan.chunking is not None and plan.chunking.late:
+            return await _within(timeout_s, self._late(model, plan, timeout_s))
         if plan.chunking is not None:
             texts = plan.runs[0].inputs
             plan = await _within(timeout_s, expanded(self._pool, model, plan, self.settings.max_chunks_per_request))
@@ -124,63 +127,22 @@ class EmbeddingService:
         """:meth:`plan`, then :meth:`run`."""
         return await self.run(model, self.plan(model, ask), timeout_s=timeout_s)
 
-    async def answer_bulk(self, model: ServedModel, asks: Sequence[Ask]) -> list[Embeddings | EmbedgateError]:
-        """Each of a batch job's lines answered as :meth:`answer` answers it (or its error),
-        their inputs together through each route's bulk lane: behind every online request,
-        in calls of texts of about the same length, with no request deadline (the job's
-        lease bounds it)."""
-        plans: list[Plan | EmbedgateError] = []
-        for ask in asks:
-            try:
-                plans.append(self.plan(model, ask))
-            except EmbedgateError as error:
-                plans.append(error)
-        return await self.run_bulk_plans(model, plans)
+    async def _late(self, model: ServedModel, plan: Plan, timeout_s: float) -> Embeddings:
+        """A plan of late chunks: its texts laid out as rows in the pool (charged for the
+        tokens they run), the rows through the model's late-chunking graph in slices."""
+        part = model.kind.late_part(model.name, model.triton_name)
+        texts = plan.runs[0].inputs
+        with self.backlogs.admitted(model, part, lambda: items_cost(texts), timeout_s, MIN_READ_COST):
+            began = time.perf_counter()
+            texts, layout = await laid_out(self._pool, model, plan, self.settings.max_chunks_per_request)
+            self.rates.charge_more(layout.tokens - items_cost(texts))
 
-    async def run_bulk_plans(self, model: ServedModel, plans: list[Plan | EmbedgateError]) -> list[Embeddings | EmbedgateError]:
-        """Each plan's answer (or the error in its place), their inputs together through
-        each route's bulk lane."""
-        limit = self.settings.max_chunks_per_request
-        plans = [await expanded_or_error(self._pool, model, plan, limit) for plan in plans]
-        gathered = Gathered(plans)
-        done = await run_all([self._bulk_call(model, route, inputs) for route, inputs in gathered.routes.values()])
-        return gathered.finished(dict(zip(gathered.routes, done)))
+            def send(rows: list[Row]) -> Awaitable[np.ndarray]:
+                return self.backend.infer(model, part, tensors(rows), CHUNK_EMBEDDINGS, timeout_s=timeout_s)
 
-    async def _bulk_call(self, model: ServedModel, route: Route, inputs: list[Any]) -> Embeddings | EmbedgateError:
-        """:meth:`run_bulk`; an image route's call is one request's, so an image that cannot
-        be used is that request's error (a text route's failure is everyone's)."""
-        try:
-            return await self.run_bulk(model, route, inputs)
-        except InvalidImage as error:
-            if route.images is None:
-                raise
-            return error
-
-    async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
-        """The route's outputs for a batch job's inputs (prompts already in them), in the
-        coalescer's bulk lane: behind every online request, in calls of texts of about the
-        same length. No admission slot and no request deadline: the job's lease bounds it."""
-        if route.static is not None:
-            return await self._computed_here(route, inputs, "")
-        if route.images is not None:
-            # Images have no bulk lane: fetched, prepared and sent as an online request's are.
-            return await self._images(model, route, inputs, BULK_TIMEOUT_S)
-        order = sorted(range(len(inputs)), key=lambda row: _length(inputs[row]))
-        step = self.settings.bulk_busy_texts
-        coalescer = self._coalescer(model, route)
-        groups = [[inputs[row] for row in order[start : start + step]] for start in range(0, len(order), step)]
-        arrived = time.perf_counter()
-        parts = await coalescer.submit_bulk(groups, BULK_TIMEOUT_S)
-        vectors = np.empty((len(inputs),) + parts[0].vectors.shape[1:], dtype=parts[0].vectors.dtype)
-        vectors[order] = np.concatenate([part.vectors for part in parts])
-        counts = [0] * len(inputs)
-        for row, count in zip(order, (count for part in parts for count in part.token_counts)):
-            counts[row] = count
-        return Embeddings(
-            vectors, counts, sum(part.truncated for part in parts),
-            tokenize_ms=sum(part.tokenize_ms for part in parts),
-            inference_ms=(time.perf_counter() - arrived) * 1000,
-        )
+            return await late_answer(
+                plan, layout, lambda slices: self._bounded(send, slices), model.metadata.max_batch_size, began
+            )
 
     async def _run(
         self, model: ServedModel, route: Route, inputs: list[Any], timeout_s: float, prefix: str = ""
@@ -229,7 +191,7 @@ class EmbeddingService:
                 parts = self.batching.spread(model.metadata, len(texts), coalescer.in_flight)
                 if parts == 1:
                     return await coalescer.submit(texts, timeout_s)
-                groups = spreading.cut(texts, parts, _length)
+                groups = spreading.cut(texts, parts, text_length)
                 # Admitted (by cost) as one request: the first part decides for all.
                 shares = await run_all([
                     coalescer.submit([texts[row] for row in group], timeout_s, admitted=part > 0)
@@ -361,6 +323,3 @@ async def _within(timeout_s: float, work: Awaitable[T]) -> T:
     except TimeoutError:
         raise DeadlineExceeded(f"the request did not finish within its {timeout_s:g}s deadline") from None
 
-
-def _length(text: TextInput) -> int:
-    return len(text) if isinstance(text, str) else len(text[0]) + len(text[1])

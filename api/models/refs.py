@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embedgate.contract.kinds.clip import ClipMetadata
+from embedgate.contract.kinds.dense import DenseInfo, late_part_name
 from embedgate.contract.kinds.multimodal import MultimodalMetadata, multimodal_part_names
 from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
 
@@ -50,13 +51,19 @@ class ModelRef:
 
     def every_part(self) -> tuple[str, ...]:
         """Every Triton model a model of this name may be published as, the first first:
-        ``parts``, and a sentence-transformers model's image graph (a multimodal one's)."""
-        return self.parts() if self.library == "open_clip" else multimodal_part_names(self.triton_name)
+        ``parts``, and a sentence-transformers model's image graph (a multimodal one's) or
+        late-chunking graph (a dense one's)."""
+        if self.library == "open_clip":
+            return self.parts()
+        return (*multimodal_part_names(self.triton_name), late_part_name(self.triton_name))
 
     def parts_of(self, metadata: ModelMetadata) -> tuple[str, ...]:
         """The Triton models the published model ``metadata`` describes is made of."""
         if metadata.record_of(MultimodalMetadata) is not None:
             return multimodal_part_names(self.triton_name)
+        dense = metadata.record_of(DenseInfo)
+        if dense is not None and dense.late_chunking is not None:
+            return (self.triton_name, late_part_name(self.triton_name))
         return self.parts()
 
     def owns(self, metadata: ModelMetadata | None) -> bool:

@@ -33,6 +33,7 @@ def conversion_spec(
         repository_cache_dir=str(settings.repository_cache),
         triton=batching.triton_options(ref.library, variant),
         gpu_float16=settings.gpu_float16,
+        late_chunking=settings.late_chunking and ref.library == "sentence_transformers" and variant is None,
         half_parity_threshold=settings.gpu_half_parity_threshold,
         allow_network=settings.allow_hub_download,
         **job,

@@ -40,6 +40,12 @@ class BatchingSettings(BaseModel):
         "with CUDA ('python': sentence-transformers models, traced for the GPU at conversion), else CPU; "
         "GPU for 'onnxruntime'.",
     )
+    late_chunking: bool = Field(
+        False,
+        description="Publish each new sentence-transformer's late-chunking graph beside it (mean pooling only: "
+        "a Triton model of its own, a second copy of the weights in memory), so that requests may ask for late "
+        "chunks; a model converted without one is converted again when it is next loaded.",
+    )
     gpu_float16: bool = Field(True, description="GPU instances: publish a sentence-transformer's float16 graph where "
                               "it keeps gpu_half_parity_threshold against the float32 PyTorch model (false: float32 "
                               "graphs only).")

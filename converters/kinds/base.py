@@ -33,6 +33,11 @@ class KindConverter(ABC):
         the model visible (the others are only reachable through it)."""
         return (self.spec.triton_name,)
 
+    def published_parts(self, metadata: ModelMetadata) -> tuple[str, ...]:
+        """Those of :meth:`parts` the converted model ``metadata`` describes is published as
+        (all, but for a part it could not have: a late-chunking graph)."""
+        return self.parts()
+
     @abstractmethod
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
         """Write each part's ``1/`` files (and the tokenizer) into its staging directory,

@@ -71,7 +71,8 @@ def on_disk(kind: str, **changes) -> dict:
     return {**fields, **changes}
 
 
-DENSE = ("dense", DenseInfo, {"prompt_exclusion": {"special_ids": [0, 2, 3], "parity": PARITY}})
+DENSE = ("dense", DenseInfo, {"prompt_exclusion": {"special_ids": [0, 2, 3], "parity": PARITY},
+                              "late_chunking": {"parity": PARITY}, "late_chunking_refusal": None})
 
 
 @pytest.mark.parametrize("kind", ["sentence_transformer", *RECORDS])

@@ -45,6 +45,12 @@ STATE_DEPENDENT = {
 }
 
 
+CHUNKING_REFUSALS = [
+    ("bad_request", "a chunk of this model holds at most"), ("bad_request", "tokens of this model: ask for larger"),
+    ("bad_request", "must be less than chunking.max_tokens"), ("bad_request", "without its late-chunking graph"),
+]
+
+
 # Cohere's routes (the project's error shape, which names no param): each forgiven 400 told by
 # its code and the words of its message: a max length below the model's own, int8/uint8 the
 # model (or its images, or a cut dimension) has no ranges for, dimensions above its own, a
@@ -60,15 +66,10 @@ WORDS_STATE_DEPENDENT = {
     "/v2/rerank": [("bad_request", "max_tokens_per_doc below"), ("wrong_model_kind", "")],
     # Chunking: max_tokens past what the loaded model's window holds beside its prompt and
     # special tokens, or below what one of the text's tokens takes alone (the model's
-    # tokenizer), and an overlap not below max_tokens (a relation JSON Schema cannot state).
-    "/infer": [
-        ("bad_request", "a chunk of this model holds at most"), ("bad_request", "tokens of this model: ask for larger"),
-        ("bad_request", "must be less than chunking.max_tokens"),
-    ],
-    "/v1/embeddings": [
-        ("bad_request", "a chunk of this model holds at most"), ("bad_request", "tokens of this model: ask for larger"),
-        ("bad_request", "must be less than chunking.max_tokens"),
-    ],
+    # tokenizer), an overlap not below max_tokens (a relation JSON Schema cannot state), and
+    # late chunks of a model the server published no late-chunking graph of.
+    "/infer": CHUNKING_REFUSALS,
+    "/v1/embeddings": CHUNKING_REFUSALS,
 }
 
 
@@ -105,9 +106,9 @@ def filter_failure(context, failure, case, response):
     are not JSON requests (400 invalid_batch_file, naming the first bad line: a schema
     describes the upload as a binary file). Cohere's routes: the same refusals and its own
     (``WORDS_STATE_DEPENDENT``); with it too, chunking's: a ``max_tokens`` past what the
-    loaded model's window holds or below what one token's text takes alone, and an
-    ``overlap`` not below ``max_tokens``. TEI's routes: the same refusals in TEI's terms
-    (``TEI_STATE_DEPENDENT``; a base URL takes a body of any of TEI's routes, and answers
+    loaded model's window holds or below what one token's text takes alone, an
+    ``overlap`` not below ``max_tokens``, and late chunks of a model without their graph.
+    TEI's routes: the same refusals in TEI's terms (``TEI_STATE_DEPENDENT``; a base URL takes a body of any of TEI's routes, and answers
     it as that route does). A run drops them and says how many it dropped."""
     path = case.operation.path
     if failure.code == "ST202" and (path == "/tei" or path.startswith("/tei/")):

@@ -38,11 +38,13 @@ FULL_WIDTH_ENDS = frozenset("。！？")
 @dataclass(frozen=True)
 class Chunking:
     """A request's chunks: at most ``max_tokens`` tokens each, ``overlap`` tokens shared
-    with the one before, cut at ``boundary``."""
+    with the one before, cut at ``boundary``; ``late``: pooled from the whole text's token
+    vectors (``late_chunking.py``) instead of each embedded alone."""
 
     max_tokens: int
     overlap: int = 0
     boundary: Boundary = "token"
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,23 @@ def chunk_texts(
     the prompt every chunk gets). Refuses ``max_tokens`` past what fits the model, and more
     than ``max_chunks`` chunks in all."""
     whole = tokenizer.whole()
+    check_fits(whole, chunking, prefix, max_length)
+    strip = tokenizer.strip_whitespace
+    chunks: list[list[Chunk]] = []
+    for text in texts:
+        kept = text.strip() if strip else text
+        lead = len(text) - len(text.lstrip()) if strip else 0
+        spans = [(start + lead, stop + lead) for start, stop in whole.encode(kept, add_special_tokens=False).offsets]
+        mine = cut(text, [spans[index] for index in worded(spans, text)], chunking,
+                   lambda first, last, part: len(whole.encode(part.strip() if strip else part, add_special_tokens=False).ids),
+                   max_chunks - sum(map(len, chunks)))
+        chunks.append([chunk for _, _, chunk in too_many(mine, max_chunks)])
+    return chunks
+
+
+def check_fits(whole, chunking: Chunking, prefix: str, max_length: int) -> int:
+    """The most tokens a chunk of this model holds beside its prompt and special tokens
+    (``whole``: the route's tokenizer without truncation); ``max_tokens`` past it is refused."""
     fits = max_length - len(whole.encode("", add_special_tokens=True).ids)
     fits -= len(whole.encode(prefix, add_special_tokens=False).ids) if prefix else 0
     if chunking.max_tokens > fits:
@@ -71,34 +90,33 @@ def chunk_texts(
             + (" and the prompt's)" if prefix else ")"),
             "chunking",
         )
-    strip = tokenizer.strip_whitespace
-    chunks: list[list[Chunk]] = []
-    total = 0
-    for text in texts:
-        kept = text.strip() if strip else text
-        lead = len(text) - len(text.lstrip()) if strip else 0
-        spans = [(start + lead, stop + lead) for start, stop in whole.encode(kept, add_special_tokens=False).offsets]
-        mine = _cut(text, spans, chunking, lambda part: len(whole.encode(part.strip() if strip else part,
-                                                                          add_special_tokens=False).ids),
-                    max_chunks - total)
-        if mine is None:
-            raise TooManyInputs(
-                f"the texts make more than {max_chunks} chunks in one request (EMBEDGATE_MAX_CHUNKS_PER_REQUEST); "
-                "send fewer texts, or ask for larger chunks"
-            )
-        total += len(mine)
-        chunks.append(mine)
+    return fits
+
+
+def worded(spans: list[tuple[int, int]], text: str) -> list[int]:
+    """The tokens (their indices in ``spans``, characters of ``text``) that may begin or end
+    a chunk: not those of whitespace alone (a byte-level BPE's)."""
+    return [index for index, (start, stop) in enumerate(spans) if text[start:stop].strip()]
+
+
+def too_many(chunks: list | None, max_chunks: int) -> list:
+    """``chunks``; None (past the request's limit) refused."""
+    if chunks is None:
+        raise TooManyInputs(
+            f"the texts make more than {max_chunks} chunks in one request (EMBEDGATE_MAX_CHUNKS_PER_REQUEST); "
+            "send fewer texts, or ask for larger chunks"
+        )
     return chunks
 
 
-def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, most: int) -> list[Chunk] | None:
-    """``text``'s chunks from its tokens' character ``spans``; ``count(part)``: the tokens
-    ``part`` has alone. None past ``most`` chunks (cut no further: a huge text in tiny
-    chunks is refused at the limit's cost, not at its own)."""
-    # Tokens of whitespace alone (a byte-level BPE's) neither begin nor end a chunk.
-    spans = [(start, stop) for start, stop in spans if text[start:stop].strip()]
+def cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, most: int) -> list[tuple[int, int, Chunk]] | None:
+    """``text``'s chunks from the character ``spans`` of its tokens that may begin or end
+    one (``worded``), each with its first token and one past its last (indices in
+    ``spans``); ``count(first, last, part)``: the tokens of the chunk of those that is
+    ``part``. None past ``most`` chunks (cut no further: a huge text in tiny chunks is
+    refused at the limit's cost, not at its own)."""
     if not spans:
-        return [Chunk(0, len(text), count(text))] if most >= 1 else None
+        return [(0, 0, Chunk(0, len(text), count(0, 0, text)))] if most >= 1 else None
     limit, overlap = chunking.max_tokens, chunking.overlap
     # Where a chunk may begin or end: not inside a character (a byte-level BPE gives each
     # byte of an emoji a token over the whole character). A word begins after a gap or
@@ -113,7 +131,7 @@ def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, mos
             # Every chunk ends past the one before it: a boundary is no reason to repeat it.
             last = _boundary(text, spans, max(first, ended), last, chunking.boundary, words, cuts)
         part = _text(text, spans, first, last)
-        tokens = count(part)
+        tokens = count(first, last, part)
         while tokens > limit and last - first > 1:
             # Alone it tokenizes into more: shorter, still ending past the chunk before (else
             # starting later: less overlap).
@@ -123,14 +141,14 @@ def _cut(text: str, spans: list[tuple[int, int]], chunking: Chunking, count, mos
             else:
                 first = cuts[bisect_right(cuts, first)] if bisect_right(cuts, first) < len(cuts) else first + 1
             part = _text(text, spans, first, last)
-            tokens = count(part)
+            tokens = count(first, last, part)
         if tokens > limit:  # one token's text (one character's, a byte-level BPE's) alone takes more
             raise InvalidOption(
                 f"chunking.max_tokens is {limit}, but {part[:20]!r} alone takes {tokens} tokens of this model: "
                 "ask for larger chunks",
                 "chunking",
             )
-        chunks.append(Chunk(spans[last - 1][1] - len(part), spans[last - 1][1], tokens))
+        chunks.append((first, last, Chunk(spans[last - 1][1] - len(part), spans[last - 1][1], tokens)))
         if len(chunks) > most:
             return None
         if last >= len(spans):

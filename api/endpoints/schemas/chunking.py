@@ -37,11 +37,23 @@ class ChunkingField(BaseModel):
         "a word where its overlap holds one.",
     )
 
+    late: bool = Field(
+        False,
+        description="Late chunking: each text runs through the model once (in windows of its max length where "
+        "longer), and each chunk's vector is the model's mean pooling over that chunk's tokens, then its modules "
+        "after pooling, so that it carries the context of the text around it. Sentence-transformers with mean "
+        "pooling whose late-chunking graph the server published (EMBEDGATE_LATE_CHUNKING); 400 otherwise, "
+        "saying why. A chunk's tokens are then its tokens in the text.",
+    )
+
     def chunking(self) -> Chunking:
-        return Chunking(self.max_tokens, self.overlap, self.boundary)
+        return Chunking(self.max_tokens, self.overlap, self.boundary, self.late)
 
 
 class ChunkSpan(BaseModel):
     start: int = Field(description="The chunk's first character in its text.")
     end: int = Field(description="One past its last character: the chunk is text[start:end].")
-    tokens: int = Field(description="Its tokens, the model's, without prompt and special tokens.")
+    tokens: int = Field(
+        description="Its tokens, the model's, without prompt and special tokens (late chunks: those it pools, "
+        "its tokens in the text)."
+    )

@@ -16,6 +16,10 @@ A static embedding model (a ``StaticEmbedding``, then perhaps Normalize) has no 
 gateway computes it from its stored vectors (``static.py``), and a model of such routes only
 has no Triton model at all. A Pooling that leaves a prompt's tokens out pools around the
 tokens the gateway marks as the prompt's (``prompt_exclusion.py``).
+
+Where the conversion asks for it (``late_chunking``), a model with mean pooling also gets
+its late-chunking graph, a Triton model of its own (``late.py``); one that cannot have it
+is published without it, and its record says why.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from embedgate.contract.errors import UnsupportedModelError
-from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion
-from embedgate.contract.spec import EMBEDDING, ModelMetadata, variant_model_name
+from embedgate.contract.errors import ConversionError, UnsupportedModelError
+from embedgate.contract.kinds.dense import KIND, DenseInfo, LateChunking, PromptExclusion, late_part_name
+from embedgate.contract.spec import CHUNK_EMBEDDINGS, EMBEDDING, ModelMetadata, variant_model_name
 from embedgate.converters import calibration
-from embedgate.converters.kinds.dense import packed, prompt_exclusion, static, variants
+from embedgate.converters.kinds.dense import late, packed, prompt_exclusion, static, variants
 from embedgate.converters.kinds.library import Converted, Exported, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.library import module_stack, parity
 from embedgate.converters.library.routes import Route
@@ -42,6 +46,8 @@ class DenseConverter(LibraryKind):
     serves_routes = True
     serves_variants = True
     serves_gateway_only = True
+    # Where the late-chunking graph goes (its part's version directory), when asked for.
+    late_dir: Path | None = None
 
     def is_static(self, route: Route) -> bool:
         return static.is_static(route)
@@ -54,8 +60,17 @@ class DenseConverter(LibraryKind):
     def prompt_exclusion_refusal(self, routes: list[Route]) -> str | None:
         return prompt_exclusion.refusal(routes)
 
+    def parts(self) -> tuple[str, ...]:
+        name = self.spec.triton_name
+        return (name, late_part_name(name)) if self.spec.late_chunking else (name,)
+
+    def published_parts(self, metadata: ModelMetadata) -> tuple[str, ...]:
+        record = metadata.record_of(DenseInfo)
+        return self.parts() if record is not None and record.late_chunking is not None else self.parts()[:1]
+
     def convert(self, directories: Sequence[Path]) -> ModelMetadata:
-        (out_dir,) = directories
+        out_dir, *late_dir = directories
+        self.late_dir = late_dir[0] / "1" if late_dir else None
         spec = self.spec
         loaded = self.load()
         if spec.variant is not None and loaded.routes[0].name:
@@ -93,8 +108,38 @@ class DenseConverter(LibraryKind):
             calibration=calibrated,
             gpu=first.extras["gpu"],
             routes=routes,
-            record=DenseInfo(prompt_exclusion=first.extras.get("prompt_exclusion")) if loaded.prompts.excluded else None,
+            record=self._record(loaded, first),
         )
+
+    def _record(self, loaded: Loaded, first: Converted) -> DenseInfo | None:
+        """Its prompts' pooling and its late-chunking graph (or why it has none), where either is news."""
+        exclusion = first.extras.get("prompt_exclusion") if loaded.prompts.excluded else None
+        chunking, refusal = first.extras.get("late", (None, None))
+        if self.late_dir is not None and chunking is None and refusal is None:
+            refusal = "static embeddings: each token's vector is its own, with no context to carry"
+        if exclusion is None and chunking is None and refusal is None:
+            return None
+        return DenseInfo(prompt_exclusion=exclusion, late_chunking=chunking, late_chunking_refusal=refusal)
+
+    def _late(self, route: Route, exported: Exported, sentences: list[str], model) -> tuple[LateChunking | None, str | None]:
+        """The late-chunking graph of the first route, built and checked; or why not."""
+        if self.spec.variant is not None:
+            return None, f"late chunking runs the model itself, not its '@{self.spec.variant}' variant"
+        reason = late.refusal(route.modules, routed=bool(route.name))
+        if reason is not None:
+            self.step(f"no late-chunking graph: {reason}")
+            return None, reason
+        self.step("exporting the late-chunking graph")
+        try:
+            result = late.build(
+                model, exported.zero_token_types, exported.example, self.late_dir, exported.token_ids, sentences,
+                self.spec.parity_threshold,
+            )
+        except ConversionError as error:
+            self.step(f"no late-chunking graph: {error}")
+            return None, str(error)
+        self.step(f"late-chunking parity passed: min cosine {result.parity.min_cosine:.6f}")
+        return result, None
 
     def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
         spec, step, model = self.spec, self.step, loaded.model
@@ -148,6 +193,9 @@ class DenseConverter(LibraryKind):
                 spec.triton.pack_width,
             )
             step(outcome)
+        chunking = None
+        if self.late_dir is not None and route is loaded.routes[0]:
+            chunking = self._late(route, exported, sentences, model)
         return Converted(
             max_seq_length=max_length,
             strip_whitespace=exported.strip_whitespace,
@@ -160,6 +208,7 @@ class DenseConverter(LibraryKind):
                 "packed_parity": packed_parity,
                 "gpu": gpu,
                 "prompt_exclusion": exclusion,
+                **({"late": chunking} if chunking is not None else {}),
             },
         )
 
@@ -185,9 +234,17 @@ class DenseConverter(LibraryKind):
         versions = triton_versions(metadata)
         if not versions:
             return []  # static embeddings: the gateway computes every route
-        return [
+        configs = [
             build_text_model_config(
                 self.spec.triton_name, EMBEDDING, metadata.embedding_dim, self.spec.triton,
                 versions=versions, max_width=metadata.max_seq_length,
             )
         ]
+        if len(self.published_parts(metadata)) > 1:
+            # onnxruntime on CPU instances, on any host: there is no GPU graph of it.
+            options = self.spec.triton.model_copy(update={"instance_kind": "cpu", "pack_width": 0})
+            configs.append(build_text_model_config(
+                late_part_name(self.spec.triton_name), CHUNK_EMBEDDINGS, metadata.embedding_dim, options,
+                late.LATE_INPUTS, per_token=True,
+            ))
+        return configs

@@ -2,7 +2,7 @@
 through a text tokenizer, refused otherwise naming the field; expanded into its chunks'
 texts, each with the plan's prompt, the answer saying which chunks they are; and through
 EmbeddingService (test_service.py's echoing Triton client), each chunk an input, the
-overlap charged to the key."""
+overlap charged to the key; late chunks through a fake late-chunking graph."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.errors import InvalidOption, RateLimited
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
+from embedgate.contract.kinds.dense import DenseInfo, LateChunking
+from embedgate.contract.preprocess.prompted import PromptedText
 from embedgate.contract.preprocess.text import TextTokenizer
-from tests.api.conftest import FakeModel
+from tests.api.conftest import FakeModel, fake_metadata
 
 from .test_service import EchoClient, Meta
 
@@ -111,3 +113,63 @@ async def test_a_chunked_ask_runs_each_chunk_as_an_input_and_its_key_pays_for_th
     finally:
         tenants.serve_as(None)
         service.close()
+
+
+class LateGraph:
+    """A late-chunking graph that says what it pooled: per chunk, its tokens and the sum of their ids."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, str, int]] = []
+
+    async def infer(self, model, part, tensors, output, *, timeout_s, version=""):
+        self.calls.append((part, output, len(tensors["input_ids"])))
+        ids, started, ended = tensors["input_ids"], tensors["chunk_started"], tensors["chunk_ended"]
+        out = np.zeros((len(ids), int(started.max()), 3), dtype=np.float32)
+        for k in range(out.shape[1]):
+            member = (k < started) & (k >= ended)
+            out[:, k] = np.stack([member.sum(axis=1), (ids * member).sum(axis=1), np.ones(len(ids))], axis=1)
+        return out
+
+
+async def test_late_chunks_run_their_rows_through_the_late_graph_each_chunk_from_its_own(minilm_path):
+    """Rows sent to the model's late-chunking graph in slices of max_batch_size, each chunk's
+    vector taken from its row's output in the chunks' order (each pooled its own tokens), the
+    usage the rows' tokens; a model without the graph refused saying why, before anything runs."""
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 32)
+    late = DenseInfo(late_chunking=LateChunking(parity=fake_metadata("m").parity))
+    model = ServedModel("m", "m", fake_metadata("m", max_seq_length=32, max_batch_size=2, record=late), tokenizer)
+    graph = LateGraph()
+    service = EmbeddingService(Settings(), graph)
+    texts = [" ".join(f"word{n}" for n in range(40)), "a short one"]
+    ask = Ask(Output.EMBED, texts, options=Options(normalize=False), chunking=Chunking(6, 2, late=True))
+    try:
+        with service.admit(model):
+            result = await service.answer(model, ask, timeout_s=5)
+        assert {(part, output) for part, output, _ in graph.calls} == {("m---late", "chunk_embeddings")}
+        assert sum(rows for _, _, rows in graph.calls) > 2 and all(rows <= 2 for _, _, rows in graph.calls)
+        whole = tokenizer.whole()
+        vectors = iter(result.vectors)
+        for text, chunks in zip(texts, result.chunks):
+            own = whole.encode(text, add_special_tokens=False)
+            for chunk in chunks:
+                inside = [i for i, (a, b) in enumerate(own.offsets) if chunk.start <= a and b <= chunk.end]
+                assert next(vectors).tolist() == [chunk.tokens, sum(own.ids[i] for i in inside), 1] and len(inside) == chunk.tokens
+        assert sum(result.token_counts) > sum(len(whole.encode(text).ids) for text in texts)  # windows overlap
+        plain = ServedModel("p", "p", fake_metadata("p", max_seq_length=32), tokenizer)
+        with pytest.raises(InvalidOption, match="converted without its late-chunking graph: .*EMBEDGATE_LATE_CHUNKING"):
+            service.plan(plain, ask)
+        refused = DenseInfo(late_chunking_refusal="Its pooling is 'cls', not the mean of the tokens")
+        cls = ServedModel("c", "c", fake_metadata("c", max_seq_length=32, record=refused), tokenizer)
+        with pytest.raises(InvalidOption, match="model 'c' has no late chunking: its pooling is 'cls'"):
+            service.plan(cls, ask)
+    finally:
+        service.close()
+
+
+def test_a_prompt_kept_apart_stays_apart_in_each_chunk(tokenizer):
+    """A model that pools a text without its prompt's tokens: each chunk keeps the prompt apart too."""
+    route = Route("", EVERY_TASK, tokenizer, "part")
+    texts = ["one two three four five six seven eight"]
+    plan = Plan([Run(route, [PromptedText("query: ", texts[0])])], chunking=Chunking(4))
+    (run,) = asyncio.run(expanded(OffLoopThreads(1, "tokenize"), MODEL, plan, 100)).runs
+    assert run.inputs == [PromptedText("query: ", "one two three four"), PromptedText("query: ", "five six seven eight")]

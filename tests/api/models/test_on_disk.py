@@ -102,4 +102,18 @@ def test_a_multimodal_model_is_published_with_its_image_graph(tmp_path):
     # A dense model of the name needs no image graph.
     on_disk["org--mm"] = dense = fake_metadata("org/mm")
     assert find() == (OnDisk.PUBLISHED, dense)
-    assert ModelRef.named("org/mm").every_part() == ("org--mm", "org--mm---image")
+    assert ModelRef.named("org/mm").every_part() == ("org--mm", "org--mm---image", "org--mm---late")
+
+
+def test_a_dense_model_with_late_chunking_is_published_with_its_late_graph():
+    from embedgate.contract.kinds.dense import DenseInfo, LateChunking
+
+    on_disk = {}
+    ref = ModelRef.named("org/m")
+    metadata = fake_metadata("org/m", record=DenseInfo(late_chunking=LateChunking(parity=fake_metadata("org/m").parity)))
+    assert ref.parts_of(metadata) == ("org--m", "org--m---late")
+    on_disk["org--m"] = metadata
+    found = find_on_disk(lambda part: part in on_disk, on_disk.get, ref)
+    assert found == (OnDisk.HALF_PUBLISHED, None)  # its late graph missing: converting again replaces it
+    on_disk["org--m---late"] = metadata
+    assert find_on_disk(lambda part: part in on_disk, on_disk.get, ref) == (OnDisk.PUBLISHED, metadata)

@@ -27,7 +27,7 @@ from embedgate.contract.spec import (
     RouteInfo,
 )
 
-from ....errors import WrongModelKind
+from ....errors import InvalidOption, WrongModelKind
 from ..asks import ENDPOINTS, Ask, Output, Plan, Served
 from ..routes import EVERY_TASK, Route
 from ..static import StaticRoute
@@ -146,6 +146,15 @@ class ServedKind:
         """Which texts each route runs and how the outputs become the answer (``ask.output``
         is one this kind gives; its options are checked here, before anything runs)."""
         raise NotImplementedError(f"{self.name} plans no {ask.output.value}")
+
+    def late_part(self, model_name: str, triton_name: str) -> str:
+        """The Triton model that pools a text's late chunks (``late_chunking.py``); refused
+        (InvalidOption) where the model has none, saying why."""
+        raise InvalidOption(
+            f"late chunking pools a sentence-transformer's token vectors by its mean pooling; model '{model_name}' "
+            f"is {self.title}",
+            "chunking",
+        )
 
     def labels(self) -> list[str]:
         """Each output value's name, where it scores labels (a classifier's)."""

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion
+from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion, late_part_name
 from embedgate.contract.preprocess.prompted import PromptedText, PromptMarkingTokenizer
-from embedgate.contract.spec import STATIC_WEIGHTS_FILE, RouteInfo
+from embedgate.contract.spec import CHUNK_STARTED, STATIC_WEIGHTS_FILE, RouteInfo
 
 from ....errors import InvalidOption, WrongModelKind
 from ..asks import Ask, Output, Plan, Run, Served, joined, text_run
@@ -41,6 +41,36 @@ class DenseKind(ServedKind):
     outputs = frozenset({Output.EMBED})
     text_output = Output.EMBED
     listing_fields = {"precisions": PRECISIONS_FIELD}
+
+    def parts(self, triton_name: str) -> tuple[str, ...]:
+        """The model's graph, and its late-chunking graph where it has one."""
+        dense = self.metadata.record_of(DenseInfo)
+        if dense is not None and dense.late_chunking is not None:
+            return (triton_name, late_part_name(triton_name))
+        return (triton_name,)
+
+    def late_part(self, model_name: str, triton_name: str) -> str:
+        dense = self.metadata.record_of(DenseInfo)
+        if dense is not None and dense.late_chunking is not None:
+            return late_part_name(triton_name)
+        if dense is not None and dense.late_chunking_refusal is not None:
+            why = dense.late_chunking_refusal
+            raise InvalidOption(f"model '{model_name}' has no late chunking: {why[0].lower() + why[1:]}", "chunking")
+        raise InvalidOption(
+            f"model '{model_name}' was converted without its late-chunking graph: the server publishes them with "
+            "EMBEDGATE_LATE_CHUNKING=true, and converts a model again when it is next loaded",
+            "chunking",
+        )
+
+    def noop_output(self, tensors: dict[str, np.ndarray]) -> np.ndarray:
+        started = tensors.get(CHUNK_STARTED)
+        if started is None:
+            return super().noop_output(tensors)
+        return np.zeros((len(started), int(started.max()), self.metadata.embedding_dim), dtype=np.float32)
+
+    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
+        parts = self.parts(triton_name)
+        return {} if len(parts) == 1 else dict(zip(parts, ({"part": "model"}, {"part": "late_chunking"})))
 
     def static_route(self, directory: Path, info: RouteInfo) -> MeanVectors:
         # Mapped, not read: a large vocabulary's vectors are one copy in the page cache for

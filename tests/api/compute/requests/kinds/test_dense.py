@@ -86,3 +86,19 @@ def test_a_model_pooling_every_token_prefixes_its_prompt(tmp_path, minilm_path):
     model = ServedModel("org/e5", "org--e5", metadata, tokenizer)
     (run,) = kind.plan(model, Ask(Output.EMBED, ["a"], PromptChoice(prompt_name="query"))).runs
     assert (run.inputs, run.prefix) == (["a"], "query: ")
+
+
+def test_a_model_with_a_late_chunking_graph_is_two_triton_models():
+    """Its graph and its late-chunking graph: both loaded, labelled apart in the metrics; a
+    run of no model (EMBEDGATE_NOOP_INFERENCE) gives the late graph's shape."""
+    from embedgate.contract.kinds.dense import LateChunking
+
+    late = kind_of(fake_metadata("org/m", record=DenseInfo(late_chunking=LateChunking(parity=PARITY))))
+    assert late.triton_parts("org--m") == ("org--m", "org--m---late")
+    assert late.late_part("org/m", "org--m") == "org--m---late"
+    assert late.part_labels("org--m") == {"org--m": {"part": "model"}, "org--m---late": {"part": "late_chunking"}}
+    started = np.array([[0, 1, 1, 2, 2], [0, 1, 1, 1, 0]])
+    assert late.noop_output({"input_ids": started, "chunk_started": started}).shape == (2, 2, 3)
+    assert late.noop_output({"input_ids": started}).shape == (2, 3)
+    plain = kind_of(fake_metadata("org/m"))
+    assert plain.triton_parts("org--m") == ("org--m",) and plain.part_labels("org--m") == {}

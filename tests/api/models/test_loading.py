@@ -1,0 +1,41 @@
+"""What a load decides before it converts: a sentence-transformer converted before the server
+published late-chunking graphs is converted again (once: a model that cannot have one says
+why, and is not converted again for it); the conversion asks for the graph only of a
+sentence-transformers model without a variant."""
+
+from __future__ import annotations
+
+from embedgate.api.compute.scheduling.batching import BatchingPolicy
+from embedgate.api.models.loading import _lacks_late_chunking
+from embedgate.api.models.refs import ModelRef
+from embedgate.api.models.specs import conversion_spec
+from embedgate.api.settings import Settings
+from embedgate.contract.kinds.dense import DenseInfo, LateChunking
+from embedgate.contract.metadata_parts import VariantInfo
+from tests.api.conftest import fake_metadata
+
+
+def test_a_model_converted_without_late_chunking_is_converted_again_where_the_server_publishes_it():
+    on, off = Settings(late_chunking=True), Settings()
+    before = fake_metadata("org/m", kind="sentence_transformer")
+    assert _lacks_late_chunking(on, before) and not _lacks_late_chunking(off, before)
+    graph = DenseInfo(late_chunking=LateChunking(parity=before.parity))
+    refused = DenseInfo(late_chunking_refusal="its pooling is 'cls'")
+    assert not _lacks_late_chunking(on, fake_metadata("org/m", record=graph))
+    assert not _lacks_late_chunking(on, fake_metadata("org/m", record=refused))
+    assert not _lacks_late_chunking(on, fake_metadata("org/m", kind="cross_encoder"))
+    int8 = VariantInfo(name="int8", onnx_bytes=1)
+    assert not _lacks_late_chunking(on, fake_metadata("org/m@int8", variant=int8))
+
+
+def test_the_conversion_asks_for_the_graph_of_sentence_transformers_models_only(tmp_path):
+    settings = Settings(late_chunking=True, repository_cache=tmp_path)
+
+    def spec(ref: ModelRef):
+        return conversion_spec(settings, str(tmp_path), BatchingPolicy(settings), ref)
+
+    assert spec(ModelRef.named("org/m")).late_chunking
+    assert not spec(ModelRef.named("org/m@int8")).late_chunking
+    assert not spec(ModelRef.named("ViT-B-32", "laion2b_s34b_b79k")).late_chunking
+    assert not conversion_spec(Settings(repository_cache=tmp_path), str(tmp_path), BatchingPolicy(settings),
+                               ModelRef.named("org/m")).late_chunking

@@ -1,0 +1,184 @@
+"""Late chunking through the real gateway and tritonserver (a gateway of its own, started with
+EMBEDGATE_LATE_CHUNKING): each chunk's vector against the library itself, the model's token
+embeddings (``encode(..., output_value="token_embeddings")``, or its forward on a window's
+ids for a text longer than the model's window) averaged over the chunk's tokens, then the
+model's modules after its Pooling; with prompts, a prompt left out of pooling, dimensions,
+OpenAI's client and a batch job's line; refused, saying why, for a CLS model."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import numpy as np
+import openai
+import pytest
+import torch
+
+from tests import prompt_models, tiny_models
+from tests.helpers import cosine_rows
+
+from .conftest import models_loaded, run_batch, start_gateway, wait_ready
+
+DENSE, LEFT_OUT, CLS = "org/late-dense", "org/late-left-out", "org/late-cls"
+
+
+@pytest.fixture(scope="module")
+def late_gateway(tmp_path_factory):
+    root = tmp_path_factory.mktemp("late-chunking")
+    server = start_gateway(root / "repository", root / "gateway.log", late_chunking="true", response_cache_mb="0")
+    directories = {
+        DENSE: prompt_models.prompts_dense_model(root / "dense"),
+        LEFT_OUT: prompt_models.prompts_left_out_model(root / "left-out"),
+        CLS: tiny_models.bert_cls_model(root / "cls"),
+    }
+    try:
+        wait_ready(server)
+        with models_loaded(server, directories):
+            yield server, directories
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def libraries(late_gateway):
+    from sentence_transformers import SentenceTransformer
+
+    return {name: SentenceTransformer(str(path), device="cpu") for name, path in late_gateway[1].items()}
+
+
+def document(words: int) -> str:
+    """A text of the tiny models' own words the server has not seen (a fresh order)."""
+    pick = random.Random(uuid.uuid4().int)
+    return " ".join(pick.choice(tiny_models.WORDS) for _ in range(words)) + "."
+
+
+def pooled(library, row: list[int], spans: list[tuple[int, int]], whole_text: str | None) -> np.ndarray:
+    """The library's vectors of ``spans`` of a row of token ids: its token embeddings (by
+    ``encode`` of the text where the row is the text's, else its forward on the ids), each
+    span's mean, then the modules after the Pooling."""
+    with torch.no_grad():
+        if whole_text is not None:
+            (tokens,) = library.encode([whole_text], output_value="token_embeddings", convert_to_numpy=False, prompt="")
+        else:
+            ids = torch.tensor([row])
+            tokens = library.forward({"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                      "token_type_ids": torch.zeros_like(ids)})["token_embeddings"][0]
+        assert len(tokens) == len(row)
+        features = {"sentence_embedding": torch.stack([tokens[a:b].mean(dim=0) for a, b in spans])}
+        for module in list(library)[2:]:
+            features = module(features)
+        return features["sentence_embedding"].numpy()
+
+
+def reference(library, text: str, prompt: str, chunks: list[dict]) -> tuple[np.ndarray, int]:
+    """Each chunk's vector as the library makes it, and the tokens of the rows it ran: the text with its prompt as the model
+    tokenizes it, the chunk's tokens found by their characters (as many as the answer says),
+    pooled in the whole text where it fits the max length, else in the window of the max
+    length that holds the chunk with the most context on its poorer side (windows every half
+    window, and one at the end)."""
+    tokenizer = library.tokenizer
+    encoded = tokenizer(prompt + text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    own = [i for i, ((_, stop), special) in enumerate(zip(offsets, encoded["special_tokens_mask"]))
+           if not special and stop > len(prompt)]
+    head, body, tail = ids[: own[0]], ids[own[0] : own[-1] + 1], ids[own[-1] + 1 :]
+    spans = []
+    for chunk in chunks:
+        inside = [i - own[0] for i in own if offsets[i][0] - len(prompt) >= chunk["start"] - 1
+                  and offsets[i][1] - len(prompt) <= chunk["end"]]
+        assert len(inside) == chunk["tokens"] and inside == list(range(inside[0], inside[-1] + 1))
+        spans.append((inside[0], inside[-1] + 1))
+    width = library.max_seq_length - len(head) - len(tail)
+    if len(body) <= width:
+        return pooled(library, ids, [(len(head) + a, len(head) + b) for a, b in spans], prompt + text), len(ids)
+    starts = sorted(set(range(0, len(body) - width, width // 2)) | {len(body) - width})
+    vectors, used = [], set()
+    for a, b in spans:
+        start = max((s for s in starts if s <= a and b <= s + width), key=lambda s: (min(a - s, s + width - b), -s))
+        row = head + body[start : start + width] + tail
+        used.add(start)
+        vectors.append(pooled(library, row, [(len(head) + a - start, len(head) + b - start)], None)[0])
+    return np.stack(vectors), len(used) * library.max_seq_length
+
+
+@pytest.mark.parametrize("name", [DENSE, LEFT_OUT])
+def test_late_chunks_are_the_librarys_token_vectors_pooled_over_each_chunk(late_gateway, libraries, name):
+    """Texts of one window and of several (the tiny models' max length is 64 tokens), with
+    the model's default prompt (its query prompt), an overlap and word boundaries."""
+    server, _ = late_gateway
+    library = libraries[name]
+    texts = [document(30), document(150), "tiny"]
+    chunking = {"max_tokens": 12, "overlap": 3, "boundary": "whitespace", "late": True}
+    with server.client(timeout=60) as http:
+        response = http.post("/infer", json={"model_name": name, "text": texts, "chunking": chunking})
+        assert response.status_code == 200, response.text
+        plain = http.post("/infer", json={"model_name": name, "text": texts, "chunking": {**chunking, "late": False}})
+    chunks_of = response.json()["text_chunks"]
+    assert [len(chunks) > 1 for chunks in chunks_of] == [True, True, False]
+    prompt = prompt_models.PROMPTS[prompt_models.DEFAULT_PROMPT_NAME]
+    for text, chunks in zip(texts, chunks_of):
+        assert all(0 < chunk["tokens"] <= 12 for chunk in chunks)
+        vectors = np.array([chunk["embedding"] for chunk in chunks])
+        assert cosine_rows(vectors, reference(library, text, prompt, chunks)[0]).min() >= 0.9999
+    # The same spans as plain chunks (cut the same way), but each vector carries its text's context.
+    plain_chunks = plain.json()["text_chunks"]
+    assert [[(c["start"], c["end"]) for c in chunks] for chunks in plain_chunks] == [
+        [(c["start"], c["end"]) for c in chunks] for chunks in chunks_of
+    ]
+    late_vectors = np.array([chunk["embedding"] for chunk in chunks_of[0]])
+    plain_vectors = np.array([chunk["embedding"] for chunk in plain_chunks[0]])
+    assert cosine_rows(late_vectors, plain_vectors).max() < 0.999
+
+
+def test_dimensions_and_a_named_prompt_apply_to_each_late_chunk(late_gateway, libraries):
+    server, _ = late_gateway
+    text = document(40)
+    body = {"model": DENSE, "input": [text], "input_type": "passage", "dimensions": 8,
+            "chunking": {"max_tokens": 10, "late": True}}
+    with server.client(timeout=60) as http:
+        response = http.post("/v1/embeddings", json=body)
+    assert response.status_code == 200, response.text
+    chunks = response.json()["data"]
+    full = reference(libraries[DENSE], text, prompt_models.PROMPTS["passage"], chunks)[0][:, :8]
+    vectors = np.array([chunk["embedding"] for chunk in chunks])
+    assert vectors.shape[1] == 8
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert cosine_rows(vectors, full).min() >= 0.9999
+
+
+def test_openai_client_and_a_bulk_line_get_the_same_late_chunks(late_gateway, libraries):
+    server, _ = late_gateway
+    text = document(120)
+    chunking = {"max_tokens": 16, "overlap": 4, "late": True}
+    with openai.OpenAI(api_key="unused", base_url=f"{server.url}/v1", max_retries=0, timeout=60) as client:
+        result = client.embeddings.create(model=DENSE, input=[text], extra_body={"chunking": chunking})
+    data = [item.model_dump() for item in result.data]
+    assert {item["input_index"] for item in data} == {0} and len(data) > 3
+    prompt = prompt_models.PROMPTS[prompt_models.DEFAULT_PROMPT_NAME]
+    expected, tokens = reference(libraries[DENSE], text, prompt, data)
+    assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
+    # Usage: the tokens of the rows the model ran (windows of the max length), each once.
+    assert result.usage.prompt_tokens == tokens and tokens > 64
+    line = json.dumps({"custom_id": "late", "method": "POST", "url": "/v1/embeddings",
+                       "body": {"model": DENSE, "input": [text], "chunking": chunking}})
+    batch, output, errors = run_batch(server, [line], "/v1/embeddings")
+    assert batch.status == "completed" and not errors
+    lines = output["late"]["response"]["body"]["data"]
+    assert [(d["start"], d["end"], d["tokens"]) for d in lines] == [(d["start"], d["end"], d["tokens"]) for d in data]
+    assert cosine_rows([d["embedding"] for d in lines], expected).min() >= 0.9999
+
+
+def test_a_cls_model_is_refused_saying_why_and_plain_chunks_still_serve(late_gateway):
+    server, _ = late_gateway
+    with server.client(timeout=60) as http:
+        refused = http.post("/infer", json={"model_name": CLS, "text": ["a b"], "chunking": {"max_tokens": 8, "late": True}})
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert "no late chunking: its pooling is 'cls', not the mean of the tokens" in error["message"]
+        assert http.post("/infer", json={"model_name": CLS, "text": ["a b"], "chunking": {"max_tokens": 8}}).status_code == 200
+    # A mean-pooled model is two Triton models (its graph and its late-chunking graph); the CLS model, one.
+    published = sorted(path.name for path in server.repository.iterdir() if path.name.startswith("org--late"))
+    assert published == ["org--late-cls", "org--late-dense", "org--late-dense---late", "org--late-left-out",
+                         "org--late-left-out---late"]
