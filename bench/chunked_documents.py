@@ -5,7 +5,9 @@ TOKENIZER_JSON``: documents of about ``--tokens`` tokens (sentences of common wo
 document its own: ``--seed``), ``--concurrency`` clients each sending one document per
 request, in two phases on documents the server has not seen:
 
-- chunked: ``POST /infer`` with ``chunking`` (the server cuts and embeds);
+- chunked: ``POST /v1/embeddings`` with ``chunking`` (the server cuts and embeds; with ``--late``,
+  late chunks: each document through the model's late-chunking graph, in windows of its max
+  length, each chunk pooled from its tokens there);
 - as inputs: other documents of the same size, cut here with the same code and the model's
   ``tokenizer.json`` (``api/compute/requests/chunking.py``, untimed), each document's chunk
   texts sent as one request's inputs.
@@ -13,8 +15,9 @@ request, in two phases on documents the server has not seen:
 Each phase runs twice, on half of its documents, in the order chunked, inputs, inputs,
 chunked.
 
-Reports each phase's documents/s and chunk tokens/s (the chunks' own tokens), and the inputs
-the server answered from its response cache (0 unless the seed repeats a run).
+Reports each phase's documents/s and chunk tokens/s (the chunks' own tokens), the tokens
+the model ran for each (``usage``: chunks with their special tokens, or late chunks' windows),
+and the inputs the server answered from its response cache (0 unless the seed repeats a run).
 """
 
 from __future__ import annotations
@@ -54,28 +57,29 @@ async def _phase(url: str, bodies: list[dict], concurrency: int) -> dict:
     queue: asyncio.Queue[dict] = asyncio.Queue()
     for body in bodies:
         queue.put_nowait(body)
-    cached = failed = 0
+    cached = failed = tokens = 0
 
     async def client(http: httpx.AsyncClient) -> None:
-        nonlocal cached, failed
+        nonlocal cached, failed, tokens
         while not queue.empty():
             body = queue.get_nowait()
-            response = await http.post("/infer", json=body)
+            response = await http.post("/v1/embeddings", json=body)
             if response.status_code != 200:
                 failed += 1
                 continue
             cached += int(response.headers.get("x-cached-inputs", "0"))
+            tokens += response.json()["usage"]["prompt_tokens"]
 
     async with httpx.AsyncClient(base_url=url, timeout=300) as http:
         started = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(concurrency)))
         seconds = time.perf_counter() - started
-    return {"seconds": round(seconds, 3), "cached_inputs": cached, "failed": failed}
+    return {"seconds": round(seconds, 3), "cached_inputs": cached, "failed": failed, "model_tokens": tokens}
 
 
 def measure(args: argparse.Namespace) -> dict:
     tokenizer = TextTokenizer(Path(args.tokenizer), args.max_length)
-    chunking = {"max_tokens": args.max_tokens, "overlap": args.overlap, "boundary": args.boundary}
+    chunking = {"max_tokens": args.max_tokens, "overlap": args.overlap, "boundary": args.boundary, "late": args.late}
     plan = Chunking(args.max_tokens, args.overlap, args.boundary)
     # Two disjoint sets: neither phase's chunks are the other's.
     chunked_docs = documents(args.documents, args.tokens, args.seed)
@@ -88,13 +92,11 @@ def measure(args: argparse.Namespace) -> dict:
     # The chunks' own tokens: the server cuts the chunked phase's documents with the same code.
     chunked_tokens = sum(chunk.tokens for mine in cut_up(chunked_docs) for chunk in mine)
     input_tokens = sum(chunk.tokens for mine in cut for chunk in mine)
-    chunk_bodies = [{"model_name": args.model, "text": [doc], "chunking": chunking} for doc in chunked_docs]
-    input_bodies = [
-        {"model_name": args.model, "text": [doc[c.start : c.end] for c in mine]} for doc, mine in zip(input_docs, cut)
-    ]
+    chunk_bodies = [{"model": args.model, "input": [doc], "chunking": chunking} for doc in chunked_docs]
+    input_bodies = [{"model": args.model, "input": [doc[c.start : c.end] for c in mine]} for doc, mine in zip(input_docs, cut)]
     # A warm-up of other documents (the model's first runs, the connections).
     warm = documents(args.concurrency, args.tokens, args.seed + 2_000_003)
-    asyncio.run(_phase(args.url, [{"model_name": args.model, "text": [d], "chunking": chunking} for d in warm],
+    asyncio.run(_phase(args.url, [{"model": args.model, "input": [d], "chunking": chunking} for d in warm],
                        args.concurrency))
     # Each phase twice on half of its documents, in the order A B B A: a machine whose speed
     # drifts during the run weighs on both alike.
@@ -106,7 +108,7 @@ def measure(args: argparse.Namespace) -> dict:
     totals: dict[str, dict] = {}
     for name, bodies in runs:
         result = asyncio.run(_phase(args.url, bodies, args.concurrency))
-        total = totals.setdefault(name, {"seconds": 0.0, "cached_inputs": 0, "failed": 0})
+        total = totals.setdefault(name, {"seconds": 0.0, "cached_inputs": 0, "failed": 0, "model_tokens": 0})
         for key, value in result.items():
             total[key] = round(total[key] + value, 3)
     chunked, inputs = totals["chunked"], totals["inputs"]
@@ -135,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--boundary", choices=("token", "whitespace", "sentence"), default="sentence")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--late", action="store_true", help="late chunks (a server with EMBEDGATE_LATE_CHUNKING)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     print_json(measure(args), args.json)

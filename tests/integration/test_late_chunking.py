@@ -3,13 +3,19 @@ EMBEDGATE_LATE_CHUNKING): each chunk's vector against the library itself, the mo
 embeddings (``encode(..., output_value="token_embeddings")``, or its forward on a window's
 ids for a text longer than the model's window) averaged over the chunk's tokens, then the
 model's modules after its Pooling; with prompts, a prompt left out of pooling, dimensions,
-OpenAI's client and a batch job's line; refused, saying why, for a CLS model."""
+OpenAI's client and a batch job's line; refused, saying why, for a CLS model; the docs
+page's examples with MiniLM."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import random
+import re
+import shlex
 import uuid
+from pathlib import Path
 
 import numpy as np
 import openai
@@ -19,7 +25,7 @@ import torch
 from tests import prompt_models, tiny_models
 from tests.helpers import cosine_rows
 
-from .conftest import models_loaded, run_batch, start_gateway, wait_ready
+from .conftest import MINILM, models_loaded, run_batch, start_gateway, wait_ready
 
 DENSE, LEFT_OUT, CLS = "org/late-dense", "org/late-left-out", "org/late-cls"
 
@@ -182,3 +188,33 @@ def test_a_cls_model_is_refused_saying_why_and_plain_chunks_still_serve(late_gat
     published = sorted(path.name for path in server.repository.iterdir() if path.name.startswith("org--late"))
     assert published == ["org--late-cls", "org--late-dense", "org--late-dense---late", "org--late-left-out",
                          "org--late-left-out---late"]
+
+
+def test_the_docs_pages_examples_run_as_written(late_gateway, minilm):
+    """docs/late-chunking.md's curl and Python examples, with MiniLM (converted here with its
+    late-chunking graph), each chunk against the library: the Python one's text is several
+    of MiniLM's windows long."""
+    server, _ = late_gateway
+    page = (Path(__file__).resolve().parents[2] / "docs" / "late-chunking.md").read_text()
+    (curl,) = re.findall(r"```bash\n(curl .*?)\n```", page, re.S)
+    arguments = shlex.split(curl.replace("\\\n", " "))
+    body = json.loads(arguments[arguments.index("-d") + 1])
+    with server.client(timeout=600) as http:
+        assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
+        try:
+            response = http.post("/" + arguments[2].split("/", 1)[1], json=body)
+            assert response.status_code == 200, response.text
+            data = response.json()["data"]
+            (text,) = body["input"]
+            assert len(data) == 3 and text[data[1]["start"] : data[1]["end"]] == "It was built for the 1889 World Fair."
+            expected, _ = reference(minilm, text, "", data)
+            assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
+
+            (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(python.replace("http://localhost:8000", server.url), {})  # noqa: S102 - the page's own example
+            lines = [line.split() for line in printed.getvalue().splitlines()]
+            assert len(lines) > 10 and all(line[0] == "0" and int(line[3]) <= 64 and line[4] == "384" for line in lines)
+        finally:
+            assert http.post("/delete_model", json={"model_name": MINILM}).status_code == 200

@@ -121,8 +121,11 @@ class DenseConverter(LibraryKind):
             return None
         return DenseInfo(prompt_exclusion=exclusion, late_chunking=chunking, late_chunking_refusal=refusal)
 
-    def _late(self, route: Route, exported: Exported, sentences: list[str], model) -> tuple[LateChunking | None, str | None]:
-        """The late-chunking graph of the first route, built and checked; or why not."""
+    def _late(
+        self, route: Route, exported: Exported, sentences: list[str], model
+    ) -> tuple[LateChunking | None, str | None]:
+        """The late-chunking graph of the first route, built and checked; or why not (the
+        model is served without it: its own graph passed)."""
         if self.spec.variant is not None:
             return None, f"late chunking runs the model itself, not its '@{self.spec.variant}' variant"
         reason = late.refusal(route.modules, routed=bool(route.name))
@@ -135,9 +138,10 @@ class DenseConverter(LibraryKind):
                 model, exported.zero_token_types, exported.example, self.late_dir, exported.token_ids, sentences,
                 self.spec.parity_threshold,
             )
-        except ConversionError as error:
-            self.step(f"no late-chunking graph: {error}")
-            return None, str(error)
+        except (ConversionError, RuntimeError, ValueError) as error:  # onnxruntime's failures are RuntimeErrors
+            reason = str(error) if isinstance(error, ConversionError) else f"its export failed: {error}"
+            self.step(f"no late-chunking graph: {reason}")
+            return None, reason
         self.step(f"late-chunking parity passed: min cosine {result.parity.min_cosine:.6f}")
         return result, None
 
