@@ -190,31 +190,52 @@ def test_a_cls_model_is_refused_saying_why_and_plain_chunks_still_serve(late_gat
                          "org--late-left-out---late"]
 
 
-def test_the_docs_pages_examples_run_as_written(late_gateway, minilm):
-    """docs/late-chunking.md's curl and Python examples, with MiniLM (converted here with its
-    late-chunking graph), each chunk against the library: the Python one's text is several
-    of MiniLM's windows long."""
+@pytest.fixture(scope="module")
+def minilm_late(late_gateway):
+    """MiniLM in the late gateway (converted here with its late-chunking graph), deleted after."""
     server, _ = late_gateway
+    with server.client(timeout=600) as http:
+        assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
+        yield server
+        assert http.post("/delete_model", json={"model_name": MINILM}).status_code == 200
+
+
+def test_the_docs_pages_examples_run_as_written(minilm_late, minilm):
+    """docs/late-chunking.md's curl and Python examples with MiniLM, each chunk against the
+    library: the Python one's text is several of MiniLM's windows long."""
+    server = minilm_late
     page = (Path(__file__).resolve().parents[2] / "docs" / "late-chunking.md").read_text()
     (curl,) = re.findall(r"```bash\n(curl .*?)\n```", page, re.S)
     arguments = shlex.split(curl.replace("\\\n", " "))
     body = json.loads(arguments[arguments.index("-d") + 1])
-    with server.client(timeout=600) as http:
-        assert http.post("/load_sentence_transformer_model", json={"model_name": MINILM}).status_code == 200
-        try:
-            response = http.post("/" + arguments[2].split("/", 1)[1], json=body)
-            assert response.status_code == 200, response.text
-            data = response.json()["data"]
-            (text,) = body["input"]
-            assert len(data) == 3 and text[data[1]["start"] : data[1]["end"]] == "It was built for the 1889 World Fair."
-            expected, _ = reference(minilm, text, "", data)
-            assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
+    with server.client(timeout=60) as http:
+        response = http.post("/" + arguments[2].split("/", 1)[1], json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    (text,) = body["input"]
+    assert len(data) == 3 and text[data[1]["start"] : data[1]["end"]] == "It was built for the 1889 World Fair."
+    expected, _ = reference(minilm, text, "", data)
+    assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
 
-            (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
-                exec(python.replace("http://localhost:8000", server.url), {})  # noqa: S102 - the page's own example
-            lines = [line.split() for line in printed.getvalue().splitlines()]
-            assert len(lines) > 10 and all(line[0] == "0" and int(line[3]) <= 64 and line[4] == "384" for line in lines)
-        finally:
-            assert http.post("/delete_model", json={"model_name": MINILM}).status_code == 200
+    (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(python.replace("http://localhost:8000", server.url), {})  # noqa: S102 - the page's own example
+    lines = [line.split() for line in printed.getvalue().splitlines()]
+    assert len(lines) > 10 and all(line[0] == "0" and int(line[3]) <= 64 and line[4] == "384" for line in lines)
+
+
+def test_the_benchmark_runs_late_chunks(minilm_late, minilm_path):
+    """bench/chunked_documents.py --late, briefly: every request answered, none from the cache,
+    the model's tokens read from usage."""
+    from embedgate.bench.chunked_documents import main
+
+    report = minilm_late.repository.parent / "late-bench.json"
+    main(["--url", minilm_late.url, "--model", MINILM, "--tokenizer", f"{minilm_path}/tokenizer.json",
+          "--documents", "4", "--tokens", "600", "--max-tokens", "64", "--concurrency", "2", "--late",
+          "--json", str(report)])
+    result = json.loads(report.read_text())
+    for phase in ("chunked", "as_inputs"):
+        assert result[phase]["failed"] == 0 and result[phase]["cached_inputs"] == 0
+        assert result[phase]["model_tokens"] > 4 * 600
+    assert result["config"]["late"] and result["chunks_per_document"] > 9
