@@ -68,3 +68,28 @@ def python_path(*first) -> str:
     (an environment that points ``embedgate`` at a checkout keeps it in its children)."""
     inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     return os.pathsep.join([*map(str, first), *inherited])
+
+
+def page_curl(page: str) -> tuple[str, dict]:
+    """A docs page's one curl example: the path it posts to and its JSON body."""
+    import json
+    import re
+    import shlex
+
+    (curl,) = re.findall(r"```bash\n(curl .*?)\n```", page, re.S)
+    arguments = shlex.split(curl.replace("\\\n", " "))
+    return "/" + arguments[2].split("/", 1)[1], json.loads(arguments[arguments.index("-d") + 1])
+
+
+def page_python_lines(page: str, url: str) -> list[list[str]]:
+    """A docs page's one Python example, run against ``url`` (for localhost:8000): the words
+    of each line it prints."""
+    import contextlib
+    import io
+    import re
+
+    (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(python.replace("http://localhost:8000", url), {})  # noqa: S102 - the page's own example
+    return [line.split() for line in printed.getvalue().splitlines()]

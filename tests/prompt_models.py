@@ -15,7 +15,11 @@ DEFAULT_PROMPT_NAME = "query"
 def prompts_model(directory: Path, seed: int = 0) -> Path:
     """tiny_models.dense_model, its config_sentence_transformers.json given PROMPTS and
     DEFAULT_PROMPT_NAME (as a model on the hub carries them)."""
-    tiny_models.dense_model(directory, seed=seed)
+    return _with_prompts(tiny_models.dense_model(directory, seed=seed))
+
+
+def _with_prompts(directory: Path) -> Path:
+    """A saved model's config_sentence_transformers.json given PROMPTS and DEFAULT_PROMPT_NAME."""
     config_file = directory / "config_sentence_transformers.json"
     config = json.loads(config_file.read_text())
     config["prompts"] = dict(PROMPTS)
@@ -43,10 +47,4 @@ def prompts_left_out_model(directory: Path, pooling: str = "mean", seed: int = 0
 def prompts_dense_model(directory: Path, seed: int = 0) -> Path:
     """tiny_models.bert_dense_model (mean pooling, then Dense and Normalize) with PROMPTS and
     DEFAULT_PROMPT_NAME."""
-    tiny_models.bert_dense_model(directory, seed=seed)
-    config_file = directory / "config_sentence_transformers.json"
-    config = json.loads(config_file.read_text())
-    config["prompts"] = dict(PROMPTS)
-    config["default_prompt_name"] = DEFAULT_PROMPT_NAME
-    config_file.write_text(json.dumps(config, indent=2))
-    return directory
+    return _with_prompts(tiny_models.bert_dense_model(directory, seed=seed))

@@ -6,11 +6,7 @@ lines; the bounds refused saying which."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import re
-import shlex
 import uuid
 from pathlib import Path
 
@@ -18,7 +14,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, page_curl, page_python_lines
 
 from .conftest import MINILM, run_batch
 
@@ -147,10 +143,8 @@ def test_the_bounds_are_refused_saying_which(http, minilm_loaded):
 def test_the_docs_pages_examples_run_as_written(gateway, http, minilm_loaded, minilm):
     """docs/chunking.md's curl and Python examples, against this gateway."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "chunking.md").read_text()
-    (curl,) = re.findall(r"```bash\n(curl .*?)\n```", page, re.S)
-    arguments = shlex.split(curl.replace("\\\n", " "))
-    body = json.loads(arguments[arguments.index("-d") + 1])
-    response = http.post("/" + arguments[2].split("/", 1)[1], json=body)
+    path, body = page_curl(page)
+    response = http.post(path, json=body)
     assert response.status_code == 200, response.text
     assert int(response.headers["x-cached-inputs"]) == 0  # the page's text is sent nowhere else
     (chunks,) = response.json()["text_chunks"]
@@ -159,9 +153,5 @@ def test_the_docs_pages_examples_run_as_written(gateway, http, minilm_loaded, mi
     parts = [text[chunk["start"] : chunk["end"]] for chunk in chunks]
     assert cosine_rows([chunk["embedding"] for chunk in chunks], minilm.encode(parts)).min() >= 0.9999
 
-    (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(python.replace("http://localhost:8000", gateway.url), {})  # noqa: S102 - the page's own example
-    lines = [line.split() for line in printed.getvalue().splitlines()]
+    lines = page_python_lines(page, gateway.url)
     assert len(lines) > 1 and all(line[0] == "0" and int(line[3]) <= 128 and line[4] == "384" for line in lines)

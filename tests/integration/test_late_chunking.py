@@ -8,12 +8,8 @@ page's examples with MiniLM."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import random
-import re
-import shlex
 import uuid
 from pathlib import Path
 
@@ -23,7 +19,7 @@ import pytest
 import torch
 
 from tests import prompt_models, tiny_models
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, page_curl, page_python_lines
 
 from .conftest import MINILM, models_loaded, run_batch, start_gateway, wait_ready
 
@@ -205,11 +201,9 @@ def test_the_docs_pages_examples_run_as_written(minilm_late, minilm):
     library: the Python one's text is several of MiniLM's windows long."""
     server = minilm_late
     page = (Path(__file__).resolve().parents[2] / "docs" / "late-chunking.md").read_text()
-    (curl,) = re.findall(r"```bash\n(curl .*?)\n```", page, re.S)
-    arguments = shlex.split(curl.replace("\\\n", " "))
-    body = json.loads(arguments[arguments.index("-d") + 1])
+    path, body = page_curl(page)
     with server.client(timeout=60) as http:
-        response = http.post("/" + arguments[2].split("/", 1)[1], json=body)
+        response = http.post(path, json=body)
     assert response.status_code == 200, response.text
     data = response.json()["data"]
     (text,) = body["input"]
@@ -217,11 +211,7 @@ def test_the_docs_pages_examples_run_as_written(minilm_late, minilm):
     expected, _ = reference(minilm, text, "", data)
     assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
 
-    (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(python.replace("http://localhost:8000", server.url), {})  # noqa: S102 - the page's own example
-    lines = [line.split() for line in printed.getvalue().splitlines()]
+    lines = page_python_lines(page, server.url)
     assert len(lines) > 10 and all(line[0] == "0" and int(line[3]) <= 64 and line[4] == "384" for line in lines)
 
 
