@@ -17,8 +17,8 @@ from embedgate.contract.preprocess.text import TextTokenizer
 
 from ..errors import EmbedgateError, InvalidOption
 from .requests.asks import Ask, Output, Plan, Run
-from .requests.chunking import chunk_texts
-from .requests.late_chunking import LateLayout, Row, late_layout
+from .requests.chunking import Chunking, chunk_texts
+from .requests.late_chunking import LateLayout, batches, late_layout
 from .requests.results import Embeddings
 from .requests.served import ServedModel
 from .scheduling.threads import OffLoopThreads
@@ -65,30 +65,39 @@ async def expanded(pool: OffLoopThreads, model: ServedModel, plan: Plan, max_chu
     return Plan([dataclasses.replace(run, inputs=inputs)], finish)
 
 
-async def laid_out(pool: OffLoopThreads, model: ServedModel, plan: Plan, max_chunks: int) -> tuple[list[str], LateLayout]:
-    """A plan of late chunks: its texts, and their rows through the late-chunking graph."""
+def _laid_out(
+    tokenizer, texts: list[str], chunking: Chunking, prefix: str, max_length: int, max_chunks: int, max_rows: int
+) -> tuple[LateLayout, list[tuple[list[int], dict[str, np.ndarray]]]]:
+    """The texts' rows and their calls (in the pool: tokenizing, cutting and the inputs alike)."""
+    layout = late_layout(tokenizer, texts, chunking, prefix, max_length, max_chunks)
+    return layout, batches(layout, max_rows)
+
+
+async def laid_out(
+    pool: OffLoopThreads, model: ServedModel, plan: Plan, max_chunks: int
+) -> tuple[list[str], LateLayout, list[tuple[list[int], dict[str, np.ndarray]]]]:
+    """A plan of late chunks: its texts, their rows through the late-chunking graph, and the
+    rows' calls (at most ``max_batch_size`` rows each, with their inputs), made in the pool."""
     (run,) = plan.runs
     texts, prefix, _ = chunk_source(run)
     assert plan.chunking is not None
-    layout = await pool.run(
-        late_layout, run.route.tokenizer, texts, plan.chunking, prefix, model.metadata.max_seq_length, max_chunks
+    layout, calls = await pool.run(
+        _laid_out, run.route.tokenizer, texts, plan.chunking, prefix, model.metadata.max_seq_length, max_chunks,
+        model.metadata.max_batch_size,
     )
-    return texts, layout
+    return texts, layout, calls
 
 
 async def late_answer(
-    plan: Plan, layout: LateLayout, send: Callable[[list[list[Row]]], Awaitable[list[np.ndarray]]], max_rows: int,
-    began: float,
+    plan: Plan, layout: LateLayout, calls: list[tuple[list[int], dict[str, np.ndarray]]],
+    send: Callable[[list[dict[str, np.ndarray]]], Awaitable[list[np.ndarray]]], began: float,
 ) -> Embeddings:
-    """The answer of a plan of late chunks: its rows, shortest first, sent in slices of at
-    most ``max_rows`` (``send``: each slice's outputs), each chunk's vector taken from its
-    row's, then the plan's finish (unit length, dimensions, precision). Its usage counts each
-    row's tokens once."""
-    order = sorted(range(len(layout.rows)), key=lambda row: len(layout.rows[row].ids))
-    slices = [order[start : start + max_rows] for start in range(0, len(order), max_rows)]
+    """The answer of a plan of late chunks: its rows' ``calls`` sent (``send``: each call's
+    output), each chunk's vector taken from its row's, then the plan's finish (unit length,
+    dimensions, precision). Its usage counts each row's tokens once."""
     outputs: list[np.ndarray] = [np.empty(0)] * len(layout.rows)
     sent = time.perf_counter()
-    for rows, output in zip(slices, await send([[layout.rows[row] for row in rows] for rows in slices])):
+    for (rows, _), output in zip(calls, await send([inputs for _, inputs in calls])):
         for row, values in zip(rows, output):
             outputs[row] = values
     result = Embeddings(

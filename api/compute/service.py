@@ -31,7 +31,7 @@ import numpy as np
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
 from embedgate.contract.spec import CHUNK_EMBEDDINGS
 
-from ..errors import DeadlineExceeded, EmbedgateError, InvalidImage
+from ..errors import DeadlineExceeded
 from ..settings import Settings
 from .backend.base import Backend
 from .cache import ResponseCache, answer_from_cache
@@ -39,7 +39,6 @@ from .bulk_lane import BulkLane, text_length
 from .document_chunks import chunked_plan, expanded, laid_out, late_answer
 from .images.loader import ImageLoader
 from .requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput, prefixed
-from .requests.late_chunking import Row, tensors
 from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
 from .requests.served import ServedModel
@@ -131,18 +130,17 @@ class EmbeddingService(BulkLane):
         """A plan of late chunks: its texts laid out as rows in the pool (charged for the
         tokens they run), the rows through the model's late-chunking graph in slices."""
         part = model.kind.late_part(model.name, model.triton_name)
-        texts = plan.runs[0].inputs
-        with self.backlogs.admitted(model, part, lambda: items_cost(texts), timeout_s, MIN_READ_COST):
+        inputs = plan.runs[0].inputs
+        with self.backlogs.admitted(model, part, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
             began = time.perf_counter()
-            texts, layout = await laid_out(self._pool, model, plan, self.settings.max_chunks_per_request)
+            texts, layout, calls = await laid_out(self._pool, model, plan, self.settings.max_chunks_per_request)
+            # Charged for its texts when it came in; its rows' tokens (windows overlap): charged now.
             self.rates.charge_more(layout.tokens - items_cost(texts))
 
-            def send(rows: list[Row]) -> Awaitable[np.ndarray]:
-                return self.backend.infer(model, part, tensors(rows), CHUNK_EMBEDDINGS, timeout_s=timeout_s)
+            def send(tensors: dict[str, np.ndarray]) -> Awaitable[np.ndarray]:
+                return self.backend.infer(model, part, tensors, CHUNK_EMBEDDINGS, timeout_s=timeout_s)
 
-            return await late_answer(
-                plan, layout, lambda slices: self._bounded(send, slices), model.metadata.max_batch_size, began
-            )
+            return await late_answer(plan, layout, calls, lambda each: self._bounded(send, each), began)
 
     async def _run(
         self, model: ServedModel, route: Route, inputs: list[Any], timeout_s: float, prefix: str = ""

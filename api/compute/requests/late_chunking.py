@@ -67,6 +67,14 @@ class LateLayout:
         return np.stack([outputs[row][place] for row, place in self.places]).astype(np.float32, copy=False)
 
 
+def batches(layout: LateLayout, max_rows: int) -> list[tuple[list[int], dict[str, np.ndarray]]]:
+    """The layout's rows, shortest first, in calls of at most ``max_rows``: each call's rows
+    (their indices) and its inputs."""
+    order = sorted(range(len(layout.rows)), key=lambda row: len(layout.rows[row].ids))
+    calls = [order[start : start + max_rows] for start in range(0, len(order), max_rows)]
+    return [(call, tensors([layout.rows[row] for row in call])) for call in calls]
+
+
 def tensors(rows: list[Row]) -> dict[str, np.ndarray]:
     """The graph's inputs for ``rows``, right-padded with 0 to the longest."""
     width = max(len(row.ids) for row in rows)
@@ -129,7 +137,7 @@ def late_layout(
         for (a, b), window in zip(token_spans, owners):
             places.append((base + window, len(held[window])))
             held[window].append((len(head) + a - starts[window], len(head) + b - starts[window]))
-        rows.extend(Row(head + body[start : start + capacity] + tail, mine) for start, mine in zip(starts, held))
+        rows.extend(Row(head + body[start : start + capacity] + tail, pooled) for start, pooled in zip(starts, held))
     return LateLayout(chunks, rows, places)
 
 
