@@ -180,6 +180,9 @@ def test_a_cls_model_is_refused_saying_why_and_plain_chunks_still_serve(late_gat
         error = refused.json()["error"]
         assert "no late chunking: its pooling is 'cls', not the mean of the tokens" in error["message"]
         assert http.post("/infer", json={"model_name": CLS, "text": ["a b"], "chunking": {"max_tokens": 8}}).status_code == 200
+        listed = {model["model_name"]: model for model in http.get("/loaded_models").json()["models"]}
+    assert listed[DENSE]["late_chunking"] and listed[DENSE]["late_chunking_refusal"] is None
+    assert not listed[CLS]["late_chunking"] and "not the mean" in listed[CLS]["late_chunking_refusal"]
     # A mean-pooled model is two Triton models (its graph and its late-chunking graph); the CLS model, one.
     published = sorted(path.name for path in server.repository.iterdir() if path.name.startswith("org--late"))
     assert published == ["org--late-cls", "org--late-dense", "org--late-dense---late", "org--late-left-out",

@@ -40,7 +40,19 @@ class DenseKind(ServedKind):
     title = "a sentence-transformer (dense text embeddings)"
     outputs = frozenset({Output.EMBED})
     text_output = Output.EMBED
-    listing_fields = {"precisions": PRECISIONS_FIELD}
+    listing_fields = {
+        "precisions": PRECISIONS_FIELD,
+        "late_chunking": (
+            bool | None,
+            Field(None, description="Dense embeddings: whether requests may ask for late chunks (the model's "
+                  "late-chunking graph is loaded beside it)."),
+        ),
+        "late_chunking_refusal": (
+            str | None,
+            Field(None, description="Why the model has no late-chunking graph, where it was converted with "
+                  "EMBEDGATE_LATE_CHUNKING (its pooling is not a mean, ...)."),
+        ),
+    }
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         """The model's graph, and its late-chunking graph where it has one."""
@@ -93,7 +105,12 @@ class DenseKind(ServedKind):
         return dense_plan(model, ask, prompt_apart=self._prompt_exclusion() is not None)
 
     def listing(self) -> dict[str, Any]:
-        return {"precisions": list(available(self.metadata.calibration))}
+        dense = self.metadata.record_of(DenseInfo)
+        return {
+            "precisions": list(available(self.metadata.calibration)),
+            "late_chunking": dense is not None and dense.late_chunking is not None,
+            "late_chunking_refusal": dense.late_chunking_refusal if dense is not None else None,
+        }
 
     def _prompt_exclusion(self) -> PromptExclusion | None:
         dense = self.metadata.record_of(DenseInfo)
