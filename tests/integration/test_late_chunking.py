@@ -50,9 +50,10 @@ def libraries(late_gateway):
     return {name: SentenceTransformer(str(path), device="cpu") for name, path in late_gateway[1].items()}
 
 
-def document(words: int) -> str:
-    """A text of the tiny models' own words the server has not seen (a fresh order)."""
-    pick = random.Random(uuid.uuid4().int)
+def document(words: int, seed: int | None = None) -> str:
+    """A text of the tiny models' own words the server has not seen (a fresh order; ``seed``:
+    a given one)."""
+    pick = random.Random(uuid.uuid4().int if seed is None else seed)
     return " ".join(pick.choice(tiny_models.WORDS) for _ in range(words)) + "."
 
 
@@ -88,7 +89,7 @@ def reference(library, text: str, prompt: str, chunks: list[dict]) -> tuple[np.n
     head, body, tail = ids[: own[0]], ids[own[0] : own[-1] + 1], ids[own[-1] + 1 :]
     spans = []
     for chunk in chunks:
-        inside = [i - own[0] for i in own if offsets[i][0] - len(prompt) >= chunk["start"] - 1
+        inside = [i - own[0] for i in own if max(0, offsets[i][0] - len(prompt)) >= chunk["start"]
                   and offsets[i][1] - len(prompt) <= chunk["end"]]
         assert len(inside) == chunk["tokens"] and inside == list(range(inside[0], inside[-1] + 1))
         spans.append((inside[0], inside[-1] + 1))
@@ -134,20 +135,30 @@ def test_late_chunks_are_the_librarys_token_vectors_pooled_over_each_chunk(late_
     assert cosine_rows(late_vectors, plain_vectors).max() < 0.999
 
 
+# A text whose last chunk is its last token alone, after a token of one character.
+LAST_TOKEN_ALONE = (
+    "text movie of brown awesome lazy is that of fell at it and in world model embedding food a that the hello is "
+    "man the as dog over query fell stocks man the an by in server lazy world a."
+)
+
+
 def test_dimensions_and_a_named_prompt_apply_to_each_late_chunk(late_gateway, libraries):
     server, _ = late_gateway
-    text = document(40)
-    body = {"model": DENSE, "input": [text], "input_type": "passage", "dimensions": 8,
+    texts = [document(40), LAST_TOKEN_ALONE]
+    body = {"model": DENSE, "input": texts, "input_type": "passage", "dimensions": 8,
             "chunking": {"max_tokens": 10, "late": True}}
     with server.client(timeout=60) as http:
         response = http.post("/v1/embeddings", json=body)
     assert response.status_code == 200, response.text
-    chunks = response.json()["data"]
-    full = reference(libraries[DENSE], text, prompt_models.PROMPTS["passage"], chunks)[0][:, :8]
-    vectors = np.array([chunk["embedding"] for chunk in chunks])
-    assert vectors.shape[1] == 8
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert cosine_rows(vectors, full).min() >= 0.9999
+    data = response.json()["data"]
+    assert data[-1]["tokens"] == 1 and LAST_TOKEN_ALONE[data[-1]["start"] : data[-1]["end"]] == "."
+    for index, text in enumerate(texts):
+        chunks = [item for item in data if item["input_index"] == index]
+        full = reference(libraries[DENSE], text, prompt_models.PROMPTS["passage"], chunks)[0][:, :8]
+        vectors = np.array([chunk["embedding"] for chunk in chunks])
+        assert vectors.shape[1] == 8
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        assert cosine_rows(vectors, full).min() >= 0.9999
 
 
 def test_openai_client_and_a_bulk_line_get_the_same_late_chunks(late_gateway, libraries):
