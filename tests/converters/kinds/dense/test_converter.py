@@ -12,6 +12,7 @@ import pytest
 from google.protobuf import json_format
 from tokenizers import Tokenizer
 
+from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.repository.publish import STAGING_DIR
 from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
 from embedgate.converters.triton_config import parse
@@ -46,6 +47,8 @@ def test_layout(published):
         "config.pbtxt", "metadata.json", "tokenizer/tokenizer.json", "1/model.onnx", "1/model.packed.onnx", "1/model.py"
     } <= set(files)
     assert not (published.parent / STAGING_DIR).exists()
+    # Converted without late_chunking: no late-chunking graph beside it (tests/converters/kinds/dense/test_late.py).
+    assert sorted(path.name for path in published.parent.iterdir() if not path.name.startswith(".")) == ["minilm"]
 
 
 def test_metadata(published):
@@ -63,6 +66,7 @@ def test_metadata(published):
     assert metadata.parity.passed and metadata.parity.min_cosine >= metadata.parity.threshold == 0.9999
     assert metadata.parity.sentences >= 10
     assert metadata.conversion_seconds > 0
+    assert metadata.record_of(DenseInfo) is None  # no prompts left out, no late chunking asked for
     assert datetime.fromisoformat(metadata.created_at).utcoffset().total_seconds() == 0
 
 

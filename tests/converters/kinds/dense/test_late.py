@@ -82,12 +82,6 @@ def test_a_cls_model_has_no_graph_and_says_why(tmp_path):
     assert (repository / "org--cls" / "config.pbtxt").exists()
 
 
-def test_without_the_option_no_graph_and_no_record(tmp_path):
-    _, metadata, repository = _convert(tmp_path, tiny_models.dense_model, "plain", late_chunking=False)
-    assert metadata.record_of(DenseInfo) is None
-    assert not (repository / late_part_name("org--plain")).exists()
-
-
 def test_check_spans_are_edges_and_overlapping_thirds_in_order():
     assert late.spans_of(11) == [(1, 2), (1, 5), (4, 8), (7, 10), (9, 10)]
     assert late.spans_of(2) == [(0, 1), (0, 2), (1, 2)]
