@@ -38,10 +38,11 @@ serve: $(STAMP)
 # every test: unit, integration (the real tritonserver) and the OpenAPI contract, in two
 # processes that each take whole files (a file's module fixtures built once) in the order
 # tests/conftest.py gives them (not xdist's own, most tests first): on 2 cores about half
-# the time of one process (docs/development.md has the figures).
+# the time of one process (docs/development.md has the figures). The 25 slowest tests are
+# listed at the end: where the suite's time goes.
 TEST_PROCESSES ?= 2
 test: docs
-	$(RUN) $(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
+	$(RUN) $(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
