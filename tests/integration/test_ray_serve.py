@@ -256,9 +256,10 @@ def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(
         assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
 
 
-def done_by(app: Deployment, batch_id: str) -> dict[int, int]:
-    """Chunks of the batch done so far, by the pid of the gateway that did them."""
-    with sqlite3.connect(app.jobs_dir / "jobs.sqlite3") as store:
+def done_by(app: Deployment, batch_id: str, store_file: Path | None = None) -> dict[int, int]:
+    """Chunks of the batch done so far, by the pid of the gateway that did them (in the
+    coordinator's store, or in ``store_file``)."""
+    with sqlite3.connect(store_file or app.jobs_dir / "jobs.sqlite3") as store:
         rows = store.execute(
             "SELECT owner, COUNT(*) FROM chunks WHERE batch_id = ? AND state = 'done' GROUP BY owner", (batch_id,)
         ).fetchall()
@@ -289,7 +290,16 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
         wait_until(lambda: pids <= set(done_by(ray_app, batch.id)), 600, "every replica to do a chunk", 0.05)
         os.kill(replicas[0]["pid"], signal.SIGKILL)
         assert sum(done_by(ray_app, batch.id).values()) < count // 25, "the batch ended before a replica died"
-        # The coordinator's node is lost: its store goes, and the actor with it.
+        # The copy in the bucket follows each chunk recorded (uploaded after it): once it holds
+        # every replica's chunks, the coordinator's node is lost: its store goes, and the actor with it.
+        copy = ray_app.jobs_dir.parent / "bucket-copy.sqlite3"
+
+        def copied() -> dict[int, int]:
+            (key,) = [key for key in ray_app.bucket.keys() if key.endswith("state/jobs.sqlite3")]
+            ray_app.bucket.client().download_file(ray_app.bucket.name, f"{ray_app.bucket.prefix}/{key}", str(copy))
+            return done_by(ray_app, batch.id, copy)
+
+        wait_until(lambda: pids <= set(copied()), 120, "the bucket's copy to hold every replica's chunks", 0.1)
         (coordinator,) = processes_mentioning("ray::JobCoordinator")
         for path in ray_app.jobs_dir.glob("jobs.sqlite3*"):
             path.unlink()
