@@ -27,6 +27,7 @@ from embedgate.api.errors import InvalidOption, RateLimited
 from embedgate.api.models.registry import ServedModel
 from embedgate.api.settings import Settings
 from embedgate.contract.kinds.dense import DenseInfo, LateChunking
+from embedgate.contract.metadata_parts import VariantInfo
 from embedgate.contract.preprocess.prompted import PromptedText
 from embedgate.contract.preprocess.text import TextTokenizer
 from tests.api.conftest import FakeModel, fake_metadata
@@ -158,6 +159,10 @@ async def test_late_chunks_run_their_rows_through_the_late_graph_each_chunk_from
         plain = ServedModel("p", "p", fake_metadata("p", max_seq_length=32), tokenizer)
         with pytest.raises(InvalidOption, match="converted without its late-chunking graph: .*EMBEDGATE_LATE_CHUNKING"):
             service.plan(plain, ask)
+        int8 = ServedModel("v", "v", fake_metadata("v", max_seq_length=32, variant=VariantInfo(name="int8", onnx_bytes=1)),
+                           tokenizer)
+        with pytest.raises(InvalidOption, match="model 'v' is the '@int8' variant: late chunking runs the model's own"):
+            service.plan(int8, ask)
         refused = DenseInfo(late_chunking_refusal="Its pooling is 'cls', not the mean of the tokens")
         cls = ServedModel("c", "c", fake_metadata("c", max_seq_length=32, record=refused), tokenizer)
         with pytest.raises(InvalidOption, match="model 'c' has no late chunking: its pooling is 'cls'"):

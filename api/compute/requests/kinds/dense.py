@@ -65,6 +65,13 @@ class DenseKind(ServedKind):
         dense = self.metadata.record_of(DenseInfo)
         if dense is not None and dense.late_chunking is not None:
             return late_part_name(triton_name)
+        variant = self.metadata.variant
+        if variant is not None:
+            raise InvalidOption(
+                f"model '{model_name}' is the '@{variant.name}' variant: late chunking runs the model's own float32 "
+                "graph; ask the model itself",
+                "chunking",
+            )
         if dense is not None and dense.late_chunking_refusal is not None:
             why = dense.late_chunking_refusal
             raise InvalidOption(f"model '{model_name}' has no late chunking: {why[0].lower() + why[1:]}", "chunking")
