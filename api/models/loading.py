@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from embedgate.contract.kinds.dense import KIND, DenseInfo
 from embedgate.contract.repository import ModelRepository
 from embedgate.contract.spec import ModelMetadata
 
@@ -138,7 +137,7 @@ class Loading:
             if await converts_again(ref, metadata.made_from, on_source_change, source.get("model_path")):
                 progress.step("converting again: the repository's copy was made from another source")
                 metadata, replace = None, True
-            elif _lacks_late_chunking(self.settings, metadata):
+            elif self.settings.late_chunking and kind_of(metadata).converted_without_late_chunking():
                 progress.step("converting again: late chunking is on, and the repository's copy was converted without it")
                 metadata, replace = None, True
         converted = metadata is None
@@ -255,11 +254,3 @@ class Loading:
                     await asyncio.gather(self.client.unload(part), return_exceptions=True)
             raise failure
 
-
-def _lacks_late_chunking(settings: Settings, metadata: ModelMetadata) -> bool:
-    """Whether a sentence-transformer was converted before the server published late-chunking
-    graphs (neither a graph nor the reason it has none)."""
-    if not settings.late_chunking or metadata.kind != KIND.name or metadata.variant is not None:
-        return False
-    dense = metadata.record_of(DenseInfo)
-    return dense is None or (dense.late_chunking is None and dense.late_chunking_refusal is None)

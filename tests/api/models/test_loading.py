@@ -1,12 +1,12 @@
 """What a load decides before it converts: a sentence-transformer converted before the server
-published late-chunking graphs is converted again (once: a model that cannot have one says
+published late-chunking graphs is converted again (its kind says) (once: a model that cannot have one says
 why, and is not converted again for it); the conversion asks for the graph only of a
 sentence-transformers model without a variant."""
 
 from __future__ import annotations
 
+from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.compute.scheduling.batching import BatchingPolicy
-from embedgate.api.models.loading import _lacks_late_chunking
 from embedgate.api.models.refs import ModelRef
 from embedgate.api.models.specs import conversion_spec
 from embedgate.api.settings import Settings
@@ -16,16 +16,17 @@ from tests.api.conftest import fake_metadata
 
 
 def test_a_model_converted_without_late_chunking_is_converted_again_where_the_server_publishes_it():
-    on, off = Settings(late_chunking=True), Settings()
+    """A sentence-transformer with neither the graph nor the reason it has none (its kind
+    says; the load asks only where EMBEDGATE_LATE_CHUNKING is on)."""
     before = fake_metadata("org/m", kind="sentence_transformer")
-    assert _lacks_late_chunking(on, before) and not _lacks_late_chunking(off, before)
+    assert kind_of(before).converted_without_late_chunking()
     graph = DenseInfo(late_chunking=LateChunking(parity=before.parity))
     refused = DenseInfo(late_chunking_refusal="its pooling is 'cls'")
-    assert not _lacks_late_chunking(on, fake_metadata("org/m", record=graph))
-    assert not _lacks_late_chunking(on, fake_metadata("org/m", record=refused))
-    assert not _lacks_late_chunking(on, fake_metadata("org/m", kind="cross_encoder"))
+    assert not kind_of(fake_metadata("org/m", record=graph)).converted_without_late_chunking()
+    assert not kind_of(fake_metadata("org/m", record=refused)).converted_without_late_chunking()
+    assert not kind_of(fake_metadata("org/m", kind="cross_encoder")).converted_without_late_chunking()
     int8 = VariantInfo(name="int8", onnx_bytes=1)
-    assert not _lacks_late_chunking(on, fake_metadata("org/m@int8", variant=int8))
+    assert not kind_of(fake_metadata("org/m@int8", variant=int8)).converted_without_late_chunking()
 
 
 def test_the_conversion_asks_for_the_graph_of_sentence_transformers_models_only(tmp_path):

@@ -156,6 +156,11 @@ class ServedKind:
             "chunking",
         )
 
+    def converted_without_late_chunking(self) -> bool:
+        """Whether a server that publishes late-chunking graphs would convert this model
+        again for one (a sentence-transformer converted before it did)."""
+        return False
+
     def labels(self) -> list[str]:
         """Each output value's name, where it scores labels (a classifier's)."""
         return [f"LABEL_{index}" for index in range(self.metadata.embedding_dim)]

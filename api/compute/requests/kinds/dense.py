@@ -56,14 +56,11 @@ class DenseKind(ServedKind):
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         """The model's graph, and its late-chunking graph where it has one."""
-        dense = self.metadata.record_of(DenseInfo)
-        if dense is not None and dense.late_chunking is not None:
-            return (triton_name, late_part_name(triton_name))
-        return (triton_name,)
+        return (triton_name, late_part_name(triton_name)) if self._record.late_chunking is not None else (triton_name,)
 
     def late_part(self, model_name: str, triton_name: str) -> str:
-        dense = self.metadata.record_of(DenseInfo)
-        if dense is not None and dense.late_chunking is not None:
+        dense = self._record
+        if dense.late_chunking is not None:
             return late_part_name(triton_name)
         variant = self.metadata.variant
         if variant is not None:
@@ -72,7 +69,7 @@ class DenseKind(ServedKind):
                 "graph; ask the model itself",
                 "chunking",
             )
-        if dense is not None and dense.late_chunking_refusal is not None:
+        if dense.late_chunking_refusal is not None:
             why = dense.late_chunking_refusal
             raise InvalidOption(f"model '{model_name}' has no late chunking: {why[0].lower() + why[1:]}", "chunking")
         raise InvalidOption(
@@ -112,16 +109,24 @@ class DenseKind(ServedKind):
         return dense_plan(model, ask, prompt_apart=self._prompt_exclusion() is not None)
 
     def listing(self) -> dict[str, Any]:
-        dense = self.metadata.record_of(DenseInfo)
         return {
             "precisions": list(available(self.metadata.calibration)),
-            "late_chunking": dense is not None and dense.late_chunking is not None,
-            "late_chunking_refusal": dense.late_chunking_refusal if dense is not None else None,
+            "late_chunking": self._record.late_chunking is not None,
+            "late_chunking_refusal": self._record.late_chunking_refusal,
         }
 
+    def converted_without_late_chunking(self) -> bool:
+        # Neither the graph nor why it has none: converted before the server published them.
+        dense = self._record
+        return self.metadata.variant is None and dense.late_chunking is None and dense.late_chunking_refusal is None
+
+    @property
+    def _record(self) -> DenseInfo:
+        """Its record (an empty one for a model converted before it had any to keep)."""
+        return self.metadata.record_of(DenseInfo) or DenseInfo()
+
     def _prompt_exclusion(self) -> PromptExclusion | None:
-        dense = self.metadata.record_of(DenseInfo)
-        return dense.prompt_exclusion if dense is not None else None
+        return self._record.prompt_exclusion
 
 
 def dense_plan(model: Served, ask: Ask, *, prompt_apart: bool = False) -> Plan:
