@@ -108,26 +108,30 @@ class TritonClient:
 
     async def load(self, triton_name: str) -> None:
         """Load a model; ``load_watch`` runs beside it (it may end a Triton whose load hangs)."""
+        await self._watched(triton_name, self._control.load_model(triton_name))
+
+    async def reload(self, triton_name: str) -> None:
+        """Load a loaded model again, whole: new instances (a new stub for each), the old
+        ones retired once the new are ready. A plain load of an unchanged model is a no-op
+        in Triton, so the model's own config goes with it, marked with this reload. Watched
+        as a load is: its new stubs' handshake can hang the same way."""
+        try:
+            config = await self._control.get_model_config(triton_name)
+        except Exception as exc:  # noqa: BLE001
+            raise map_triton_error(exc, triton_name) from None
+        config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
+        await self._watched(triton_name, self._control.load_model(triton_name, config=json.dumps(config)))
+
+    async def _watched(self, triton_name: str, loading: Awaitable[object]) -> None:
         watch = asyncio.create_task(self._load_watch(triton_name)) if self._load_watch else None
         try:
-            await self._control.load_model(triton_name)
+            await loading
         except Exception as exc:  # noqa: BLE001
             raise map_triton_error(exc, triton_name) from None
         finally:
             if watch is not None:
                 watch.cancel()
                 await asyncio.gather(watch, return_exceptions=True)
-
-    async def reload(self, triton_name: str) -> None:
-        """Load a loaded model again, whole: new instances (a new stub for each), the old
-        ones retired once the new are ready. A plain load of an unchanged model is a no-op
-        in Triton, so the model's own config goes with it, marked with this reload."""
-        try:
-            config = await self._control.get_model_config(triton_name)
-            config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
-            await self._control.load_model(triton_name, config=json.dumps(config))
-        except Exception as exc:  # noqa: BLE001
-            raise map_triton_error(exc, triton_name) from None
 
     def abandon(self, triton_name: str, sent_before: float) -> None:
         """The model's process was replaced: the calls sent to the old one before

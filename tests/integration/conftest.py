@@ -69,7 +69,11 @@ class Gateway:
         """Wait until ``pattern`` (text, or a regular expression) is in the log past offset
         ``after``; the offset where it ends."""
         regex = pattern if isinstance(pattern, re.Pattern) else re.compile(re.escape(pattern))
-        found = wait_until(lambda: regex.search(self.log(), after), timeout, f"{regex.pattern!r} in the gateway log")
+        try:
+            found = wait_until(lambda: regex.search(self.log(), after), timeout, f"{regex.pattern!r} in the gateway log")
+        except AssertionError as missing:
+            # What the gateway did instead is what a failure needs.
+            raise AssertionError(f"{missing}; the log since:\n{self.log()[after:][-4000:]}") from None
         return found.end()
 
     def stop(self, timeout: float = 60.0) -> int:

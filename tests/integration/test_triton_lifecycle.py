@@ -58,11 +58,14 @@ async def test_requests_in_flight_when_tritonserver_dies_are_answered_after_its_
 async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answered(gateway, minilm_loaded, minilm):
     """The promise of docs/limits.md: Triton runs on, but the model's own process (its
     Python-backend stub) is killed, and eight steady clients' requests meet the dead
-    process at once. The gateway loads the model again and sends those requests once more:
-    every answer is 200 with its own text's vector, and Triton itself was never restarted.
+    process at once. The gateway loads the model again, once for all of them, and sends
+    those requests once more: every answer is 200 with its own text's vector.
 
     The stub dies between requests: one killed while it holds the lock of the memory it
-    shares with Triton makes tritonserver abort too (the next test kills it under load)."""
+    shares with Triton makes tritonserver abort too (the next test kills it under load).
+    Triton runs on unless the new stub's start-up handshake hangs (a busy 2-core machine
+    does that now and then, see ``api/triton/stalls.py``): that reload is watched as a load
+    is, and ends in a new tritonserver, which loads the model and answers the requests."""
     (triton_pid,) = gateway.children("tritonserver")
     name = MINILM.replace("/", "--")
     (stub,) = model_stubs(triton_pid, name)
@@ -70,12 +73,17 @@ async def test_a_model_whose_process_dies_is_loaded_again_and_its_requests_answe
     log_start = len(gateway.log())
     os.kill(stub, signal.SIGKILL)
     async with steady_clients(gateway.url, "meeting the dead process") as answers:
-        await asyncio.to_thread(gateway.wait_log, "has a new process in Triton", 120, log_start)
-        reloaded = len(answers)
-        await wait_until_async(lambda: len(answers) >= reloaded + 16, 120, "answers after the reload")
+        recovered = await asyncio.to_thread(
+            gateway.wait_log, re.compile("has a new process in Triton|tritonserver restarted in"), 240, log_start
+        )
+        at_recovery = len(answers)
+        await wait_until_async(lambda: len(answers) >= at_recovery + 16, 120, "answers after the reload")
     assert_each_got_its_embedding(answers, minilm)
     log = gateway.log()[log_start:]
     assert log.count(f"model {MINILM} lost its process in Triton") == 1, "loaded again once for all its requests"
+    if "tritonserver restarted in" in gateway.log()[log_start:recovered]:
+        assert f"tritonserver has not finished loading {name}" in log, "Triton restarted only for a reload that hung"
+        return
     assert "was loaded again under a request; sending it again" in log
     assert gateway.children("tritonserver") == [triton_pid]
     (new_stub,) = model_stubs(triton_pid, name)
