@@ -60,6 +60,7 @@ def serve(settings: Settings) -> None:
 
     from .. import collector
     from ..http.app import create_app
+    from ..http.server import uvicorn_options
     from ..workers import primary
     from ..workers.pool import worker_count
 
@@ -73,16 +74,7 @@ def serve(settings: Settings) -> None:
         return
     app = create_app(settings)
     collector.settle()
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
+    uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings.log_level))
 
 
 def _client_options() -> argparse.ArgumentParser:

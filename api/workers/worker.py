@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     from .. import collector
     from ..http.app import create_app
     from ..http.middleware import ServedBy
+    from ..http.server import uvicorn_options
     from .cluster import WorkerCluster
     from .sockets import worker_socket
 
@@ -38,14 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings, cluster=WorkerCluster(settings, args.control, args.index))
     app.add_middleware(ServedBy, header=WORKER_HEADER, value=str(args.index))
     collector.settle()
-    config = uvicorn.Config(
-        app,
-        log_level=settings.log_level,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
+    config = uvicorn.Config(app, **uvicorn_options(settings.log_level))
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -1,0 +1,121 @@
+"""The HTTP server's transport: what a connection writes in one turn of the event loop goes
+to the socket in one write, in order; closing writes what is held first; an abort drops it;
+and a whole server answers requests through it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import pytest_asyncio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+
+from embedgate.api.http.server import HttpProtocol, _OneWritePerTurn, uvicorn_options
+
+
+class FakeTransport:
+    def __init__(self):
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.aborted = False
+        self.extra = {"peername": ("127.0.0.1", 1)}
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = self.closed = True
+
+    def get_extra_info(self, name: str, default=None):
+        return self.extra.get(name, default)
+
+
+async def test_the_writes_of_one_turn_go_out_as_one_in_their_order():
+    real = FakeTransport()
+    held = _OneWritePerTurn(real, asyncio.get_running_loop())
+    held.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    held.write(b"body")
+    assert real.writes == []  # held until the turn ends
+    await asyncio.sleep(0)
+    assert real.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    held.writelines([b"a", b"b"])
+    await asyncio.sleep(0)
+    assert real.writes[1:] == [b"ab"]
+    assert held.get_extra_info("peername") == ("127.0.0.1", 1)  # the rest is the transport's
+
+
+async def test_closing_writes_what_is_held_first_and_an_abort_drops_it():
+    real = FakeTransport()
+    held = _OneWritePerTurn(real, asyncio.get_running_loop())
+    held.write(b"last words")
+    held.close()
+    assert real.writes == [b"last words"] and real.closed
+    await asyncio.sleep(0)  # the turn's flush finds nothing more to write
+    assert real.writes == [b"last words"]
+
+    other = FakeTransport()
+    held = _OneWritePerTurn(other, asyncio.get_running_loop())
+    held.write(b"never sent")
+    held.abort()
+    await asyncio.sleep(0)
+    assert other.writes == [] and other.aborted
+
+
+async def test_what_is_held_when_the_connection_is_lost_is_dropped():
+    real = FakeTransport()
+    held = _OneWritePerTurn(real, asyncio.get_running_loop())
+    held.write(b"too late")
+    real.closed = True  # the client went away before the turn ended
+    await asyncio.sleep(0)
+    assert real.writes == []
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def _streamed():
+    for part in (b"one,", b"two,", b"three"):
+        yield part
+        await asyncio.sleep(0.01)
+
+
+# The server runs in the test's own event loop (fixtures default to the session's).
+@pytest_asyncio.fixture(loop_scope="function")
+async def server():
+    app = Starlette(routes=[
+        Route("/plain", lambda request: PlainTextResponse("x" * 100_000)),
+        Route("/stream", lambda request: StreamingResponse(_streamed())),
+    ])
+    options = {**uvicorn_options("warning"), "loop": "asyncio"}  # the test's own loop runs it
+    config = uvicorn.Config(app, host="127.0.0.1", port=_free_port(), lifespan="off", **options)
+    assert config.http is HttpProtocol
+    running = uvicorn.Server(config)
+    task = asyncio.create_task(running.serve())
+    while not running.started:
+        await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{config.port}"
+    running.should_exit = True
+    await task
+
+
+async def test_a_server_answers_whole_bodies_and_streams_on_one_connection(server):
+    async with httpx.AsyncClient(base_url=server) as client:
+        for _ in range(3):  # keep-alive: answer after answer on the same connection
+            plain = await client.get("/plain")
+            assert plain.status_code == 200 and plain.text == "x" * 100_000
+            streamed = await client.get("/stream")
+            assert streamed.text == "one,two,three"
