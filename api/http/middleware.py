@@ -3,7 +3,10 @@
 - ``RequestLimits``: a body-size cap enforced while the body streams in (not after). (The
   content type is the route's to check, after routing: ``routing.BodyRoute``.)
 - ``CancelOnDisconnect``: on inference paths, a client that goes away cancels its
-  request, so it stops costing tokenization, admission slots and Triton calls.
+  request, so it stops costing tokenization, admission slots and Triton calls. The
+  gateway's own HTTP server (``server.py``) says when a connection is lost
+  (``Disconnects``); under another server (Ray Serve's proxy) a reader task per request
+  waits for ASGI's ``http.disconnect``.
 - ``ServedBy``: a header on every answer naming the process that served it (a Ray Serve
   replica, a gateway worker), for operators and for tests of the whole.
 """
@@ -92,9 +95,34 @@ class _Inbox:
         return self._messages.popleft()
 
 
+# The scope's extension under which the gateway's HTTP server offers a connection's ``Disconnects``.
+DISCONNECTS = "embedgate.disconnects"
+
+
+class Disconnects:
+    """A connection's requests that asked to be told when it is lost: the server calls
+    ``lost`` once, when the client goes away."""
+
+    __slots__ = ("_told",)
+
+    def __init__(self) -> None:
+        self._told: set[Callable[[], None]] = set()
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when the connection is lost; returns what stops that."""
+        self._told.add(callback)
+        return lambda: self._told.discard(callback)
+
+    def lost(self) -> None:
+        told, self._told = self._told, set()
+        for callback in told:
+            callback()
+
+
 class CancelOnDisconnect:
-    """The app runs in the request's own task; a small reader task feeds it the body and
-    cancels that task if the client disconnects first (one extra task per request)."""
+    """The app runs in the request's own task, which is cancelled if the client disconnects
+    first: told by the server where it offers ``Disconnects``, else seen by a small reader
+    task that feeds the app the body (one extra task per request)."""
 
     def __init__(self, app: ASGIApp, paths: Iterable[str], prefixes: tuple[str, ...] = ()):
         self.app = app
@@ -105,6 +133,9 @@ class CancelOnDisconnect:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["path"] not in self.paths and not scope["path"].startswith(self.prefixes)):
             return await self.app(scope, receive, send)
+        disconnects = scope.get("extensions", {}).get(DISCONNECTS)
+        if disconnects is not None:
+            return await self._told(disconnects, scope, receive, send)
         inbox = _Inbox()
         request_task = asyncio.current_task()
         assert request_task is not None
@@ -135,6 +166,30 @@ class CancelOnDisconnect:
                 request_task.uncancel()
         finally:
             pump_task.cancel()
+
+    async def _told(self, disconnects: Disconnects, scope: Scope, receive: Receive, send: Send) -> None:
+        request_task = asyncio.current_task()
+        assert request_task is not None
+        disconnected = False
+
+        def cancel() -> None:
+            nonlocal disconnected
+            disconnected = True
+            request_task.cancel()
+
+        stop_watching = disconnects.watch(cancel)
+        try:
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if not disconnected:
+                raise  # cancelled from outside (the server shutting down)
+            request_task.uncancel()
+            log.info("client disconnected from %s; cancelled its request", scope["path"])
+        else:
+            if disconnected:  # the app swallowed our cancellation: take the request back
+                request_task.uncancel()
+        finally:
+            stop_watching()
 
 
 class ServedBy:

@@ -1,4 +1,5 @@
-"""The HTTP server: uvicorn's httptools protocol, each answer written to its socket once.
+"""The HTTP server: uvicorn's httptools protocol, each answer written to its socket once,
+and a lost connection told to its requests.
 
 An ASGI answer comes as two messages, its status and headers, then its body, and uvicorn
 writes each to the socket as it comes: two ``send`` system calls per answer, and on
@@ -8,6 +9,12 @@ in one turn of the event loop is held and written together at the end of that tu
 small answer's headers and body are sent in the same turn), so an answer costs one call:
 nothing is written later than the turn it was sent in, and the order of the bytes is
 kept. Closing or ending the connection writes what is held first.
+
+A request on an inference path is cancelled when its client goes away
+(``middleware.CancelOnDisconnect``). ASGI says so only to a ``receive`` call waiting for
+``http.disconnect``, which took a task per request (about 29 µs of CPU a request, measured
+in-process); the protocol, which sees the connection lost, tells the requests that asked
+(``middleware.Disconnects``, offered in the scope's extensions).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .middleware import DISCONNECTS, Disconnects
 
 
 class _OneWritePerTurn:
@@ -61,10 +70,21 @@ class _OneWritePerTurn:
 
 
 class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol over a transport that writes once per turn."""
+    """uvicorn's httptools protocol over a transport that writes once per turn, telling
+    the requests that ask (``CancelOnDisconnect``) when their client goes away: no task per
+    request waiting for ASGI's ``http.disconnect``."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.disconnects = Disconnects()
         super().connection_made(_OneWritePerTurn(transport, self.loop))  # type: ignore[arg-type]
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope.setdefault("extensions", {})[DISCONNECTS] = self.disconnects  # type: ignore[typeddict-item]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.disconnects.lost()
 
 
 def uvicorn_options(log_level: str) -> dict[str, Any]:

@@ -1,13 +1,11 @@
-"""Body limits, content types and client disconnects, at the ASGI level."""
-
-import asyncio
+"""Body limits and content types, at the ASGI level (client disconnects: test_disconnects.py)."""
 
 import pytest
 
 from embedgate.api.endpoints.statuses import status_of
 from embedgate.api.errors import BodyTooLarge
 from embedgate.api.http.app import MULTIPART_ALLOWANCE
-from embedgate.api.http.middleware import CancelOnDisconnect, RequestLimits
+from embedgate.api.http.middleware import RequestLimits
 from embedgate.api.settings import Settings
 
 
@@ -99,124 +97,6 @@ def test_a_batch_file_upload_is_held_to_the_file_limit_not_the_request_limit(cli
     assert too_big.status_code == 413 and f"limit of {limit}" in too_big.json()["error"]["message"]
     json_body = client.post("/infer", content=b"x" * 2000, headers={"content-type": "application/json"})
     assert json_body.status_code == 413 and "limit of 1024" in json_body.json()["error"]["message"]
-
-
-def body_then_disconnect(working: asyncio.Event):
-    """A server's ``receive``: the request body, then, once the app is at work, the client
-    leaving."""
-    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await working.wait()
-        return {"type": "http.disconnect"}
-
-    return receive
-
-
-async def test_client_disconnect_cancels_the_request():
-    cancelled = asyncio.Event()
-    working = asyncio.Event()
-
-    async def slow_app(scope, receive, send):
-        await receive()
-        working.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    receive = body_then_disconnect(working)
-
-    scope = {"type": "http", "method": "POST", "path": "/infer"}
-    await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(scope, receive, None), 5)
-    assert cancelled.is_set()
-
-
-async def test_finished_requests_are_not_disturbed():
-    sent = []
-
-    async def app(scope, receive, send):
-        await receive()
-        await send({"type": "http.response.start", "status": 200})
-
-    messages = [{"type": "http.request", "body": b"", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.Event().wait()  # like a server: nothing more until a disconnect
-
-    async def send(message):
-        sent.append(message)
-
-    await CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, send)
-    assert sent == [{"type": "http.response.start", "status": 200}]
-
-
-async def test_a_server_cancelling_the_request_is_not_swallowed():
-    started = asyncio.Event()
-
-    async def app(scope, receive, send):
-        await receive()
-        started.set()
-        await asyncio.sleep(30)
-
-    messages = [{"type": "http.request", "body": b"", "more_body": False}]
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.Event().wait()
-
-    task = asyncio.create_task(CancelOnDisconnect(app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None))
-    await asyncio.wait_for(started.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-
-async def test_a_disconnect_leaves_the_task_usable():
-    """After a disconnect the request's task is not left cancelling: later awaits in it work."""
-
-    working = asyncio.Event()
-
-    async def slow_app(scope, receive, send):
-        await receive()
-        working.set()
-        await asyncio.sleep(30)
-
-    receive = body_then_disconnect(working)
-
-    async def request():
-        await CancelOnDisconnect(slow_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
-        assert asyncio.current_task().cancelling() == 0
-        await asyncio.sleep(0.01)
-        return "went on"
-
-    assert await asyncio.wait_for(request(), 5) == "went on"
-
-
-async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending():
-    working = asyncio.Event()
-
-    async def stubborn_app(scope, receive, send):
-        await receive()
-        working.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            pass  # finishes anyway
-
-    receive = body_then_disconnect(working)
-
-    async def request():
-        await CancelOnDisconnect(stubborn_app, ["/infer"])({"type": "http", "path": "/infer"}, receive, None)
-        return asyncio.current_task().cancelling()
-
-    assert await asyncio.wait_for(request(), 5) == 0
 
 
 def test_openai_routes_get_openai_shaped_refusals(client):

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
+from embedgate.api.http.middleware import DISCONNECTS, CancelOnDisconnect
 from embedgate.api.http.server import HttpProtocol, _OneWritePerTurn, uvicorn_options
 
 
@@ -93,13 +94,45 @@ async def _streamed():
         await asyncio.sleep(0.01)
 
 
+def _either(working, routed):
+    async def app(scope, receive, send):
+        inference = scope["type"] == "http" and scope["path"] == "/infer"
+        await (working if inference else routed)(scope, receive, send)
+
+    return app
+
+
 # The server runs in the test's own event loop (fixtures default to the session's).
+class Working:
+    """An app on an inference path that works until cancelled, saying whether the server
+    offered to tell it of its client leaving."""
+
+    def __init__(self):
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.told: bool | None = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        self.told = DISCONNECTS in scope.get("extensions", {})
+        await receive()
+        self.started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
 @pytest_asyncio.fixture(loop_scope="function")
 async def server():
-    app = Starlette(routes=[
+    working = Working()
+    routed = Starlette(routes=[
         Route("/plain", lambda request: PlainTextResponse("x" * 100_000)),
         Route("/stream", lambda request: StreamingResponse(_streamed())),
     ])
+    app = CancelOnDisconnect(_either(working, routed), ["/infer"])
     options = {**uvicorn_options("warning"), "loop": "asyncio"}  # the test's own loop runs it
     config = uvicorn.Config(app, host="127.0.0.1", port=_free_port(), lifespan="off", **options)
     assert config.http is HttpProtocol
@@ -107,15 +140,28 @@ async def server():
     task = asyncio.create_task(running.serve())
     while not running.started:
         await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{config.port}"
+    yield f"http://127.0.0.1:{config.port}", working
     running.should_exit = True
     await task
 
 
 async def test_a_server_answers_whole_bodies_and_streams_on_one_connection(server):
-    async with httpx.AsyncClient(base_url=server) as client:
+    url, _ = server
+    async with httpx.AsyncClient(base_url=url) as client:
         for _ in range(3):  # keep-alive: answer after answer on the same connection
             plain = await client.get("/plain")
             assert plain.status_code == 200 and plain.text == "x" * 100_000
             streamed = await client.get("/stream")
             assert streamed.text == "one,two,three"
+
+
+async def test_a_client_that_leaves_cancels_its_request_told_by_the_server(server):
+    url, working = server
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /infer HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+    await writer.drain()
+    await asyncio.wait_for(working.started.wait(), 5)
+    writer.close()
+    await asyncio.wait_for(working.cancelled.wait(), 5)
+    assert working.told  # by the protocol, not by a task waiting for http.disconnect
