@@ -133,63 +133,52 @@ class CancelOnDisconnect:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["path"] not in self.paths and not scope["path"].startswith(self.prefixes)):
             return await self.app(scope, receive, send)
+        cancel = _Cancel()
         disconnects = scope.get("extensions", {}).get(DISCONNECTS)
         if disconnects is not None:
-            return await self._told(disconnects, scope, receive, send)
-        inbox = _Inbox()
-        request_task = asyncio.current_task()
-        assert request_task is not None
-        disconnected = False
-
-        async def pump() -> None:
-            # Reads the body for the app, then waits for the server to report a disconnect.
-            nonlocal disconnected
-            while True:
-                message = await receive()
-                inbox.put(message)
-                if message["type"] == "http.disconnect":
-                    disconnected = True
-                    request_task.cancel()
-                    return
-
-        pump_task = asyncio.create_task(pump())
-        try:
-            await self.app(scope, inbox.get, send)
-        except asyncio.CancelledError:
-            if not disconnected:
-                raise  # cancelled from outside (the server shutting down)
-            # Ours: the request ends here, quietly, and the task is no longer cancelling.
-            request_task.uncancel()
-            log.info("client disconnected from %s; cancelled its request", scope["path"])
+            stop_watching: Callable[[], object] = disconnects.watch(cancel)
         else:
-            if disconnected:  # the app swallowed our cancellation: take the request back
-                request_task.uncancel()
-        finally:
-            pump_task.cancel()
-
-    async def _told(self, disconnects: Disconnects, scope: Scope, receive: Receive, send: Send) -> None:
-        request_task = asyncio.current_task()
-        assert request_task is not None
-        disconnected = False
-
-        def cancel() -> None:
-            nonlocal disconnected
-            disconnected = True
-            request_task.cancel()
-
-        stop_watching = disconnects.watch(cancel)
+            inbox = _Inbox()
+            stop_watching = asyncio.create_task(_pump(receive, inbox, cancel)).cancel
+            receive = inbox.get
         try:
             await self.app(scope, receive, send)
         except asyncio.CancelledError:
-            if not disconnected:
+            if not cancel.done:
                 raise  # cancelled from outside (the server shutting down)
-            request_task.uncancel()
+            # Ours: the request ends here, quietly, and the task is no longer cancelling.
+            cancel.task.uncancel()
             log.info("client disconnected from %s; cancelled its request", scope["path"])
         else:
-            if disconnected:  # the app swallowed our cancellation: take the request back
-                request_task.uncancel()
+            if cancel.done:  # the app swallowed our cancellation: take the request back
+                cancel.task.uncancel()
         finally:
             stop_watching()
+
+
+class _Cancel:
+    """Cancels the request's task (the one it is made in) for a client that left."""
+
+    __slots__ = ("task", "done")
+
+    def __init__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task, self.done = task, False
+
+    def __call__(self) -> None:
+        self.done = True
+        self.task.cancel()
+
+
+async def _pump(receive: Receive, inbox: _Inbox, cancel: _Cancel) -> None:
+    """Reads the body for the app, then waits for the server to report a disconnect."""
+    while True:
+        message = await receive()
+        inbox.put(message)
+        if message["type"] == "http.disconnect":
+            cancel()
+            return
 
 
 class ServedBy:

@@ -45,19 +45,29 @@ async def _leaves_once_working(server: Server, working: asyncio.Event) -> None:
     server.leave()
 
 
-async def test_client_disconnect_cancels_the_request(server):
-    cancelled = asyncio.Event()
-    working = asyncio.Event()
+class SlowApp:
+    """An app that reads its body, then works for 30 s; cancelled, it says so, and goes on
+    as if nothing happened where it ``swallows`` the cancellation."""
 
-    async def slow_app(scope, receive, send):
+    def __init__(self, swallows: bool = False):
+        self.working = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.swallows = swallows
+
+    async def __call__(self, scope, receive, send):
         await receive()
-        working.set()
+        self.working.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
-            cancelled.set()
-            raise
+            self.cancelled.set()
+            if not self.swallows:
+                raise
 
+
+async def test_client_disconnect_cancels_the_request(server):
+    slow_app = SlowApp()
+    working, cancelled = slow_app.working, slow_app.cancelled
     leaving = asyncio.create_task(_leaves_once_working(server, working))
     await asyncio.wait_for(CancelOnDisconnect(slow_app, ["/infer"])(server.scope, server.receive, None), 5)
     await leaving
@@ -113,12 +123,8 @@ async def test_a_server_cancelling_the_request_is_not_swallowed(server):
 
 async def test_a_disconnect_leaves_the_task_usable(server):
     """After a disconnect the request's task is not left cancelling: later awaits in it work."""
-    working = asyncio.Event()
-
-    async def slow_app(scope, receive, send):
-        await receive()
-        working.set()
-        await asyncio.sleep(30)
+    slow_app = SlowApp()
+    working = slow_app.working
 
     async def request():
         await CancelOnDisconnect(slow_app, ["/infer"])(server.scope, server.receive, None)
@@ -132,15 +138,8 @@ async def test_a_disconnect_leaves_the_task_usable(server):
 
 
 async def test_an_app_that_swallows_the_cancellation_leaves_no_cancel_pending(server):
-    working = asyncio.Event()
-
-    async def stubborn_app(scope, receive, send):
-        await receive()
-        working.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            pass  # finishes anyway
+    stubborn_app = SlowApp(swallows=True)
+    working = stubborn_app.working
 
     async def request():
         await CancelOnDisconnect(stubborn_app, ["/infer"])(server.scope, server.receive, None)
