@@ -82,6 +82,14 @@ class HttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self.scope.setdefault("extensions", {})[DISCONNECTS] = self.disconnects  # type: ignore[typeddict-item]
 
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        # A body past uvicorn's high-water mark paused reading until the app's next
+        # ``receive``, which an app that has its body never makes: reading on, the client's
+        # leaving is seen while its request runs (a pipelined request pauses it again).
+        if not self.pipeline:
+            self.flow.resume_reading()
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.disconnects.lost()

@@ -10,6 +10,7 @@ import socket
 import httpx
 import pytest_asyncio
 import uvicorn
+from uvicorn.server import ServerState
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
@@ -116,7 +117,8 @@ class Working:
         if scope["type"] != "http":
             return
         self.told = DISCONNECTS in scope.get("extensions", {})
-        await receive()
+        while (await receive()).get("more_body"):  # the whole body, as the fast lane reads it
+            pass
         self.started.set()
         try:
             await asyncio.sleep(30)
@@ -165,3 +167,43 @@ async def test_a_client_that_leaves_cancels_its_request_told_by_the_server(serve
     writer.close()
     await asyncio.wait_for(working.cancelled.wait(), 5)
     assert working.told  # by the protocol, not by a task waiting for http.disconnect
+
+
+class SocketTransport(FakeTransport):
+    """A connection's transport as the protocol drives it: reading paused and resumed."""
+
+    def __init__(self):
+        super().__init__()
+        self.reading = True
+        self.extra = {"peername": ("127.0.0.1", 1), "sockname": ("127.0.0.1", 2)}
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+async def test_a_request_with_a_large_body_still_hears_its_client_leave():
+    """uvicorn stops reading when a read leaves more than 64 KiB of body waiting, until the
+    app's next ``receive``. Where that read ends the body while the app waits in its last
+    ``receive``, the app has its body and never calls again: the socket's end would go
+    unread and the request uncancelled."""
+    working = Working()
+    config = uvicorn.Config(CancelOnDisconnect(working, ["/infer"]), lifespan="off", **uvicorn_options("warning"))
+    config.load()
+    protocol = HttpProtocol(config=config, server_state=ServerState(), app_state={}, _loop=asyncio.get_running_loop())
+    transport = SocketTransport()
+    protocol.connection_made(transport)
+    body = b'"' + b"x" * 200_000 + b'"'
+    head = b"POST /infer HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    protocol.data_received(head % len(body) + body[:1000])
+    for _ in range(5):  # the app reads the first part and waits for more
+        await asyncio.sleep(0)
+    assert not working.started.is_set() and transport.reading
+    protocol.data_received(body[1000:])  # the rest in one read: past the mark
+    await asyncio.wait_for(working.started.wait(), 5)
+    assert transport.reading  # the end of the socket will be read
+    protocol.connection_lost(None)
+    await asyncio.wait_for(working.cancelled.wait(), 5)
+    assert working.told
