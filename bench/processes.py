@@ -74,14 +74,25 @@ def listening_pids(port: int) -> list[int]:
                 inodes.add(f"socket:[{fields[9]}]")
     pids = []
     for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
+        if entry.name.isdigit() and any(_link(fd) in inodes for fd in _fds(entry)):
+            pids.append(int(entry.name))
     return sorted(pids)
+
+
+def _fds(process: Path) -> list[Path]:
+    try:
+        return list((process / "fd").iterdir())
+    except OSError:  # gone, or not ours to read
+        return []
+
+
+def _link(fd: Path) -> str | None:
+    """What a descriptor is; None for one closed since it was listed (a process's other
+    descriptors still count: one that closed must not hide its listening socket)."""
+    try:
+        return os.readlink(fd)
+    except OSError:
+        return None
 
 
 def server_roots(port: int) -> list[int]:

@@ -20,6 +20,23 @@ def test_the_process_listening_on_a_port_is_found():
         assert listening_pids(bound_only.getsockname()[1]) == []
 
 
+def test_a_descriptor_closed_while_listed_does_not_hide_the_listener(monkeypatch):
+    """A process's descriptors change while they are read (this one's own, as it lists
+    them): one gone between the listing and its read is skipped, not the process."""
+    readlink = os.readlink
+
+    def closed_meanwhile(path, *args, **kwargs):
+        if str(path).endswith("/fd/0"):
+            raise FileNotFoundError(path)
+        return readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", closed_meanwhile)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert listening_pids(listener.getsockname()[1]) == [os.getpid()]
+
+
 def test_the_tree_holds_descendants_with_their_memory_and_cpu():
     child = subprocess.Popen([sys.executable, "-c", "import time; sum(range(10**7)); time.sleep(30)"])
     try:
