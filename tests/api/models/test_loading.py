@@ -1,7 +1,7 @@
 """What a load decides before it converts: a sentence-transformer converted before the server
-published late-chunking graphs is converted again (its kind says) (once: a model that cannot have one says
-why, and is not converted again for it); the conversion asks for the graph only of a
-sentence-transformers model without a variant."""
+published late-chunking graphs is converted again, as its kind says (once: a model that
+cannot have one says why, and is not converted again for it); the conversion asks for the
+graph only of a sentence-transformers model without a variant."""
 
 from __future__ import annotations
 
