@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -32,6 +33,21 @@ from embedgate.bench.report import load_summary
 
 POLL_S = 0.1
 FINISHED = ("completed", "failed", "cancelled", "expired")
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Each phase's inputs, from a seed of its own: a phase that sent what an earlier one
+    sent would be answered by the response cache, not the model."""
+
+    job: int
+    background: int
+    alone: int
+    beside: int
+
+    @classmethod
+    def of(cls, seed: int) -> Seeds:
+        return cls(job=seed, background=seed + 1, alone=seed + 2, beside=seed + 3)
 
 
 def job_lines(model: str, texts: list[str], endpoint: str = "/v1/embeddings") -> bytes:
@@ -147,7 +163,8 @@ async def run(args, report: dict, *, load_model, open_model, progress) -> None:
             await load_model(session, args)
         jobs = Jobs(session, args.url)
         target = Target.from_url(args.url, headers)
-        texts = texts_of(args.job_texts, args.seed)
+        seeds = Seeds.of(args.seed)
+        texts = texts_of(args.job_texts, seeds.job)
         model = open_model(args)
         inprocess.warm_up(model, texts)
         progress(f"in-process sorted limit before the job: {len(texts)} texts")
@@ -160,13 +177,13 @@ async def run(args, report: dict, *, load_model, open_model, progress) -> None:
         report["sorted_limit_runs"] = [before["embeddings_per_s"], after["embeddings_per_s"]]
         duration, clients = args.duration or 30.0, args.job_clients
         progress(f"online alone: {clients} clients for {duration:g}s")
-        report["online_alone"] = await online(target, args.model, clients, duration, args.timeout, args.seed)
+        report["online_alone"] = await online(target, args.model, clients, duration, args.timeout, seeds.alone)
         progress(f"online beside a job: {clients} clients for {duration:g}s")
         # Three times the idle job (within a batch file's default 50000 lines): enough to
         # outlast the measurement while online traffic runs.
-        background = texts_of(min(args.job_texts * 3, 50_000), args.seed + 1)
+        background = texts_of(min(args.job_texts * 3, 50_000), seeds.background)
         report["online_with_job"] = await online_beside_a_job(
-            jobs, target, args.model, background, clients, duration, args.timeout, args.seed
+            jobs, target, args.model, background, clients, duration, args.timeout, seeds.beside
         )
         report["concurrency"] = clients
 
