@@ -4,6 +4,7 @@ are logged at."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,31 @@ def choose_ports(settings: Settings) -> Ports:
         grpc=settings.triton_grpc_port or _free_port(taken),
         metrics=settings.triton_metrics_port or _free_port(taken),
     )
+
+
+# What tritonserver says, and then exits, when a port it was given is bound by another process.
+_PORT_TAKEN = re.compile(r"Socket '[^']*:(\d+)' already in use")
+
+
+class PortTaken(RuntimeError):
+    """tritonserver exited during startup: ``port`` was taken."""
+
+    def __init__(self, port: int, code: int | None):
+        super().__init__(f"tritonserver exited during startup (code {code}): port {port} is taken")
+        self.port = port
+
+
+def taken_port(line: str) -> int | None:
+    """The port a line of tritonserver's output says is taken, or None."""
+    found = _PORT_TAKEN.search(line)
+    return int(found.group(1)) if found else None
+
+
+def chosen_freely(settings: Settings, port: int) -> bool:
+    """Whether ``port`` is one ``choose_ports`` picked (not one the settings name): a port
+    picked free may be taken before Triton binds it (another process's outgoing connection
+    gets it from the same range), and other free ones will do."""
+    return port not in {settings.triton_http_port, settings.triton_grpc_port, settings.triton_metrics_port}
 
 
 def build_command(

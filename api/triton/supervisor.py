@@ -21,7 +21,6 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -30,31 +29,15 @@ from embedgate.contract.repository import is_s3, open_repository, parse_s3, trit
 from ..settings import Settings
 from . import bundle, instances, stalls
 from .children import tied_to_parent
-from .command import Ports, build_command, choose_ports, log_level
+from .command import PortTaken, Ports, build_command, choose_ports, chosen_freely, log_level, taken_port
 from .orphans import reap_orphaned_stubs, remove_orphaned_downloads
+from .watches import LostListener, RestartListener, Watches
 
 log = logging.getLogger("embedgate.triton")
 triton_log = logging.getLogger("embedgate.tritonserver")
 
-RestartListener = Callable[[], Awaitable[None]]
-# Told the Triton model (a part) one of whose instances lost its stub process.
-LostListener = Callable[[str], Awaitable[None]]
-# How often the supervisor looks at its Triton's stubs.
-STUB_POLL_S = 0.5
-
-
-# How often the watchdog looks whether tritonserver has exited.
-EXIT_POLL_S = 0.1
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> int:
-    """Its exit code, as soon as the process has exited. ``Process.wait()`` also waits
-    until the output pipe closes, which a stub that outlived tritonserver (in its process
-    group, never told its parent is gone) holds open: seen after a model was unloaded and
-    loaded again, the watchdog then never restarted a killed tritonserver."""
-    while proc.returncode is None:
-        await asyncio.sleep(EXIT_POLL_S)
-    return proc.returncode
+# Starts on new free ports, at most, where a port picked free was taken first.
+PORT_TRIES = 3
 
 
 def _shm_family(pid: int) -> str:
@@ -62,7 +45,7 @@ def _shm_family(pid: int) -> str:
     return f"embedgate_{pid}_"
 
 
-class TritonSupervisor:
+class TritonSupervisor(Watches):
     """An embedded tritonserver process and its watchdog."""
 
     def __init__(self, settings: Settings, repository: str | os.PathLike[str]):
@@ -88,6 +71,8 @@ class TritonSupervisor:
         self._stub_task: asyncio.Task | None = None
         self._told: set[asyncio.Task] = set()
         self._prepared: bundle.PreparedTriton | None = None
+        # The port tritonserver's output said was taken, since its last start.
+        self._taken_port: int | None = None
 
     # --- what the rest of the gateway sees
     embedded = True
@@ -206,7 +191,7 @@ class TritonSupervisor:
         if self._remote:
             await asyncio.to_thread(remove_orphaned_downloads)
         self.ports = choose_ports(self.settings)
-        await self._spawn()
+        await self._spawn_on_free_ports()
         self._serving.set()
         self._watch_task = asyncio.create_task(self._watch(), name="triton-watchdog")
         self._stub_task = asyncio.create_task(self._watch_stubs(), name="triton-stub-watch")
@@ -222,6 +207,18 @@ class TritonSupervisor:
         await self._terminate(graceful=True)
 
     # --- internals
+    async def _spawn_on_free_ports(self) -> None:
+        """The first start: where a port picked free was taken before Triton bound it, on
+        other free ones (a few times at most)."""
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                return await self._spawn()
+            except PortTaken as taken:
+                if attempt == PORT_TRIES or not chosen_freely(self.settings, taken.port):
+                    raise
+                log.warning("%s; starting it on other free ports", taken)
+                self.ports = choose_ports(self.settings)
+
     async def _spawn(self) -> None:
         assert self._prepared is not None and self.ports is not None
         self._shm_prefix = f"{_shm_family(os.getpid())}{uuid.uuid4().hex[:6]}_"
@@ -235,6 +232,7 @@ class TritonSupervisor:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
+        self._taken_port = None
         self._log_task = asyncio.create_task(self._forward_log(self._proc))
         try:
             await self._wait_ready(self._proc)
@@ -269,6 +267,8 @@ class TritonSupervisor:
                 if proc.returncode is not None:
                     if self._log_task:  # its last lines say why
                         await asyncio.wait([self._log_task], timeout=2)
+                    if self._taken_port is not None:
+                        raise PortTaken(self._taken_port, proc.returncode)
                     raise RuntimeError(f"tritonserver exited during startup (code {proc.returncode})")
                 try:
                     if (await client.get(ready_url)).status_code == 200:
@@ -284,63 +284,8 @@ class TritonSupervisor:
             line = raw.decode(errors="replace").rstrip()
             if not line:
                 continue
+            self._taken_port = taken_port(line) or self._taken_port
             triton_log.log(log_level(line), "%s", line)
-
-    async def _watch(self) -> None:
-        backoff = self.settings.triton_restart_backoff_s
-        while not self._stopping:
-            proc = self._proc
-            assert proc is not None
-            code = await _exited(proc)
-            if self._stopping:
-                return
-            self._ready = False
-            self._serving.clear()
-            started = time.monotonic()
-            log.error("tritonserver exited unexpectedly (code %s); restarting", code)
-            await self._terminate(graceful=False)
-            await asyncio.sleep(backoff)
-            try:
-                await self._spawn()
-            except Exception:
-                log.exception("tritonserver restart failed")
-                backoff = min(max(backoff * 2, 0.5), 30.0)
-                continue
-            self.restarts += 1
-            backoff = self.settings.triton_restart_backoff_s
-            for listener in self._listeners:
-                try:
-                    await listener()
-                except Exception:
-                    log.exception("restart listener failed")
-            self._serving.set()
-            log.info("tritonserver restarted in %.1fs", time.monotonic() - started)
-
-    async def _watch_stubs(self) -> None:
-        """Tell the listeners each model that lost an instance's stub while its
-        tritonserver runs on (a Triton that dies is the watchdog's)."""
-        seen: set[tuple[str, str]] = set()
-        seen_pid = None
-        while not self._stopping:
-            await asyncio.sleep(STUB_POLL_S)
-            pid = self.pid
-            if pid is None or not self._serving.is_set():
-                seen, seen_pid = set(), None
-                continue
-            try:
-                now = await asyncio.to_thread(instances.running, pid)
-            except Exception:  # noqa: BLE001 - the watch must outlive one bad look
-                log.exception("could not read the stubs of tritonserver %d", pid)
-                continue
-            lost = instances.lost(seen, now) if pid == seen_pid and self.pid == pid else set()
-            seen, seen_pid = now, pid
-            for part in sorted(lost):
-                # An unload ends its stubs too: the listeners tell a loss from that.
-                log.debug("a stub of model %s exited", part)
-                for listener in self._lost_listeners:
-                    told = asyncio.create_task(listener(part), name=f"lost-process-{part}")
-                    self._told.add(told)
-                    told.add_done_callback(self._told.discard)
 
     async def _terminate(self, graceful: bool) -> None:
         proc = self._proc
