@@ -49,7 +49,12 @@ def sample(families: dict, family: str, name: str, **labels: str) -> float | Non
     return None
 
 
-def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded):
+def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded, tiny_dense):
+    # A conversion through this gateway (MiniLM may have been converted by another
+    # process of the run and copied here), deleted again at the end.
+    load = {"model_name": "observed/tiny", "model_path": str(tiny_dense[0])}
+    response = http.post("/load_sentence_transformer_model", json=load)
+    assert response.status_code == 200 and response.json()["converted"] is True, response.text
     # Texts of their own: an input seen before is answered from the response cache, and
     # Triton's counters below would not move for it.
     for n in range(3):
@@ -63,11 +68,11 @@ def test_one_scrape_has_gateway_and_triton_metrics(gateway, http, minilm_loaded)
     assert sample(families, "embedgate_inference_stage_seconds", "embedgate_inference_stage_seconds_count", model=MINILM, stage="inference") >= 4
     assert sample(families, "embedgate_model_loaded", "embedgate_model_loaded", model=MINILM) == 1
     assert sample(families, "embedgate_triton_metrics_up", "embedgate_triton_metrics_up") == 1
-    # MiniLM was converted in this session, through the same gateway.
     assert sample(families, "embedgate_conversion_duration_seconds", "embedgate_conversion_duration_seconds_count", library="sentence_transformers", outcome="published") >= 1
     # Triton's own counters, from its metrics port, in the same scrape.
     assert sample(families, "nv_inference_request_success", "nv_inference_request_success_total", model=TRITON_NAME) >= 4
     assert sample(families, "nv_inference_exec_count", "nv_inference_exec_count_total", model=TRITON_NAME) >= 1
+    assert http.post("/delete_model", json={"model_name": "observed/tiny"}).status_code == 200
 
 
 async def test_external_triton_serves_and_is_scraped(gateway, minilm_loaded, minilm, tmp_path):
