@@ -104,14 +104,16 @@ async def test_a_model_process_killed_under_eight_steady_clients_leaves_no_reque
     async with steady_clients(gateway.url, "in flight while the model's process dies") as answers:
         await wait_until_async(lambda: len(answers) >= 16, 120, "the clients to be served")
         os.kill(stub, signal.SIGKILL)
-        recovered = await asyncio.to_thread(
+        await asyncio.to_thread(
             gateway.wait_log, re.compile("has a new process in Triton|tritonserver restarted in"), 120, log_start
         )
         at_recovery = len(answers)
         await wait_until_async(lambda: len(answers) >= at_recovery + 16, 120, "answers after the recovery")
     assert_each_got_its_embedding(answers, minilm)
     log = gateway.log()[log_start:]
-    if "tritonserver restarted in" in gateway.log()[log_start:recovered]:
+    # The abort can also come after the model was loaded again (seen: 0.6 s later, once
+    # Triton reached the lock again): then the model was recovered first, and Triton after.
+    if "tritonserver restarted in" in log:
         assert "tritonserver exited unexpectedly" in log
         assert gateway.children("tritonserver") != [triton_pid]
     else:
