@@ -206,8 +206,29 @@ def start_gateway(
     **settings: str,
 ) -> Gateway:
     """A gateway on ``port`` (default: a free one): ``python -m embedgate.api serve`` of this
-    environment, or ``command`` (another installation's ``embedgate serve``)."""
-    port = port or free_port()
+    environment, or ``command`` (another installation's ``embedgate serve``). The gateway
+    binds its port once Triton runs, seconds after the port was found free: where another
+    process took it meanwhile (an outgoing connection's port comes from the same range), a
+    port of the test's choosing is chosen again."""
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings)
+        except PortTaken:
+            if port is not None or attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+PORT_TRIES = 3
+
+
+def _start_gateway(
+    repository: Path, log_path: Path, command: list[str] | None, cwd: Path | None, port: int, settings: dict[str, str]
+) -> Gateway:
     env = dict(os.environ)
     env.update(
         {
@@ -226,7 +247,9 @@ def start_gateway(
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"gateway exited during startup:\n{gateway.log()[-4000:]}")
+            said = gateway.log()[-4000:]
+            failure = PortTaken if f"('127.0.0.1', {port}): address already in use" in said else RuntimeError
+            raise failure(f"gateway exited during startup:\n{said}")
         try:
             if httpx.get(f"{gateway.url}/health", timeout=1).status_code == 200:
                 return gateway
