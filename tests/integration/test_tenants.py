@@ -257,7 +257,9 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
         return f"{run} {n} " + " ".join(rng.choice(WORDS, size=12))
 
     flood: list[httpx.Response] = []
-    light: list[tuple[str, httpx.Response]] = []
+    # B's requests: its text, the answer, and how many of B's own were in flight when it was sent.
+    light: list[tuple[str, httpx.Response, int]] = []
+    light_in_flight = 0
 
     async def open_loop(client: httpx.AsyncClient, per_s: float, send) -> None:
         tasks, started = [], time.monotonic()
@@ -271,8 +273,14 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
         flood.append(await client.post("/infer", json=body))
 
     async def light_one(client: httpx.AsyncClient, n: int) -> None:
-        text = f"light {sentence(n)}"
-        light.append((text, await client.post("/v1/embeddings", json={"model": MINILM, "input": text})))
+        nonlocal light_in_flight
+        text, sent_with = f"light {sentence(n)}", light_in_flight
+        light_in_flight += 1
+        try:
+            response = await client.post("/v1/embeddings", json={"model": MINILM, "input": text})
+        finally:
+            light_in_flight -= 1
+        light.append((text, response, sent_with))
 
     limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
     async with (
@@ -284,21 +292,27 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
         flood_per_s = min(400.0, max(20.0, 10 * capacity))
         await asyncio.gather(open_loop(a, flood_per_s, flood_one), open_loop(b, light_per_s(capacity), light_one))
 
-    waits = sorted(response.elapsed.total_seconds() for _, response in light)
+    served_light = [(text, response) for text, response, _ in light if response.status_code == 200]
+    light_refused = [(response, sent_with) for _, response, sent_with in light if response.status_code != 200]
+    waits = sorted(response.elapsed.total_seconds() for _, response in served_light)
     print(f"\ncapacity {capacity:.1f} requests/s; light {light_per_s(capacity):.1f}/s; flood: {len(flood)} sent, "
           f"{sum(r.status_code == 200 for r in flood)} answered; "
-          f"light: {len(light)} sent, {sum(r.status_code == 200 for _, r in light)} answered, "
+          f"light: {len(light)} sent, {len(served_light)} answered, "
           f"median {waits[len(waits) // 2]:.2f}s, slowest {waits[-1]:.2f}s")
-    statuses = [response.status_code for _, response in light]
-    assert len(light) >= int(FLOOD_S * MIN_LIGHT_PER_S)
-    assert statuses == [200] * len(light), [r.text for _, r in light if r.status_code != 200][:3]
+    assert len(served_light) >= int(FLOOD_S * MIN_LIGHT_PER_S)
+    # B is never refused for A's flood: only where B itself held its share of the limit (the
+    # limit over the two keys), which B's rate keeps it under unless the machine slows down
+    # past the calibration (what B had in flight when it sent a request bounds what the
+    # server counted of B's when it refused it).
+    for response, sent_with in light_refused:
+        assert response.status_code == 503 and sent_with >= INFLIGHT_LIMIT / 2, (sent_with, response.text)
     # B waits its own turn, not behind the flood: about two merged calls (one running, then
     # its own; a calibration request's time each), with room for a loaded machine.
     call_s = CALIBRATION_CLIENTS / capacity
     assert waits[len(waits) // 2] <= 6 * call_s + 0.5, (waits, call_s)
-    assert all(response.headers["x-cached-inputs"] == "0" for _, response in light)
-    served = np.asarray([response.json()["data"][0]["embedding"] for _, response in light])
-    assert cosine_rows(served, minilm.encode([text for text, _ in light])).min() >= 0.9999
+    assert all(response.headers["x-cached-inputs"] == "0" for _, response in served_light)
+    served = np.asarray([response.json()["data"][0]["embedding"] for _, response in served_light])
+    assert cosine_rows(served, minilm.encode([text for text, _ in served_light])).min() >= 0.9999
 
     refused = [r for r in flood if r.status_code != 200]
     answered = len(flood) - len(refused)
@@ -322,12 +336,13 @@ async def test_a_light_key_is_served_while_another_floods(flooded, minilm):
         for sample in family.samples
         if sample.name.startswith("embedgate_key_")
     }
-    assert samples[("embedgate_key_requests_total", (("key", LABEL_B), ("status", "200")))] == len(light)
-    assert samples[("embedgate_key_inputs_total", (("key", LABEL_B),))] == len(light)
+    assert samples[("embedgate_key_requests_total", (("key", LABEL_B), ("status", "200")))] == len(served_light)
+    assert samples[("embedgate_key_inputs_total", (("key", LABEL_B),))] == len(served_light)
     calibration = samples[("embedgate_key_requests_total", (("key", NAME_A), ("status", "200")))] - answered
     assert calibration > 0
     assert samples[("embedgate_key_inputs_total", (("key", NAME_A),))] == FLOOD_TEXTS * (answered + calibration)
     refusals = sum(v for (name, labels), v in samples.items()
                    if name == "embedgate_key_rejections_total" and ("key", NAME_A) in labels)
     assert refusals == len(refused)
-    assert not any(("key", LABEL_B) in labels for name, labels in samples if name == "embedgate_key_rejections_total")
+    assert sum(v for (name, labels), v in samples.items()
+               if name == "embedgate_key_rejections_total" and ("key", LABEL_B) in labels) == len(light_refused)
