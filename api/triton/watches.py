@@ -36,10 +36,12 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
 
 
 class Watches:
-    """What the watches read and call of the supervisor."""
+    """The two watches; what they read and call of the supervisor is declared here (the
+    supervisor's ``pid`` property, ``_spawn`` and ``_terminate`` among it)."""
 
     settings: Settings
     restarts: int
+    pid: int | None
     _proc: asyncio.subprocess.Process | None
     _stopping: bool
     _ready: bool
@@ -47,16 +49,8 @@ class Watches:
     _listeners: list[RestartListener]
     _lost_listeners: list[LostListener]
     _told: set[asyncio.Task]
-
-    @property
-    def pid(self) -> int | None:
-        raise NotImplementedError
-
-    async def _spawn(self) -> None:
-        raise NotImplementedError
-
-    async def _terminate(self, graceful: bool) -> None:
-        raise NotImplementedError
+    _spawn: Callable[[], Awaitable[None]]
+    _terminate: Callable[[bool], Awaitable[None]]
 
     async def _watch(self) -> None:
         backoff = self.settings.triton_restart_backoff_s

@@ -196,6 +196,13 @@ def processes_mentioning(text: str) -> list[int]:
     return pids
 
 
+class GatewayPortTaken(RuntimeError):
+    """The gateway exited at startup: its port was taken."""
+
+
+GATEWAY_PORT_TRIES = 3
+
+
 def start_gateway(
     repository: Path,
     log_path: Path,
@@ -210,20 +217,13 @@ def start_gateway(
     binds its port once Triton runs, seconds after the port was found free: where another
     process took it meanwhile (an outgoing connection's port comes from the same range), a
     port of the test's choosing is chosen again."""
-    for attempt in range(1, PORT_TRIES + 1):
+    for _ in range(GATEWAY_PORT_TRIES - 1):
         try:
             return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings)
-        except PortTaken:
-            if port is not None or attempt == PORT_TRIES:
+        except GatewayPortTaken:
+            if port is not None:
                 raise
-    raise AssertionError("unreachable")
-
-
-class PortTaken(RuntimeError):
-    pass
-
-
-PORT_TRIES = 3
+    return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings)
 
 
 def _start_gateway(
@@ -248,7 +248,7 @@ def _start_gateway(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             said = gateway.log()[-4000:]
-            failure = PortTaken if f"('127.0.0.1', {port}): address already in use" in said else RuntimeError
+            failure = GatewayPortTaken if f"('127.0.0.1', {port}): address already in use" in said else RuntimeError
             raise failure(f"gateway exited during startup:\n{said}")
         try:
             if httpx.get(f"{gateway.url}/health", timeout=1).status_code == 200:
