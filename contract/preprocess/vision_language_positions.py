@@ -1,0 +1,69 @@
+"""The positions a Qwen2-VL-style vision-language model gives its tokens, computed by the
+gateway (numpy) because the library computes them from the image grids as Python values,
+which an exported graph would freeze:
+
+- the vision tower's rotary positions: each patch's (row, column) in its image, in the
+  order the patches arrive (``spatial_merge_size`` x ``spatial_merge_size`` blocks, row
+  after row of blocks), repeated per temporal patch (transformers'
+  ``vision_utils.get_vision_position_ids``);
+- the language model's multimodal rotary positions (mRoPE): three rows (time, height,
+  width); a text token has its running index in all three, an image's tokens their grid
+  cell offset by the index the image starts at, and the text after it continues from
+  that index plus the image's larger merged side (transformers'
+  ``Qwen2VLModel.get_rope_index``). Padding (left or right) takes no position; its value
+  is 1, as the library leaves it, and masked.
+
+Rotary attention depends on positions' differences only, so a text batch's positions are
+its own tokens' indices whatever its padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+# A token's modality, as the processor marks it (``mm_token_type_ids``).
+TEXT, IMAGE = 0, 1
+
+
+def vision_positions(grid: Sequence[int], merge: int) -> np.ndarray:
+    """``[patches, 2]`` int64: each patch's (row, column), for one image's ``grid`` (t, h, w)."""
+    frames, height, width = (int(value) for value in grid)
+    rows, columns = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    blocks = (height // merge, merge, width // merge, merge)
+    rows = rows.reshape(blocks).transpose(0, 2, 1, 3).reshape(-1)
+    columns = columns.reshape(blocks).transpose(0, 2, 1, 3).reshape(-1)
+    return np.tile(np.stack([rows, columns], axis=-1), (frames, 1)).astype(np.int64)
+
+
+def token_positions(
+    attention_mask: np.ndarray, token_types: np.ndarray, grids: Iterable[Sequence[int]], merge: int
+) -> np.ndarray:
+    """``[3, batch, length]`` int64 for a padded batch; ``grids``: each image's (t, h, w), in
+    the order the batch's image tokens come."""
+    batch, length = attention_mask.shape
+    positions = np.ones((3, batch, length), dtype=np.int64)
+    images = iter(grids)
+    for row in range(batch):
+        kept = np.flatnonzero(attention_mask[row])
+        types = token_types[row, kept]
+        parts, at, start = [], 0, 0
+        while start < len(types):
+            stop = start + 1
+            while stop < len(types) and types[stop] == types[start]:
+                stop += 1
+            if types[start] == TEXT:
+                parts.append(np.broadcast_to(np.arange(stop - start) + at, (3, stop - start)))
+                at += stop - start
+            else:
+                frames, height, width = (int(value) for value in next(images))
+                time_, rows, columns = np.meshgrid(
+                    np.arange(frames), np.arange(height // merge), np.arange(width // merge), indexing="ij"
+                )
+                parts.append(np.stack([time_, rows, columns]).reshape(3, -1) + at)
+                at += max(height, width) // merge
+            start = stop
+        if parts:
+            positions[:, row, kept] = np.concatenate(parts, axis=1)
+    return positions

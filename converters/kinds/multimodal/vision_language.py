@@ -1,0 +1,131 @@
+"""A vision-language sentence-transformer's two graphs (a Qwen2-VL-style model behind one
+``Transformer`` whose processor renders every input through a chat template, images as
+runs of image tokens inside the text):
+
+- **vision**: one image's patches ``pixel_values [patches, channels * t * p * p]`` (as the
+  processor lays them out) and their ``position_ids [patches, 2]``
+  (``contract/preprocess/vision_language_positions.py``) -> ``image_embeds [tokens,
+  hidden]``, one row per image token. The library's vision tower splits its attention by
+  each image's patch count read as Python values (``cu_seqlens.tolist()``), which a traced
+  graph would freeze; one image per call needs no split, so the blocks run here over the
+  tower's own modules with plain attention across the image's patches.
+- **language**: ``input_ids``, ``attention_mask``, the three rows of multimodal rotary
+  positions ``position_ids [3, batch, length]`` and the batch's image rows ``image_embeds
+  [tokens, hidden]`` (empty for texts) -> the model's embedding: the token embeddings with
+  the image rows put at the image tokens in order (an index gather: what the library's
+  ``masked_scatter`` does), the language model, then the modules after the Transformer
+  (Pooling, Normalize...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from embedgate.converters.library.module_stack import OPSET, export_failure, index_based_masks
+
+PIXEL_VALUES = "pixel_values"
+POSITION_IDS = "position_ids"
+IMAGE_EMBEDS = "image_embeds"
+INPUT_IDS = "input_ids"
+ATTENTION_MASK = "attention_mask"
+EMBEDDING = "embedding"
+SENTENCE_EMBEDDING = "sentence_embedding"
+
+
+def vision_graph(model):
+    """``model``: the Transformer's model (``Qwen2VLModel``)."""
+    import torch
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb_vision
+
+    class VisionGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.visual = model.visual
+
+        def forward(self, pixel_values, position_ids):
+            visual = self.visual
+            hidden = visual.patch_embed(pixel_values)
+            cos, sin = visual.rotary_pos_emb(hidden, position_ids)
+            patches = hidden.shape[0]
+            for block in visual.blocks:
+                attention = block.attn
+                query, key, value = (
+                    attention.qkv(block.norm1(hidden))
+                    .reshape(patches, 3, attention.num_heads, -1)
+                    .permute(1, 0, 2, 3)
+                    .unbind(0)
+                )
+                query, key = apply_rotary_pos_emb_vision(query, key, cos, sin)
+                query, key, value = (part.transpose(0, 1) for part in (query, key, value))
+                weights = torch.softmax(query @ key.transpose(1, 2) * attention.scaling, dim=-1, dtype=torch.float32)
+                attended = (weights.to(query.dtype) @ value).transpose(0, 1).reshape(patches, -1)
+                hidden = hidden + attention.proj(attended)
+                hidden = hidden + block.mlp(block.norm2(hidden))
+            return visual.merger(hidden)
+
+    return VisionGraph().eval()
+
+
+def language_graph(model, after: Sequence, image_token_id: int):
+    """``after``: the sentence-transformers modules that follow the Transformer."""
+    import torch
+
+    class LanguageGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+            self.after = torch.nn.ModuleList(list(after))
+
+        def forward(self, input_ids, attention_mask, position_ids, image_embeds):
+            embeds = self.model.get_input_embeddings()(input_ids)
+            is_image = input_ids == image_token_id
+            # Each image token's row of image_embeds, counted from 1 (0: the zero row for the rest).
+            index = torch.cumsum(is_image.reshape(-1).long(), 0).reshape(is_image.shape) * is_image.long()
+            rows = torch.cat([torch.zeros_like(embeds[0, :1]), image_embeds.to(embeds.dtype)], 0)
+            embeds = torch.where(is_image.unsqueeze(-1), rows[index], embeds)
+            hidden = self.model.language_model(
+                inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids
+            ).last_hidden_state
+            features = {"token_embeddings": hidden, ATTENTION_MASK: attention_mask}
+            for module in self.after:
+                features = module(features)
+            return features[SENTENCE_EMBEDDING].to(torch.float32)
+
+    return LanguageGraph().eval()
+
+
+def export_vision(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
+    """``example``: one image's ``pixel_values`` and ``position_ids``."""
+    axes = {PIXEL_VALUES: {0: "patches"}, POSITION_IDS: {0: "patches"}, IMAGE_EMBEDS: {0: "tokens"}}
+    _export(graph, example, [PIXEL_VALUES, POSITION_IDS], IMAGE_EMBEDS, axes, onnx_file, modules)
+
+
+def export_language(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
+    """``example``: a padded batch of two inputs of different lengths, one with an image."""
+    axes = {
+        INPUT_IDS: {0: "batch", 1: "sequence"},
+        ATTENTION_MASK: {0: "batch", 1: "sequence"},
+        POSITION_IDS: {1: "batch", 2: "sequence"},
+        IMAGE_EMBEDS: {0: "tokens"},
+        EMBEDDING: {0: "batch"},
+    }
+    names = [INPUT_IDS, ATTENTION_MASK, POSITION_IDS, IMAGE_EMBEDS]
+    _export(graph, example, names, EMBEDDING, axes, onnx_file, modules)
+
+
+def _export(graph, example: dict, names: list[str], output: str, axes: dict, onnx_file: Path, modules) -> None:
+    import warnings
+
+    import torch
+
+    onnx_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with torch.no_grad(), warnings.catch_warnings(), index_based_masks():
+            warnings.simplefilter("ignore")  # shape-dependent Python branches: parity decides
+            torch.onnx.export(
+                graph, tuple(example[name] for name in names), str(onnx_file), input_names=names,
+                output_names=[output], dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True, dynamo=False,
+            )
+    except (RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError, IndexError) as error:
+        raise export_failure(error, modules) from error
