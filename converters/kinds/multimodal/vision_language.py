@@ -2,10 +2,12 @@
 ``Transformer`` whose processor renders every input through a chat template, images as
 runs of image tokens inside the text):
 
-- **vision**: one image's patches ``pixel_values [patches, channels * t * p * p]`` (as the
-  processor lays them out) and their ``position_ids [patches, 2]``
-  (``contract/preprocess/vision_language_positions.py``) -> ``image_embeds [tokens,
-  hidden]``, one row per image token. The library's vision tower splits its attention by
+- **vision**: one image's uint8 ``patches [patches, channels * p * p]``
+  (``contract/preprocess/vision_language_images.py``) and their ``position_ids [patches,
+  2]`` (``vision_language_positions.py``) -> ``image_embeds [tokens, hidden]``, one row per
+  image token. Its first nodes are the processor's rescaling and normalization, in the
+  form its torchvision backend computes them (``(x - mean / scale) / (std / scale)`` on
+  float32), and the image repeated over the temporal patch, as the processor expands it. The library's vision tower splits its attention by
   each image's patch count read as Python values (``cu_seqlens.tolist()``), which a traced
   graph would freeze; one image per call needs no split, so the blocks run here over the
   tower's own modules with plain attention across the image's patches.
@@ -22,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from embedgate.contract.preprocess.vision_language_images import PatchImages
 from embedgate.converters.library.module_stack import OPSET, export_failure, index_based_masks
 
-PIXEL_VALUES = "pixel_values"
+PATCHES = "patches"
 POSITION_IDS = "position_ids"
 IMAGE_EMBEDS = "image_embeds"
 INPUT_IDS = "input_ids"
@@ -33,33 +36,39 @@ EMBEDDING = "embedding"
 SENTENCE_EMBEDDING = "sentence_embedding"
 
 
-def vision_graph(model):
+def vision_graph(model, images: PatchImages):
     """``model``: the Transformer's model (``Qwen2VLModel``)."""
     import torch
     from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb_vision
+
+    area = images.patch_size * images.patch_size
 
     class VisionGraph(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.visual = model.visual
+            self.register_buffer("offset", torch.tensor(images.mean, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
+            self.register_buffer("divisor", torch.tensor(images.std, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
 
-        def forward(self, pixel_values, position_ids):
+        def forward(self, patches, position_ids):
             visual = self.visual
-            hidden = visual.patch_embed(pixel_values)
+            count = patches.shape[0]
+            values = (patches.to(torch.float32).reshape(count, 3, 1, area) - self.offset) / self.divisor
+            values = values.expand(count, 3, images.temporal_patch_size, area).reshape(count, -1)
+            hidden = visual.patch_embed(values.to(self.visual.patch_embed.proj.weight.dtype))
             cos, sin = visual.rotary_pos_emb(hidden, position_ids)
-            patches = hidden.shape[0]
             for block in visual.blocks:
                 attention = block.attn
                 query, key, value = (
                     attention.qkv(block.norm1(hidden))
-                    .reshape(patches, 3, attention.num_heads, -1)
+                    .reshape(count, 3, attention.num_heads, -1)
                     .permute(1, 0, 2, 3)
                     .unbind(0)
                 )
                 query, key = apply_rotary_pos_emb_vision(query, key, cos, sin)
                 query, key, value = (part.transpose(0, 1) for part in (query, key, value))
                 weights = torch.softmax(query @ key.transpose(1, 2) * attention.scaling, dim=-1, dtype=torch.float32)
-                attended = (weights.to(query.dtype) @ value).transpose(0, 1).reshape(patches, -1)
+                attended = (weights.to(query.dtype) @ value).transpose(0, 1).reshape(count, -1)
                 hidden = hidden + attention.proj(attended)
                 hidden = hidden + block.mlp(block.norm2(hidden))
             return visual.merger(hidden)
@@ -96,9 +105,9 @@ def language_graph(model, after: Sequence, image_token_id: int):
 
 
 def export_vision(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
-    """``example``: one image's ``pixel_values`` and ``position_ids``."""
-    axes = {PIXEL_VALUES: {0: "patches"}, POSITION_IDS: {0: "patches"}, IMAGE_EMBEDS: {0: "tokens"}}
-    _export(graph, example, [PIXEL_VALUES, POSITION_IDS], IMAGE_EMBEDS, axes, onnx_file, modules)
+    """``example``: one image's ``patches`` and ``position_ids``."""
+    axes = {PATCHES: {0: "patches"}, POSITION_IDS: {0: "patches"}, IMAGE_EMBEDS: {0: "tokens"}}
+    _export(graph, example, [PATCHES, POSITION_IDS], IMAGE_EMBEDS, axes, onnx_file, modules)
 
 
 def export_language(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
@@ -129,3 +138,16 @@ def _export(graph, example: dict, names: list[str], output: str, axes: dict, onn
             )
     except (RuntimeError, TypeError, ValueError, NotImplementedError, AttributeError, IndexError) as error:
         raise export_failure(error, modules) from error
+
+
+def patch_images(image_processor) -> PatchImages:
+    """What the gateway needs of a Qwen2-VL-style image processor (``Qwen2VLImageProcessor``)."""
+    size = image_processor.size
+    min_pixels = getattr(size, "shortest_edge", None) or size["shortest_edge"]
+    max_pixels = getattr(size, "longest_edge", None) or size["longest_edge"]
+    return PatchImages(
+        patch_size=int(image_processor.patch_size), merge_size=int(image_processor.merge_size),
+        temporal_patch_size=int(image_processor.temporal_patch_size), min_pixels=int(min_pixels),
+        max_pixels=int(max_pixels), mean=tuple(float(v) for v in image_processor.image_mean),
+        std=tuple(float(v) for v in image_processor.image_std), rescale=float(image_processor.rescale_factor),
+    )

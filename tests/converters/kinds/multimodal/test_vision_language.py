@@ -1,14 +1,16 @@
-"""A vision-language model's two graphs (``vision_language.py``) and the positions the
-gateway computes for them (``vision_language_positions.py``), against the library: the
-positions equal transformers' own, and the exported graphs run by onnxruntime give
+"""A vision-language model's two graphs (``vision_language.py``), and the images and
+positions the gateway prepares for them (``vision_language_images.py``,
+``vision_language_positions.py``), against the library: the images are the processor's
+pixels, the positions transformers' own, and the exported graphs run by onnxruntime give
 ``encode``'s embeddings for texts and for images of other sizes than they were traced on.
-The graphs are fed the library's own processor features here."""
+The token ids are the library's processor's here (the chat template is not replayed yet)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from embedgate.contract.preprocess.vision_language_images import prepare_patches
 from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_positions
 from embedgate.converters.kinds.multimodal import vision_language as vl
 from tests.multimodal_models import vision_language_model
@@ -31,39 +33,55 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def graphs(model, tmp_path_factory):
+def spec(model):
+    return vl.patch_images(model[0].processor.image_processor)
+
+
+@pytest.fixture(scope="module")
+def graphs(model, spec, tmp_path_factory):
     import torch
 
-    transformer, merge = model[0], model[0].auto_model.config.vision_config.spatial_merge_size
+    transformer = model[0]
     backbone = transformer.auto_model
     directory = tmp_path_factory.mktemp("graphs")
-    features = transformer.preprocess([picture(70, 90, 0), picture(56, 56, 1)])
-    grids = features["image_grid_thw"].tolist()
-    first = grids[0][0] * grids[0][1] * grids[0][2]
-    vision = vl.vision_graph(backbone)
-    example = {vl.PIXEL_VALUES: features["pixel_values"][:first],
-               vl.POSITION_IDS: torch.from_numpy(vision_positions(grids[0], merge))}
-    vl.export_vision(vision, example, directory / "vision.onnx", [transformer])
+    images = [picture(70, 90, 0), picture(56, 56, 1)]
+    features = transformer.preprocess(images)
+    prepared = [prepare_patches(image, spec) for image in images]
+    vision = vl.vision_graph(backbone, spec)
+    vl.export_vision(vision, vision_inputs(*prepared[0], spec), directory / "vision.onnx", [transformer])
     with torch.no_grad():
-        image_embeds = torch.cat([vision(*embed_inputs(features, grids, merge, n)) for n in range(len(grids))])
+        image_embeds = torch.cat([vision(*vision_inputs(*each, spec).values()) for each in prepared])
     mask = features["attention_mask"]
+    grids = [grid for _, grid in prepared]
     example = {
         vl.INPUT_IDS: features["input_ids"], vl.ATTENTION_MASK: mask, vl.IMAGE_EMBEDS: image_embeds,
-        vl.POSITION_IDS: torch.from_numpy(token_positions(mask.numpy(), features["mm_token_type_ids"].numpy(), grids, merge)),
+        vl.POSITION_IDS: torch.from_numpy(
+            token_positions(mask.numpy(), features["mm_token_type_ids"].numpy(), grids, spec.merge_size)
+        ),
     }
     language = vl.language_graph(backbone, list(model)[1:], backbone.config.image_token_id)
     vl.export_language(language, example, directory / "language.onnx", list(model))
     return directory
 
 
-def embed_inputs(features, grids, merge, number):
-    """The vision graph's inputs for image ``number`` of a processed batch."""
+def vision_inputs(patches, grid, spec) -> dict:
     import torch
 
-    sizes = [t * h * w for t, h, w in grids]
-    start = sum(sizes[:number])
-    pixels = features["pixel_values"][start : start + sizes[number]]
-    return pixels, torch.from_numpy(vision_positions(grids[number], merge))
+    return {vl.PATCHES: torch.from_numpy(patches), vl.POSITION_IDS: torch.from_numpy(vision_positions(grid, spec.merge_size))}
+
+
+@pytest.mark.parametrize("size", [(70, 90), (120, 60), (40, 40), (600, 380), (28, 29)])
+def test_an_image_is_prepared_as_the_processor_prepares_it(model, spec, size):
+    image = picture(*size, seed=size[0])
+    features = model[0].processor.image_processor([image], return_tensors="np")
+    patches, grid = prepare_patches(image, spec)
+    assert [list(grid)] == features["image_grid_thw"].tolist()
+    # What the vision graph's first nodes make of them: normalized, repeated over time.
+    scale = spec.rescale
+    values = (patches.astype(np.float32).reshape(len(patches), 3, 1, -1) - np.float32(np.asarray(spec.mean) / scale)
+              .reshape(1, 3, 1, 1)) / np.float32(np.asarray(spec.std) / scale).reshape(1, 3, 1, 1)
+    values = np.repeat(values, spec.temporal_patch_size, axis=2).reshape(len(patches), -1)
+    assert np.abs(values - features["pixel_values"]).max() < 1e-5
 
 
 @pytest.mark.parametrize("grid", [(1, 4, 6), (1, 8, 4), (2, 6, 6), (1, 2, 2)])
@@ -97,24 +115,25 @@ def test_token_positions_are_transformers_own_where_a_token_is_attended(model):
     [picture(70, 90, 5), picture(120, 60, 6), picture(200, 150, 7)],
     [picture(40, 40, 8)],
 ], ids=["texts", "one text", "images", "one small image"])
-def test_the_exported_graphs_give_encodes_embeddings(model, graphs, inputs):
+def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs):
     import onnxruntime
 
     transformer = model[0]
-    merge = transformer.auto_model.config.vision_config.spatial_merge_size
     vision = onnxruntime.InferenceSession(str(graphs / "vision.onnx"), providers=["CPUExecutionProvider"])
     language = onnxruntime.InferenceSession(str(graphs / "language.onnx"), providers=["CPUExecutionProvider"])
     features = transformer.preprocess(inputs)
-    grids = features["image_grid_thw"].tolist() if "image_grid_thw" in features else []
+    prepared = [prepare_patches(image, spec) for image in inputs if not isinstance(image, str)]
+    grids = [grid for _, grid in prepared]
+    assert [list(grid) for grid in grids] == (features["image_grid_thw"].tolist() if grids else [])
     rows = [
-        vision.run(None, {vl.PIXEL_VALUES: pixels.numpy(), vl.POSITION_IDS: positions.numpy()})[0]
-        for pixels, positions in (embed_inputs(features, grids, merge, n) for n in range(len(grids)))
+        vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec).items()})[0]
+        for patches, grid in prepared
     ]
     hidden = transformer.auto_model.config.text_config.hidden_size
     mask = features["attention_mask"].numpy()
     embeddings = language.run(None, {
         vl.INPUT_IDS: features["input_ids"].numpy(), vl.ATTENTION_MASK: mask,
-        vl.POSITION_IDS: token_positions(mask, features["mm_token_type_ids"].numpy(), grids, merge),
+        vl.POSITION_IDS: token_positions(mask, features["mm_token_type_ids"].numpy(), grids, spec.merge_size),
         vl.IMAGE_EMBEDS: np.concatenate(rows) if rows else np.zeros((0, hidden), np.float32),
     })[0]
     expected = model.encode(inputs)
