@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embedgate.contract.preprocess.vision_language_images import PatchImages
+from embedgate.contract.preprocess.vision_language_text import PROMPT_MARK, TEXT_MARK, Around, Rendering
 from embedgate.converters.library.module_stack import OPSET, export_failure, index_based_masks
 
 PATCHES = "patches"
@@ -150,4 +151,41 @@ def patch_images(image_processor) -> PatchImages:
         temporal_patch_size=int(image_processor.temporal_patch_size), min_pixels=int(min_pixels),
         max_pixels=int(max_pixels), mean=tuple(float(v) for v in image_processor.image_mean),
         std=tuple(float(v) for v in image_processor.image_std), rescale=float(image_processor.rescale_factor),
+    )
+
+
+def rendering(transformer) -> Rendering:
+    """How ``transformer`` (a sentence-transformers Transformer of the ``message`` form)
+    renders a text and an image: its own input formatter builds the messages of markers,
+    its processor's chat template renders them, and the text around the markers is kept."""
+    from PIL import Image
+
+    formatter, processor = transformer.input_formatter, transformer.processor
+
+    def rendered(modality: str, value, prompt: str | None) -> str:
+        _, inputs = formatter.batch_to_message(modality, {modality: [value]})
+        messages = inputs["message"]
+        if prompt is not None:
+            messages = formatter.prepend_prompt_to_messages(messages, prompt)
+        return processor.apply_chat_template(messages[0], tokenize=False)
+
+    def around(text: str) -> Around:
+        if PROMPT_MARK in text:
+            before, _, rest = text.partition(PROMPT_MARK)
+            between, _, after = rest.partition(TEXT_MARK)
+            return Around(before, between, after)
+        before, _, after = text.partition(TEXT_MARK)
+        return Around(before, "", after)
+
+    plain = around(rendered("text", TEXT_MARK, None))
+    image_text = rendered("image", Image.new("RGB", (28, 28)), None)
+    if not (image_text.startswith(plain.before) and image_text.endswith(plain.after)):
+        raise ValueError("the chat template renders an image in another frame than a text")
+    token = processor.image_token
+    return Rendering(
+        text=plain,
+        text_prompted=around(rendered("text", TEXT_MARK, PROMPT_MARK)),
+        image=image_text[len(plain.before) : len(image_text) - len(plain.after)],
+        image_token=token,
+        image_token_id=int(processor.tokenizer.convert_tokens_to_ids(token)),
     )

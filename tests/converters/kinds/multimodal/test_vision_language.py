@@ -3,7 +3,8 @@ positions the gateway prepares for them (``vision_language_images.py``,
 ``vision_language_positions.py``), against the library: the images are the processor's
 pixels, the positions transformers' own, and the exported graphs run by onnxruntime give
 ``encode``'s embeddings for texts and for images of other sizes than they were traced on.
-The token ids are the library's processor's here (the chat template is not replayed yet)."""
+The token ids are the gateway's own too: the chat template's rendering recorded around
+markers, an input put in it and tokenized (``vision_language_text.py``)."""
 
 from __future__ import annotations
 
@@ -116,27 +117,68 @@ def test_token_positions_are_transformers_own_where_a_token_is_attended(model):
     [picture(40, 40, 8)],
 ], ids=["texts", "one text", "images", "one small image"])
 def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs):
+    """Everything the gateway computes (token ids, patches, positions), then the graphs."""
     import onnxruntime
+
+    from embedgate.contract.preprocess.vision_language_text import token_batch
 
     transformer = model[0]
     vision = onnxruntime.InferenceSession(str(graphs / "vision.onnx"), providers=["CPUExecutionProvider"])
     language = onnxruntime.InferenceSession(str(graphs / "language.onnx"), providers=["CPUExecutionProvider"])
-    features = transformer.preprocess(inputs)
+    rendering, tokenizer = vl.rendering(transformer), gateway_tokenizer(transformer)
     prepared = [prepare_patches(image, spec) for image in inputs if not isinstance(image, str)]
     grids = [grid for _, grid in prepared]
-    assert [list(grid) for grid in grids] == (features["image_grid_thw"].tolist() if grids else [])
+    rendered = [rendering.image_of(h * w // spec.merge_size**2) for _, h, w in grids] or [
+        rendering.text_of(text) for text in inputs
+    ]
+    hf = transformer.processor.tokenizer
+    ids, mask, types = token_batch(tokenizer, rendering, rendered, hf.pad_token_id, hf.padding_side == "left")
     rows = [
         vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec).items()})[0]
         for patches, grid in prepared
     ]
     hidden = transformer.auto_model.config.text_config.hidden_size
-    mask = features["attention_mask"].numpy()
     embeddings = language.run(None, {
-        vl.INPUT_IDS: features["input_ids"].numpy(), vl.ATTENTION_MASK: mask,
-        vl.POSITION_IDS: token_positions(mask, features["mm_token_type_ids"].numpy(), grids, spec.merge_size),
+        vl.INPUT_IDS: ids, vl.ATTENTION_MASK: mask,
+        vl.POSITION_IDS: token_positions(mask, types, grids, spec.merge_size),
         vl.IMAGE_EMBEDS: np.concatenate(rows) if rows else np.zeros((0, hidden), np.float32),
     })[0]
     expected = model.encode(inputs)
     assert np.abs(embeddings - expected).max() < 1e-4
     cosine = (embeddings * expected).sum(-1) / np.linalg.norm(embeddings, axis=-1) / np.linalg.norm(expected, axis=-1)
     assert cosine.min() >= 0.9999
+
+
+def gateway_tokenizer(transformer):
+    """The model's tokenizer as the gateway loads it: its own padding and truncation off
+    (the library's calls leave them set on its backend)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(transformer.processor.tokenizer.backend_tokenizer.to_str())
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+@pytest.mark.parametrize("prompt", [None, "query: "])
+def test_texts_and_images_become_the_librarys_token_ids(model, spec, prompt):
+    from embedgate.contract.preprocess.vision_language_text import token_batch
+
+    transformer = model[0]
+    rendering = vl.rendering(transformer)
+    hf = transformer.processor.tokenizer
+    tokenizer = gateway_tokenizer(transformer)
+    texts = ["hello world", "Grüße, 世界! <b>bold</b>", "  spaced  out  ", TEXTS[2]]
+    images = [picture(70, 90, 9), picture(200, 150, 10)]
+    options = {} if prompt is None else {"prompt": prompt}
+    merge = spec.merge_size
+    for inputs, rendered in (
+        (texts, [rendering.text_of(text, prompt or "") for text in texts]),
+        (images, [rendering.image_of(grid[1] * grid[2] // merge**2, prompt or "")
+                  for grid in (prepare_patches(image, spec)[1] for image in images)]),
+    ):
+        features = transformer.preprocess(inputs, **options)
+        ids, mask, types = token_batch(tokenizer, rendering, rendered, hf.pad_token_id, hf.padding_side == "left")
+        assert np.array_equal(ids, features["input_ids"].numpy())
+        assert np.array_equal(mask, features["attention_mask"].numpy())
+        assert np.array_equal(types, features["mm_token_type_ids"].numpy())
