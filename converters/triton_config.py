@@ -145,12 +145,33 @@ def build_clip_image_config(
     return config
 
 
-def _model_config(
-    name: str, output_name: str, output_dims: int | list[int], options: TritonConfigOptions
+def build_request_config(
+    name: str,
+    inputs: Sequence[tuple[str, int, list[int]]],
+    output_name: str,
+    output_dims: list[int],
+    options: TritonConfigOptions,
 ) -> pb.ModelConfig:
-    """Everything but the inputs: backend, the one output, batching, instances."""
+    """A graph whose every request runs alone, its tensors as the gateway shaped them
+    (``max_batch_size`` 0: whole shapes, no dynamic batching): a vision-language model's
+    graphs, whose batches the gateway's coalescer makes (the language graph) or which take
+    one image each (the vision graph). ``inputs``: (name, data type, whole dims) each. The
+    python form only (the native backend cannot take an empty image-rows tensor)."""
+    if options.form != "python":
+        raise ValueError("a vision-language model is published in the python form only")
+    config = _model_config(name, output_name, output_dims, options, batched=False)
+    for input_name, data_type, dims in inputs:
+        config.input.add(name=input_name, data_type=data_type, dims=dims)
+    return config
+
+
+def _model_config(
+    name: str, output_name: str, output_dims: int | list[int], options: TritonConfigOptions, *, batched: bool = True
+) -> pb.ModelConfig:
+    """Everything but the inputs: backend, the one output, batching, instances (``batched``:
+    Triton merges requests along a first dimension of its own, where the options say so)."""
     validate_options(options)
-    config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size)
+    config = pb.ModelConfig(name=name, max_batch_size=options.max_batch_size if batched else 0)
     python_form = options.form == "python"
     if python_form:
         config.backend = "python"
@@ -160,7 +181,7 @@ def _model_config(
     dims = [output_dims] if isinstance(output_dims, int) else output_dims
     config.output.add(name=output_name, data_type=pb.TYPE_FP32, dims=dims)
 
-    if options.dynamic_batching:
+    if options.dynamic_batching and batched:
         batching = config.dynamic_batching
         batching.max_queue_delay_microseconds = options.max_queue_delay_microseconds
         batching.preferred_batch_size.extend(options.preferred_batch_sizes)

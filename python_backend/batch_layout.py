@@ -224,3 +224,33 @@ class PartThreads:
                         pass
             finally:
                 self.free.release()
+
+
+def packed_feeds(ids, lengths, run_rows, texts, width):
+    """The packed graph's inputs for ``run_rows`` (each row's texts end to end, the fullest
+    ``width`` tokens), built with
+    array operations (per text in Python it was the stub's largest cost after the model):
+    each token's row and column, its position in its text, its text's segment in the row,
+    and, for each text, where its tokens are in the run (past the last token: the graph's
+    zero row)."""
+    sizes = lengths[texts]
+    counts = [len(row) for row in run_rows]
+    row_of = np.repeat(np.arange(len(run_rows)), counts)
+    # Each text's first column: the tokens of the texts before it in its row.
+    ends = np.cumsum(sizes)
+    row_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    before = ends - sizes
+    start = before - before[row_starts][row_of]
+    segment = np.arange(len(texts)) - row_starts[row_of] + 1
+    token_row = np.repeat(row_of, sizes)
+    position = np.arange(int(ends[-1])) - np.repeat(before, sizes)
+    column = np.repeat(start, sizes) + position
+    input_ids = np.zeros((len(run_rows), width), dtype=np.int64)
+    position_ids = np.zeros_like(input_ids)
+    segment_ids = np.zeros_like(input_ids)
+    input_ids[token_row, column] = ids[np.repeat(texts, sizes), position]
+    position_ids[token_row, column] = position
+    segment_ids[token_row, column] = np.repeat(segment, sizes)
+    token_index = np.full((len(texts), int(sizes.max())), len(run_rows) * width, dtype=np.int64)
+    token_index[np.repeat(np.arange(len(texts)), sizes), position] = token_row * width + column
+    return input_ids, position_ids, segment_ids, token_index

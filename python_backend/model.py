@@ -27,6 +27,8 @@ weights, whatever the count). ``execute`` hands its batch to the threads (a merg
 cut into parts, ``split_requests``) and returns once another thread is free, so
 Triton keeps the next requests in its queue (and merges them) while every thread is busy;
 each answer goes back through its request's response sender.
+A model without batching (``max_batch_size`` 0: a vision-language model's graphs, whose
+batches the gateway makes) runs each request alone, its tensors as sent, empty ones too.
 Where the config names a ``torch_file`` (GPU instances: ``converters/library/gpu.py``'s
 TorchScript graph), it runs with PyTorch on the ``torch_device`` GPU instead of onnxruntime,
 captured as CUDA graphs of the config's bucketed shapes when the model loads
@@ -45,7 +47,16 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 # Copied beside this file by the converter: where a batch is cut and packed.
-from batch_layout import PART_ROWS, PartThreads, batch_outputs, pack_rows, per_token, plan_sub_batches, request_part
+from batch_layout import (
+    PART_ROWS,
+    PartThreads,
+    batch_outputs,
+    pack_rows,
+    packed_feeds,
+    per_token,
+    plan_sub_batches,
+    request_part,
+)
 from torch_graphs import (
     GRAPH_ROWS_PARAMETER,
     GRAPH_TOKENS_PARAMETER,
@@ -53,6 +64,7 @@ from torch_graphs import (
     Buckets,
     TorchScriptGraph,
     parse_sizes,
+    report_memory,
 )
 
 # Names fixed by converters/triton_config.py (a test keeps them in step).
@@ -73,8 +85,6 @@ INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # How many threads run batches side by side (PartThreads), by the name published configs carry.
 WORKER_PARAMETER = "worker_count"
-# The Triton metric (a gauge per instance and part) of a GPU instance's memory.
-GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
 # Config data types of the tensors we publish.
 DTYPES = {
     "TYPE_INT64": np.int64,
@@ -90,19 +100,25 @@ def _parameter(config, key, default):
 
 
 class _Input:
-    """One declared input: its name, numpy type, per-row dims (-1: any) and raggedness."""
+    """One declared input: its name, numpy type, per-row dims (-1: any) and raggedness; of a
+    model without batching (``max_batch_size`` 0), its whole shape."""
 
-    def __init__(self, entry):
+    def __init__(self, entry, batched):
         self.name = entry["name"]
         self.dtype = DTYPES[entry["data_type"]]
         # Triton's JSON gives dims as numbers; protobuf's JSON as strings.
         self.dims = [int(d) for d in entry.get("dims", [])]
         self.ragged = bool(entry.get("allow_ragged_batch", False))
+        self.batched = batched
 
     def shape_text(self):
+        if not self.batched:
+            return "[" + ", ".join("any" if d == -1 else str(d) for d in self.dims) + "]"
         return "[batch, sequence]" if self.ragged else "[batch, " + ", ".join(map(str, self.dims)) + "]"
 
     def fits(self, shape):
+        if not self.batched:
+            return len(shape) == len(self.dims) and all(d in (-1, n) for d, n in zip(self.dims, shape))
         if self.ragged:
             return len(shape) == 2
         return len(shape) == 1 + len(self.dims) and all(d in (-1, n) for d, n in zip(self.dims, shape[1:]))
@@ -119,7 +135,10 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.part_threads = None
-        self.inputs = [_Input(entry) for entry in config["input"]]
+        # Without batching, each request runs alone with its tensors as sent (the gateway
+        # batched them): a vision-language model's graphs.
+        self.whole = int(config.get("max_batch_size", 0)) == 0
+        self.inputs = [_Input(entry, not self.whole) for entry in config["input"]]
         if config.get("model_transaction_policy", {}).get("decoupled", False):
             count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
             part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
@@ -154,7 +173,7 @@ class TritonPythonModel:
                 buckets,
                 _log,
             )
-            self.metrics = _report_memory(config.get("name", ""), args.get("model_instance_name", ""), self.torch)
+            self.metrics = report_memory(pb_utils, config.get("name", ""), args.get("model_instance_name", ""), self.torch)
             self.packed = False
             return
         options = ort.SessionOptions()
@@ -184,6 +203,8 @@ class TritonPythonModel:
 
     def answer(self, requests):
         """The response of each request of one batch, in order."""
+        if self.whole:
+            return [self._answer_alone(request) for request in requests]
         responses = [None] * len(requests)
         batch = []  # (request index, {input name: array})
         for index, request in enumerate(requests):
@@ -213,6 +234,20 @@ class TritonPythonModel:
                     responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
         return responses
 
+    def _answer_alone(self, request):
+        """A request of a model without batching: its tensors through one run, as they are."""
+        try:
+            arrays = self._read(request)
+        except ValueError as error:
+            return _error_response(str(error))
+        try:
+            outputs = self.session.run(self.outputs, arrays)
+        except Exception as error:  # noqa: BLE001 - reported to the request
+            return _error_response(f"onnxruntime failed: {error}")
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor(name, values) for name, values in zip(self.outputs, outputs)]
+        )
+
     def _read(self, request):
         arrays = {}
         for spec in self.inputs:
@@ -222,9 +257,14 @@ class TritonPythonModel:
             array = tensor.as_numpy()
             if not spec.fits(array.shape):
                 raise ValueError(f"{spec.name} must be {spec.shape_text()}, got shape {list(array.shape)}")
+            if self.whole:  # an empty tensor may mean nothing to add (no image rows for texts)
+                arrays[spec.name] = array.astype(spec.dtype, copy=False)
+                continue
             if array.size == 0:
                 raise ValueError(f"empty input: {spec.name} has shape {list(array.shape)}")
             arrays[spec.name] = array.astype(spec.dtype, copy=False)
+        if self.whole:
+            return arrays
         ragged = [(spec.name, arrays[spec.name].shape) for spec in self.inputs if spec.ragged]
         for name, shape in ragged[1:]:
             if shape != ragged[0][1]:
@@ -272,7 +312,7 @@ class TritonPythonModel:
             run_rows = rows[first : first + per_run]
             texts = np.array([text for row in run_rows for text in row], dtype=np.int64)
             width = max(row_tokens[first : first + per_run])
-            input_ids, position_ids, segment_ids, token_index = _packed_feeds(ids, lengths, run_rows, texts, width)
+            input_ids, position_ids, segment_ids, token_index = packed_feeds(ids, lengths, run_rows, texts, width)
             outputs = self.session.run(
                 self.outputs,
                 {"input_ids": input_ids, "position_ids": position_ids, "segment_ids": segment_ids, "token_index": token_index},
@@ -335,54 +375,5 @@ def _log(message, warning=False):
         (logger.log_warn if warning else logger.log_info)(message)
 
 
-def _report_memory(model, instance, graph):
-    """The instance's GPU memory as Triton gauges (``GPU_MEMORY_METRIC``, labelled by
-    model, instance and part); None where this Triton has no custom metrics."""
-    family_type = getattr(pb_utils, "MetricFamily", None)
-    if family_type is None or not graph.runner.graphs:
-        return None
-    family = family_type(
-        name=GPU_MEMORY_METRIC,
-        description="GPU memory of a model instance: its weights, and all it holds (weights, CUDA graphs, buffers)",
-        kind=family_type.GAUGE,
-    )
-    gauges = []
-    for part, value in graph.runner.memory().items():
-        gauge = family.Metric(labels={"model": model, "instance": instance, "part": part})
-        gauge.set(value)
-        gauges.append(gauge)
-    return family, gauges
-
-
 def _error_response(message):
     return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
-
-
-def _packed_feeds(ids, lengths, run_rows, texts, width):
-    """The packed graph's inputs for ``run_rows`` (each row's texts end to end, the fullest
-    ``width`` tokens), built with
-    array operations (per text in Python it was the stub's largest cost after the model):
-    each token's row and column, its position in its text, its text's segment in the row,
-    and, for each text, where its tokens are in the run (past the last token: the graph's
-    zero row)."""
-    sizes = lengths[texts]
-    counts = [len(row) for row in run_rows]
-    row_of = np.repeat(np.arange(len(run_rows)), counts)
-    # Each text's first column: the tokens of the texts before it in its row.
-    ends = np.cumsum(sizes)
-    row_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    before = ends - sizes
-    start = before - before[row_starts][row_of]
-    segment = np.arange(len(texts)) - row_starts[row_of] + 1
-    token_row = np.repeat(row_of, sizes)
-    position = np.arange(int(ends[-1])) - np.repeat(before, sizes)
-    column = np.repeat(start, sizes) + position
-    input_ids = np.zeros((len(run_rows), width), dtype=np.int64)
-    position_ids = np.zeros_like(input_ids)
-    segment_ids = np.zeros_like(input_ids)
-    input_ids[token_row, column] = ids[np.repeat(texts, sizes), position]
-    position_ids[token_row, column] = position
-    segment_ids[token_row, column] = np.repeat(segment, sizes)
-    token_index = np.full((len(texts), int(sizes.max())), len(run_rows) * width, dtype=np.int64)
-    token_index[np.repeat(np.arange(len(texts)), sizes), position] = token_row * width + column
-    return input_ids, position_ids, segment_ids, token_index

@@ -28,6 +28,8 @@ GRAPH_ROWS_PARAMETER = "graph_rows"
 GRAPH_WIDTHS_PARAMETER = "graph_widths"
 GRAPH_TOKENS_PARAMETER = "graph_max_tokens"
 # Warm-up runs of a bucket before its capture (cuBLAS picks its kernels on the first).
+# The Triton metric (a gauge per instance and part) of a GPU instance's memory.
+GPU_MEMORY_METRIC = "embedgate_gpu_memory_bytes"
 WARMUP_RUNS = 2
 # The input whose 1s mark attended tokens (padding rows get one).
 MASK_INPUT = "attention_mask"
@@ -284,3 +286,22 @@ class TorchScriptGraph:
     def run(self, feeds):
         with self.torch.jit.optimized_execution(False):
             return self.runner.run(feeds)
+
+
+def report_memory(pb_utils, model, instance, graph):
+    """The instance's GPU memory as Triton gauges (``GPU_MEMORY_METRIC``, labelled by
+    model, instance and part); None where this Triton has no custom metrics."""
+    family_type = getattr(pb_utils, "MetricFamily", None)
+    if family_type is None or not graph.runner.graphs:
+        return None
+    family = family_type(
+        name=GPU_MEMORY_METRIC,
+        description="GPU memory of a model instance: its weights, and all it holds (weights, CUDA graphs, buffers)",
+        kind=family_type.GAUGE,
+    )
+    gauges = []
+    for part, value in graph.runner.memory().items():
+        gauge = family.Metric(labels={"model": model, "instance": instance, "part": part})
+        gauge.set(value)
+        gauges.append(gauge)
+    return family, gauges

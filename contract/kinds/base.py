@@ -39,3 +39,6 @@ class Kind:
     # (converters/library/declared.py) is converted by this kind's converter; the class's
     # text-only kind converts the others.
     takes_images: bool = False
+    # Whether its Transformer takes every input as chat messages (the ``message`` modality:
+    # a vision-language model); such a directory is converted by this kind's converter.
+    renders_messages: bool = False

@@ -20,14 +20,22 @@ from PIL import Image, ImageOps
 
 from embedgate.contract.kinds.clip import ImagePreprocessing
 from embedgate.contract.kinds.multimodal import ProcessorImages
+from embedgate.contract.kinds.vision_language import PatchImages
 from embedgate.contract.preprocess.image_decode import ALLOWED_FORMATS, ImageRejected, check_resize, open_image
 from embedgate.contract.preprocess.processor_images import prepare_processor_image
+from embedgate.contract.preprocess.vision_language_images import prepare_patches, resized
 
-__all__ = ["ALLOWED_FORMATS", "AnyImagePreparation", "ImageRejected", "prepare_image", "resized_size"]
+__all__ = [
+    "ALLOWED_FORMATS", "AnyImagePreparation", "ImageRejected", "Patches", "prepare_image", "prepare_patched_image",
+    "resized_size",
+]
 
 _RESAMPLING = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
-# How an image is prepared: OpenCLIP's transform, or a Hugging Face image processor's.
-AnyImagePreparation = ImagePreprocessing | ProcessorImages
+# How an image is prepared: OpenCLIP's transform, a Hugging Face image processor's, or a
+# vision-language model's patches.
+AnyImagePreparation = ImagePreprocessing | ProcessorImages | PatchImages
+# A vision-language model's image: uint8 patches [patches, 3 * patch_size ** 2] and its grid (t, h, w).
+Patches = tuple[np.ndarray, tuple[int, int, int]]
 
 
 def prepare_image(data: bytes, spec: AnyImagePreparation, *, max_pixels: int) -> np.ndarray:
@@ -46,6 +54,21 @@ def prepare_image(data: bytes, spec: AnyImagePreparation, *, max_pixels: int) ->
     except (OSError, ValueError) as error:
         raise ImageRejected("invalid_image", f"images in mode {mode} are not supported") from error
     return np.asarray(rgb, dtype=np.uint8)
+
+
+def prepare_patched_image(data: bytes, spec: PatchImages, *, max_pixels: int) -> Patches:
+    """Decode ``data`` and cut it into patches as the model's image processor does
+    (``vision_language_images.py``)."""
+    image = open_image(data, max_pixels)
+    mode = image.mode
+    try:
+        height, width = resized(image.height, image.width, spec)
+        check_resize(image, width, height, f"{width}x{height}", max_pixels)
+        return prepare_patches(image, spec)
+    except ValueError as error:  # its aspect, past the processor's limit
+        raise ImageRejected("invalid_image", str(error)) from error
+    except OSError as error:
+        raise ImageRejected("invalid_image", f"images in mode {mode} are not supported") from error
 
 
 def resized_size(width: int, height: int, spec: ImagePreprocessing) -> tuple[int, int]:

@@ -12,30 +12,16 @@ gateway sends uint8.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
+from embedgate.contract.kinds.vision_language import PatchImages
 from embedgate.contract.preprocess import resample
 from embedgate.contract.preprocess.processor_images import rgb
 
 # The processor's limit on an image's aspect (longer over shorter side).
 MAX_ASPECT = 200
-
-
-@dataclass(frozen=True)
-class PatchImages:
-    """What the gateway needs of the model's image processor."""
-
-    patch_size: int
-    merge_size: int
-    temporal_patch_size: int
-    min_pixels: int
-    max_pixels: int
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    rescale: float
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -56,12 +42,15 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
 def prepare_patches(image: Image.Image, spec: PatchImages) -> tuple[np.ndarray, tuple[int, int, int]]:
     """uint8 ``[patches, 3 * patch_size ** 2]`` of a decoded ``image``, and its grid (t, h, w)."""
     pixels = np.asarray(rgb(image), dtype=np.uint8)
-    height, width = smart_resize(
-        pixels.shape[0], pixels.shape[1], spec.patch_size * spec.merge_size, spec.min_pixels, spec.max_pixels
-    )
+    height, width = resized(pixels.shape[0], pixels.shape[1], spec)
     if (height, width) != pixels.shape[:2]:
         pixels = resample.resize(pixels, height, width, "bicubic")
     return patches_of(pixels, spec.patch_size, spec.merge_size)
+
+
+def resized(height: int, width: int, spec: PatchImages) -> tuple[int, int]:
+    """(height, width) an image of ``height`` x ``width`` is resized to (ValueError: its aspect is refused)."""
+    return smart_resize(height, width, spec.patch_size * spec.merge_size, spec.min_pixels, spec.max_pixels)
 
 
 def patches_of(pixels: np.ndarray, patch: int, merge: int) -> tuple[np.ndarray, tuple[int, int, int]]:

@@ -37,6 +37,13 @@ def vision_positions(grid: Sequence[int], merge: int) -> np.ndarray:
     return np.tile(np.stack([rows, columns], axis=-1), (frames, 1)).astype(np.int64)
 
 
+def text_positions(attention_mask: np.ndarray) -> np.ndarray:
+    """``[3, batch, length]`` int64 for a right-padded batch of texts: each token's index in
+    its row, in all three rows (padding 1, as in ``token_positions``)."""
+    positions = np.where(attention_mask > 0, np.cumsum(attention_mask, axis=1) - 1, 1).astype(np.int64)
+    return np.ascontiguousarray(np.broadcast_to(positions, (3, *positions.shape)))
+
+
 def token_positions(
     attention_mask: np.ndarray, token_types: np.ndarray, grids: Iterable[Sequence[int]], merge: int
 ) -> np.ndarray:

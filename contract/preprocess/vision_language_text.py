@@ -4,68 +4,82 @@ text or an image for a model whose processor renders every input through a chat 
 The library turns an input into a user message (a prompt, where there is one, into a
 system message before it), renders the messages with the processor's chat template, puts
 as many image tokens as the image's merged patches where the template wrote one, and
-tokenizes the text. The gateway has no template engine: the converter rendered the
-messages around markers and recorded the fixed text before and after each input
-(``Rendering``, checked to give the library's token ids); here an input is put between
-that text and tokenized as the library tokenizes it. A token's modality
-(``mm_token_type_ids``) is 1 for the image tokens, 0 for the rest.
+tokenizes the text, cut at the max length with the template's last tokens written back
+over the end of a row it reached (``_restore_chat_template_suffix``). The gateway has no
+template engine: the converter rendered the messages around markers and recorded the
+fixed text before and after each input (``MessageTemplate``, checked to give the
+library's token ids); here an input is put between that text and tokenized as the library
+tokenizes it. A token's modality (``mm_token_type_ids``) is 1 for the image tokens, 0 for
+the rest.
+
+Rows are right-padded (the graph attends by the mask; the parity check runs this form).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from embedgate.contract.kinds.vision_language import MessageTemplate
+from embedgate.contract.preprocess.prompted import PromptedText
+from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch, padded
 
 # What the converter renders in place of an input and of a prompt (then cut out).
 TEXT_MARK = "\u2063TEXT\u2063"
 PROMPT_MARK = "\u2063PROMPT\u2063"
 
 
-@dataclass(frozen=True)
-class Around:
-    """A rendering's fixed text: ``before`` + the prompt + ``between`` + the input + ``after``
-    (``between`` unused without a prompt)."""
-
-    before: str
-    between: str
-    after: str
-
-    def render(self, text: str, prompt: str = "") -> str:
-        return f"{self.before}{prompt}{self.between}{text}{self.after}"
+class ImageTooLong(ValueError):
+    """An image whose tokens, with the template's, pass the model's max length: the library
+    would cut its image tokens and fail."""
 
 
-@dataclass(frozen=True)
-class Rendering:
-    """How the chat template renders a text, and an image (the template's image text in
-    place of the input), with and without a prompt."""
+class MessageTokenizer(TextTokenizer):
+    """The model's tokenizer behind its chat template: a text (a ``PromptedText`` where it
+    has a prompt) or an image's run of image tokens, framed, tokenized, cut as the library cuts."""
 
-    text: Around
-    text_prompted: Around
-    image: str  # what the template writes for one image (its image token once, to be repeated)
-    image_token: str
-    image_token_id: int
+    def __init__(self, tokenizer_file: Path, max_length: int, template: MessageTemplate):
+        super().__init__(tokenizer_file, max_length, add_special_tokens=False)
+        self._tokenizer.no_truncation()  # cut here, with the template's end written back
+        self.template = template
 
-    def text_of(self, text: str, prompt: str = "") -> str:
-        return self.text_prompted.render(text, prompt) if prompt else self.text.render(text)
+    def rendered(self, text: str | PromptedText) -> str:
+        if isinstance(text, PromptedText):
+            return self.template.text_of(text.text, text.prompt)
+        return self.template.text_of(text)
 
-    def image_of(self, tokens: int, prompt: str = "") -> str:
-        """The rendered text of an image that takes ``tokens`` image tokens."""
-        expanded = self.image.replace(self.image_token, self.image_token * tokens)
-        return self.text_of(expanded, prompt)
+    def encode(self, texts: list[str | PromptedText], pad_to_bucket: bool = False) -> TokenBatch:  # type: ignore[override]
+        rows = self._ids([self.rendered(text) for text in texts])
+        kept = [self._kept(row) for row in rows]
+        return padded(kept, [len(row) > self.max_length for row in rows], pad_to_bucket, self.max_length)
 
+    def encode_images(self, tokens: list[int], prompt: str = "") -> TokenBatch:
+        """Images taking ``tokens`` image tokens each, as the library renders them."""
+        rows = self._ids([self.template.image_of(count, prompt) for count in tokens])
+        for number, row in enumerate(rows):
+            if len(row) > self.max_length:
+                raise ImageTooLong(
+                    f"image {number} takes {len(row)} tokens with the model's chat template, more than its max "
+                    f"length of {self.max_length}; the library would cut its image tokens"
+                )
+        return padded(rows, [False] * len(rows), False, self.max_length)
 
-def token_batch(tokenizer, rendering: Rendering, rendered: list[str], pad_id: int, left: bool):
-    """``input_ids``, ``attention_mask`` and ``mm_token_type_ids`` ``[batch, length]``
-    (int64), padded here on the side the model's tokenizer pads (``tokenizer``: a
-    ``tokenizers.Tokenizer`` with its own padding and truncation off)."""
-    rows = [encoding.ids for encoding in tokenizer.encode_batch(rendered, add_special_tokens=False)]
-    length = max(len(row) for row in rows)
-    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), length), dtype=np.int64)
-    for number, row in enumerate(rows):
-        place = slice(length - len(row), length) if left else slice(0, len(row))
-        ids[number, place] = row
-        mask[number, place] = 1
-    types = (ids == rendering.image_token_id).astype(np.int64) * mask
-    return ids, mask, types
+    def image_tokens(self, batch: TokenBatch) -> np.ndarray:
+        """Where ``batch``'s image tokens are (``mm_token_type_ids``)."""
+        return (batch.input_ids == self.template.image_token_id).astype(np.int64) * batch.attention_mask
+
+    def _ids(self, rendered: list[str]) -> list[list[int]]:
+        return [encoding.ids for encoding in self._tokenizer.encode_batch(rendered, add_special_tokens=False)]
+
+    def _kept(self, row: list[int]) -> list[int]:
+        """A row as the library keeps it: one that reaches the max length cut there, the
+        template's last tokens written over its end."""
+        if len(row) < self.max_length:
+            return row
+        kept = row[: self.max_length]
+        suffix = self.template.suffix_ids
+        keep = min(len(suffix), len(kept))
+        if keep:
+            kept[-keep:] = suffix[-keep:]
+        return kept

@@ -33,11 +33,18 @@ LIBRARY_KINDS: dict[str, type[LibraryKind]] = {
     if converter.kind.library_class is not None and issubclass(converter, LibraryKind) and not converter.kind.takes_images
 }
 # sentence-transformers' model_type -> the converter of its models whose Transformer takes
-# images (or audio, video), where embedgate has one.
+# images (or audio, video), where embedgate has one; of those that take every input as chat
+# messages (vision-language models), where it has one.
 MULTIMODAL_KINDS: dict[str, type[LibraryKind]] = {
     converter.kind.library_class: converter
     for converter in CONVERTERS.values()
     if converter.kind.library_class is not None and issubclass(converter, LibraryKind) and converter.kind.takes_images
+    and not converter.kind.renders_messages
+}
+MESSAGE_KINDS: dict[str, type[LibraryKind]] = {
+    converter.kind.library_class: converter
+    for converter in CONVERTERS.values()
+    if converter.kind.library_class is not None and issubclass(converter, LibraryKind) and converter.kind.renders_messages
 }
 # A library of one kind (OpenCLIP) -> its converter: a load that names it needs no directory's word.
 ONE_KIND_LIBRARIES: dict[str, type[KindConverter]] = {
@@ -60,7 +67,7 @@ def converter_for(spec: ConversionSpec, step: Step) -> KindConverter:
     if converter is None:
         raise declared.unsupported(found, tuple(LIBRARY_KINDS))
     if takes_media(found.modalities):
-        converter = MULTIMODAL_KINDS.get(found.kind)
+        converter = (MESSAGE_KINDS if "message" in found.modalities else MULTIMODAL_KINDS).get(found.kind)
         if converter is None:
             raise UnsupportedModelError(
                 f"the model is a {found.kind} whose Transformer takes {', '.join(found.modalities)} (per its "

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from embedgate.contract.preprocess.vision_language_images import PatchImages
-from embedgate.contract.preprocess.vision_language_text import PROMPT_MARK, TEXT_MARK, Around, Rendering
+from embedgate.contract.kinds.vision_language import Frame, MessageTemplate, PatchImages
+from embedgate.contract.preprocess.vision_language_text import PROMPT_MARK, TEXT_MARK
 from embedgate.converters.library.module_stack import OPSET, export_failure, index_based_masks
 
 PATCHES = "patches"
@@ -141,6 +141,18 @@ def _export(graph, example: dict, names: list[str], output: str, axes: dict, onn
         raise export_failure(error, modules) from error
 
 
+def normalized_patches(patches, images: PatchImages):
+    """``patches`` (uint8) as the vision graph's first nodes make them, in numpy: the
+    processor's ``pixel_values`` (for checking the replay)."""
+    import numpy as np
+
+    scale = images.rescale
+    offset = np.float32(np.asarray(images.mean) / scale).reshape(1, 3, 1, 1)
+    divisor = np.float32(np.asarray(images.std) / scale).reshape(1, 3, 1, 1)
+    values = (patches.astype(np.float32).reshape(len(patches), 3, 1, -1) - offset) / divisor
+    return np.repeat(values, images.temporal_patch_size, axis=2).reshape(len(patches), -1)
+
+
 def patch_images(image_processor) -> PatchImages:
     """What the gateway needs of a Qwen2-VL-style image processor (``Qwen2VLImageProcessor``)."""
     size = image_processor.size
@@ -154,10 +166,12 @@ def patch_images(image_processor) -> PatchImages:
     )
 
 
-def rendering(transformer) -> Rendering:
+def message_template(transformer) -> MessageTemplate:
     """How ``transformer`` (a sentence-transformers Transformer of the ``message`` form)
     renders a text and an image: its own input formatter builds the messages of markers,
-    its processor's chat template renders them, and the text around the markers is kept."""
+    its processor's chat template renders them, and the text around the markers is kept.
+    The template's last tokens are found as the library finds them: the tokens two texts
+    rendered alike end with."""
     from PIL import Image
 
     formatter, processor = transformer.input_formatter, transformer.processor
@@ -169,23 +183,31 @@ def rendering(transformer) -> Rendering:
             messages = formatter.prepend_prompt_to_messages(messages, prompt)
         return processor.apply_chat_template(messages[0], tokenize=False)
 
-    def around(text: str) -> Around:
+    def frame(text: str) -> Frame:
         if PROMPT_MARK in text:
             before, _, rest = text.partition(PROMPT_MARK)
             between, _, after = rest.partition(TEXT_MARK)
-            return Around(before, between, after)
+            return Frame(before=before, between=between, after=after)
         before, _, after = text.partition(TEXT_MARK)
-        return Around(before, "", after)
+        return Frame(before=before, after=after)
 
-    plain = around(rendered("text", TEXT_MARK, None))
+    plain = frame(rendered("text", TEXT_MARK, None))
     image_text = rendered("image", Image.new("RGB", (28, 28)), None)
     if not (image_text.startswith(plain.before) and image_text.endswith(plain.after)):
         raise ValueError("the chat template renders an image in another frame than a text")
     token = processor.image_token
-    return Rendering(
+    tokenizer = processor.tokenizer
+    first, second = (tokenizer(plain.render(filler), add_special_tokens=False)["input_ids"] for filler in ("0", "1 2 3 4"))
+    common = 0
+    for left, right in zip(reversed(first), reversed(second)):
+        if left != right:
+            break
+        common += 1
+    return MessageTemplate(
         text=plain,
-        text_prompted=around(rendered("text", TEXT_MARK, PROMPT_MARK)),
+        prompted=frame(rendered("text", TEXT_MARK, PROMPT_MARK)),
         image=image_text[len(plain.before) : len(image_text) - len(plain.after)],
         image_token=token,
-        image_token_id=int(processor.tokenizer.convert_tokens_to_ids(token)),
+        image_token_id=int(tokenizer.convert_tokens_to_ids(token)),
+        suffix_ids=first[len(first) - common :] if 0 < common < min(len(first), len(second)) else [],
     )

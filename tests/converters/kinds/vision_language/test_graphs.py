@@ -1,10 +1,10 @@
-"""A vision-language model's two graphs (``vision_language.py``), and the images and
+"""A vision-language model's two graphs (``graphs.py``), and the images and
 positions the gateway prepares for them (``vision_language_images.py``,
 ``vision_language_positions.py``), against the library: the images are the processor's
 pixels, the positions transformers' own, and the exported graphs run by onnxruntime give
 ``encode``'s embeddings for texts and for images of other sizes than they were traced on.
 The token ids are the gateway's own too: the chat template's rendering recorded around
-markers, an input put in it and tokenized (``vision_language_text.py``)."""
+markers, an input put in it and tokenized, right-padded (``vision_language_text.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 
 from embedgate.contract.preprocess.vision_language_images import prepare_patches
 from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_positions
-from embedgate.converters.kinds.multimodal import vision_language as vl
+from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
+from embedgate.converters.kinds.vision_language import graphs as vl
+from embedgate.converters.library.parity import reference_token_ids
 from tests.multimodal_models import vision_language_model
 
 TEXTS = ["a photo of a cat", "two words", "the quick brown fox jumps over the lazy dog " * 3]
@@ -116,23 +118,18 @@ def test_token_positions_are_transformers_own_where_a_token_is_attended(model):
     [picture(70, 90, 5), picture(120, 60, 6), picture(200, 150, 7)],
     [picture(40, 40, 8)],
 ], ids=["texts", "one text", "images", "one small image"])
-def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs):
+def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs, tmp_path):
     """Everything the gateway computes (token ids, patches, positions), then the graphs."""
     import onnxruntime
-
-    from embedgate.contract.preprocess.vision_language_text import token_batch
 
     transformer = model[0]
     vision = onnxruntime.InferenceSession(str(graphs / "vision.onnx"), providers=["CPUExecutionProvider"])
     language = onnxruntime.InferenceSession(str(graphs / "language.onnx"), providers=["CPUExecutionProvider"])
-    rendering, tokenizer = vl.rendering(transformer), gateway_tokenizer(transformer)
+    tokenizer = gateway_tokenizer(transformer, tmp_path)
     prepared = [prepare_patches(image, spec) for image in inputs if not isinstance(image, str)]
     grids = [grid for _, grid in prepared]
-    rendered = [rendering.image_of(h * w // spec.merge_size**2) for _, h, w in grids] or [
-        rendering.text_of(text) for text in inputs
-    ]
-    hf = transformer.processor.tokenizer
-    ids, mask, types = token_batch(tokenizer, rendering, rendered, hf.pad_token_id, hf.padding_side == "left")
+    batch = tokenizer.encode_images([spec.tokens(grid) for grid in grids]) if grids else tokenizer.encode(inputs)
+    ids, mask = batch.input_ids, batch.attention_mask
     rows = [
         vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec).items()})[0]
         for patches, grid in prepared
@@ -140,7 +137,7 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     hidden = transformer.auto_model.config.text_config.hidden_size
     embeddings = language.run(None, {
         vl.INPUT_IDS: ids, vl.ATTENTION_MASK: mask,
-        vl.POSITION_IDS: token_positions(mask, types, grids, spec.merge_size),
+        vl.POSITION_IDS: token_positions(mask, tokenizer.image_tokens(batch), grids, spec.merge_size),
         vl.IMAGE_EMBEDS: np.concatenate(rows) if rows else np.zeros((0, hidden), np.float32),
     })[0]
     expected = model.encode(inputs)
@@ -149,36 +146,51 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     assert cosine.min() >= 0.9999
 
 
-def gateway_tokenizer(transformer):
-    """The model's tokenizer as the gateway loads it: its own padding and truncation off
-    (the library's calls leave them set on its backend)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_str(transformer.processor.tokenizer.backend_tokenizer.to_str())
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
+def gateway_tokenizer(transformer, directory, max_length: int = 100_000) -> MessageTokenizer:
+    """The model's tokenizer as the gateway loads it, behind the template the converter records."""
+    tokenizer_file = directory / "tokenizer.json"
+    transformer.processor.tokenizer.backend_tokenizer.save(str(tokenizer_file))
+    return MessageTokenizer(tokenizer_file, max_length, vl.message_template(transformer))
 
 
 @pytest.mark.parametrize("prompt", [None, "query: "])
-def test_texts_and_images_become_the_librarys_token_ids(model, spec, prompt):
-    from embedgate.contract.preprocess.vision_language_text import token_batch
+def test_texts_and_images_become_the_librarys_token_ids(model, spec, prompt, tmp_path):
+    from embedgate.contract.preprocess.prompted import PromptedText
 
     transformer = model[0]
-    rendering = vl.rendering(transformer)
-    hf = transformer.processor.tokenizer
-    tokenizer = gateway_tokenizer(transformer)
+    tokenizer = gateway_tokenizer(transformer, tmp_path)
     texts = ["hello world", "Grüße, 世界! <b>bold</b>", "  spaced  out  ", TEXTS[2]]
     images = [picture(70, 90, 9), picture(200, 150, 10)]
     options = {} if prompt is None else {"prompt": prompt}
-    merge = spec.merge_size
-    for inputs, rendered in (
-        (texts, [rendering.text_of(text, prompt or "") for text in texts]),
-        (images, [rendering.image_of(grid[1] * grid[2] // merge**2, prompt or "")
-                  for grid in (prepare_patches(image, spec)[1] for image in images)]),
+    for inputs, batch in (
+        (texts, tokenizer.encode([PromptedText(prompt, text) if prompt else text for text in texts])),
+        (images, tokenizer.encode_images([spec.tokens(prepare_patches(image, spec)[1]) for image in images], prompt or "")),
     ):
         features = transformer.preprocess(inputs, **options)
-        ids, mask, types = token_batch(tokenizer, rendering, rendered, hf.pad_token_id, hf.padding_side == "left")
-        assert np.array_equal(ids, features["input_ids"].numpy())
-        assert np.array_equal(mask, features["attention_mask"].numpy())
-        assert np.array_equal(types, features["mm_token_type_ids"].numpy())
+        mask = features["attention_mask"].numpy()
+        assert reference_token_ids(batch.input_ids, batch.attention_mask) == reference_token_ids(
+            features["input_ids"].numpy(), mask
+        )
+        types = features["mm_token_type_ids"].numpy()
+        assert [row[m == 1].tolist() for row, m in zip(types, mask)] == [
+            row[m == 1].tolist() for row, m in zip(tokenizer.image_tokens(batch), batch.attention_mask)
+        ]
+
+
+def test_a_text_past_the_max_length_is_cut_as_the_library_cuts_it(model, tmp_path):
+    """Cut at the max length, the template's last tokens written back over the end."""
+    transformer = model[0]
+    tokenizer = gateway_tokenizer(transformer, tmp_path, max_length=24)
+    texts = ["word " * 40, "short", "tokens " * 23]
+    before = transformer.max_seq_length
+    transformer.max_seq_length = 24
+    try:
+        features = transformer.preprocess(texts)
+    finally:
+        transformer.max_seq_length = before
+    batch = tokenizer.encode(texts)
+    assert reference_token_ids(batch.input_ids, batch.attention_mask) == reference_token_ids(
+        features["input_ids"].numpy(), features["attention_mask"].numpy()
+    )
+    assert batch.truncated_rows[:2] == [True, False] and batch.token_counts[0] == 24
+    assert batch.input_ids[0, 22:24].tolist() == tokenizer.template.suffix_ids[-2:]
