@@ -6,7 +6,7 @@ job's lease bounds it). A line of late chunks runs as an online request of them 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ class BulkLane:
 
     settings: Settings
     _pool: OffLoopThreads
+    _route_images: Callable[..., Awaitable[Embeddings]]
 
     async def answer_bulk(self, model: ServedModel, asks: Sequence[Ask]) -> list[Embeddings | EmbedgateError]:
         """Each of a batch job's lines answered as :meth:`answer` answers it (or its error),
@@ -58,7 +59,9 @@ class BulkLane:
         gathered = Gathered([
             await expanded_or_error(self._pool, model, plan, limit) for index, plan in enumerate(plans) if index not in late
         ])
-        done = await run_all([self._bulk_call(model, route, inputs) for route, inputs in gathered.routes.values()])
+        done = await run_all([
+            self._bulk_call(model, route, inputs, gathered.prompts.get(key, "")) for key, (route, inputs) in gathered.routes.items()
+        ])
         answers = iter(gathered.finished(dict(zip(gathered.routes, done))))
         outcomes = dict(zip(late, await run_all([self._late_or_error(model, plan) for plan in late.values()])))
         return [outcomes[index] if index in late else next(answers) for index in range(len(plans))]
@@ -70,25 +73,28 @@ class BulkLane:
         except EmbedgateError as error:
             return error
 
-    async def _bulk_call(self, model: ServedModel, route: Route, inputs: list[Any]) -> Embeddings | EmbedgateError:
+    async def _bulk_call(
+        self, model: ServedModel, route: Route, inputs: list[Any], prompt: str = ""
+    ) -> Embeddings | EmbedgateError:
         """:meth:`run_bulk`; an image route's call is one request's, so an image that cannot
         be used is that request's error (a text route's failure is everyone's)."""
         try:
-            return await self.run_bulk(model, route, inputs)
+            return await self.run_bulk(model, route, inputs, prompt)
         except InvalidImage as error:
             if route.images is None:
                 raise
             return error
 
-    async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput]) -> Embeddings:
-        """The route's outputs for a batch job's inputs (prompts already in them), in the
-        coalescer's bulk lane: behind every online request, in calls of texts of about the
-        same length. No admission slot and no request deadline: the job's lease bounds it."""
+    async def run_bulk(self, model: ServedModel, route: Route, inputs: list[TextInput], prompt: str = "") -> Embeddings:
+        """The route's outputs for a batch job's inputs (prompts already in texts; an image
+        route's ``prompt`` beside its images), in the coalescer's bulk lane: behind every
+        online request, in calls of texts of about the same length. No admission slot and
+        no request deadline: the job's lease bounds it."""
         if route.static is not None:
             return await self._computed_here(route, inputs, "")
         if route.images is not None:
             # Images have no bulk lane: fetched, prepared and sent as an online request's are.
-            return await self._images(model, route, inputs, BULK_TIMEOUT_S)
+            return await self._route_images(model, route, inputs, BULK_TIMEOUT_S, prompt)
         order = sorted(range(len(inputs)), key=lambda row: text_length(inputs[row]))
         step = self.settings.bulk_busy_texts
         coalescer = self._coalescer(model, route)

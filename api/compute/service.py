@@ -12,7 +12,8 @@ the backend. Every text input, a pair included, takes the same path: merged with
 requests' by its route's coalescer, or tokenized in the pool and sent in length-sorted
 slices (Triton calls); a route computed by the gateway (static weights) is tokenized and computed in the
 pool, with no backend call; a route of images (a CLIP model's image tower) is fetched and
-decoded in the image threads and sent in slices.
+decoded in the image threads and sent in slices (a vision-language model's, in two steps:
+``message_images.py``).
 
 (A request's own chunks, long texts cut for ``chunking``, are inputs like any other; late
 chunks are rows of the model's late-chunking graph: ``document_chunks.py``.)
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from embedgate.contract.kinds.vision_language import PatchImages
 from embedgate.contract.preprocess.text import TokenBatch, bucket_length
 from embedgate.contract.spec import CHUNK_EMBEDDINGS
 
@@ -38,6 +40,7 @@ from .cache import ResponseCache, answer_from_cache
 from .bulk_lane import BulkLane, text_length
 from .document_chunks import chunked_plan, expanded, laid_out, late_answer
 from .images.loader import ImageLoader
+from .message_images import MessageImages
 from .requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput, prefixed
 from .requests.results import Embedded, Embeddings
 from .requests.routes import Route
@@ -72,7 +75,7 @@ def _static(route: Route, inputs: list[TextInput], prefix: str) -> tuple[TokenBa
     return batch, route.static.vectors(batch.input_ids, batch.attention_mask)
 
 
-class EmbeddingService(BulkLane):
+class EmbeddingService(BulkLane, MessageImages):
     def __init__(self, settings: Settings, backend: Backend):
         self.settings = settings
         self.batching = BatchingPolicy(settings)
@@ -150,7 +153,7 @@ class EmbeddingService(BulkLane):
         if route.static is not None:
             return await self._computed_here(route, inputs, prefix)
         if route.images is not None:
-            return await self._images(model, route, inputs, timeout_s)
+            return await self._route_images(model, route, inputs, timeout_s, prefix)
         cache = self.cache
         if cache is None:
             return await self._compute(model, route, inputs, timeout_s, prefix)
@@ -285,6 +288,15 @@ class EmbeddingService(BulkLane):
             model, route.part, tensors, kind.output, timeout_s=timeout_s, version=route.version
         )
         return kind.rows(batch, rows, outputs)
+
+    async def _route_images(
+        self, model: ServedModel, route: Route, images: Sequence[str | bytes], timeout_s: float, prompt: str = ""
+    ) -> Embeddings:
+        """Images through an image route: a vision-language model's in two steps, rendered
+        with ``prompt``; any other's image graph."""
+        if isinstance(route.images, PatchImages):
+            return await self._message_images(model, route, images, timeout_s, prompt)
+        return await self._images(model, route, images, timeout_s)
 
     async def _images(self, model: ServedModel, route: Route, images: Sequence[str | bytes], timeout_s: float) -> Embeddings:
         """Images as URLs, data URIs or bytes through an image route: fetched and decoded

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compute.requests.asks import Ask, Options, Output
-from ..compute.requests.prompts import PromptChoice
+from ..compute.requests.prompts import DEFAULT, PromptChoice
 from ..compute.requests.quantize import PRECISIONS, Precision
 from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
@@ -80,10 +80,10 @@ class Infer(Endpoint[InferRequest]):
         check_count(body.image, settings.max_images_per_request, "images")
         model = self.model(body.model_name, body.pretrained)
         asks: list[Ask] = []
+        prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt, task=body.task)
         if body.text:
             # A kind that gives nothing for texts is refused, saying where to go instead.
             output = model.kind.text_output or Output.EMBED
-            prompt = PromptChoice(prompt_name=body.prompt_name, prompt=body.prompt, task=body.task)
             options = Options(
                 normalize=body.normalize,
                 normalize_given="normalize" in body.model_fields_set,
@@ -93,7 +93,7 @@ class Infer(Endpoint[InferRequest]):
             chunking = chunking_of(body.chunking, body.text, settings.max_chunked_characters)
             asks.append(Ask(output, body.text, prompt, options, chunking=chunking))
         if body.image:
-            asks.append(images_ask(body.image, body.normalize, body.precision))
+            asks.append(images_ask(body.image, body.normalize, body.precision, prompt))
         return Call(model, tuple(asks), body.text or (), len(body.image or ()))
 
     def respond(self, call: Call, results: list[Embeddings]) -> dict[str, Any]:
@@ -134,8 +134,10 @@ class Infer(Endpoint[InferRequest]):
         return None
 
 
-def images_ask(images: list, normalize: bool, precision: Precision) -> Ask:
-    return Ask(Output.IMAGES, list(images), options=Options(normalize=normalize, precision=precision))
+def images_ask(images: list, normalize: bool, precision: Precision, prompt: PromptChoice = DEFAULT) -> Ask:
+    """Images to embed; ``prompt``: the request's, which a vision-language model renders with
+    each image (as the library's system message); a CLIP-form model's images take none."""
+    return Ask(Output.IMAGES, list(images), prompt, Options(normalize=normalize, precision=precision))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.kinds.dense import DenseInfo, late_part_name
 from embedgate.contract.kinds.multimodal import MultimodalMetadata, multimodal_part_names
+from embedgate.contract.kinds.vision_language import VisionLanguageMetadata, vision_language_part_names
 from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
 
 from .names import clip_key, clip_triton_name, split_clip_key, split_variant, to_triton_name
@@ -61,6 +62,8 @@ class ModelRef:
         """The Triton models the published model ``metadata`` describes is made of."""
         if metadata.record_of(MultimodalMetadata) is not None:
             return multimodal_part_names(self.triton_name)
+        if metadata.record_of(VisionLanguageMetadata) is not None:
+            return vision_language_part_names(self.triton_name)
         dense = metadata.record_of(DenseInfo)
         if dense is not None and dense.late_chunking is not None:
             return (self.triton_name, late_part_name(self.triton_name))

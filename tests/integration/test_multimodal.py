@@ -1,11 +1,12 @@
 """Multimodal sentence-transformers end to end: HTTP -> gateway -> real tritonserver. One
 gateway serves the tiny CLIP-form model (its texts and images each against
 ``SentenceTransformer.encode``: /infer, /infer_image, Cohere's /v2/embed through
-``cohere.ClientV2``, a bulk job of /v2/embed lines with images) and a tiny reranker
-(Cohere's /v2/rerank against ``CrossEncoder.predict``); the vision-language form is refused
-with the reason. Images come from a local server on 127.0.0.2, the address the allow-list
-admits; every comparison is of answers the model computed (inputs of their own, images are
-never cached)."""
+``cohere.ClientV2``, a bulk job of /v2/embed lines with images), the tiny vision-language
+model (the same routes, prompts as the library's system message, the OpenAI client) and a
+tiny reranker (Cohere's /v2/rerank
+against ``CrossEncoder.predict``). Images come from a local server on 127.0.0.2, the
+address the allow-list admits; every comparison is of answers the model computed (inputs
+of their own, images are never cached)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from .conftest import run_batch, start_gateway
 
 MODEL = "org/tiny-clip-form"
 RERANKER = "org/tiny-reranker"
+VISION_LANGUAGE = "org/tiny-vl"
+# The tiny vision-language model's max length: its position embeddings (its tokenizer names none).
+VL_POSITIONS = 256
 
 
 def picture(width: int, height: int, seed: int, mode: str = "RGB", fmt: str = "PNG") -> bytes:
@@ -62,7 +66,10 @@ def images():
 @pytest.fixture(scope="module")
 def directories(tmp_path_factory):
     root = tmp_path_factory.mktemp("multimodal-models")
-    return {"clip": clip_form_model(root / "clip"), "reranker": cross_encoder(root / "reranker")}
+    return {
+        "clip": clip_form_model(root / "clip"), "reranker": cross_encoder(root / "reranker"),
+        "vl": vision_language_model(root / "vl", seed=3),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,7 @@ def gateway(tmp_path_factory, directories, images):
     gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "multimodal-gateway.log",
                        image_fetch_allow="127.0.0.2", max_batch_size="4")
     with gw.client() as http:
-        for name, key in ((MODEL, "clip"), (RERANKER, "reranker")):
+        for name, key in ((MODEL, "clip"), (RERANKER, "reranker"), (VISION_LANGUAGE, "vl")):
             body = {"model_name": name, "model_path": str(directories[key])}
             response = http.post("/load_sentence_transformer_model", json=body)
             assert response.status_code == 200, response.text
@@ -190,10 +197,98 @@ def test_a_bulk_job_of_cohere_lines_with_images(gateway, library, images):
     assert errors[0]["response"]["status_code"] == 400
 
 
-def test_the_vision_language_form_is_refused_saying_why(http, tmp_path):
-    body = {"model_name": "org/tiny-vl", "model_path": str(vision_language_model(tmp_path / "vl"))}
-    response = http.post("/load_sentence_transformer_model", json=body)
-    assert response.status_code == 422, response.text
-    error = response.json()["error"]
-    assert error["code"] == "unsupported_model" and "chat template" in error["message"]
-    assert "Qwen3-VL-Embedding" in error["message"]
+# --- the vision-language form: every input rendered through the model's chat template
+
+
+@pytest.fixture(scope="module")
+def vl_library(directories):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(directories["vl"]), device="cpu")
+    model[0].max_seq_length = VL_POSITIONS  # what the conversion served it with (its tokenizer names none)
+    return model
+
+
+def test_the_load_answers_a_vision_language_model(http):
+    listed = {entry["model_name"]: entry for entry in http.get("/loaded_models").json()["models"]}[VISION_LANGUAGE]
+    assert listed["kind"] == "vision_language" and listed["max_seq_length"] == VL_POSITIONS
+    assert listed["modalities"] == ["text", "image", "video", "message"]
+    assert listed["triton_parts"] == ["org--tiny-vl", "org--tiny-vl---image"]
+
+
+def test_vision_language_texts_and_images_are_encodes(http, vl_library, images):
+    texts = ["vl: a photo of a cat", "vl: " + "a dog in the snow " * 80, "vl: Grüße <b>bold</b>"]
+    names = ["photo.jpg", "portrait.png", "alpha.png", "tiny.png", "photo.jpg"]
+    sources = [f"http://127.0.0.2:{images.port}/{name}" for name in names[:3]] + [data_uri(IMAGES[n]) for n in names[3:]]
+    body = {"model_name": VISION_LANGUAGE, "text": texts, "image": sources}
+    response = http.post("/infer", json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-cached-inputs"] == "0" and response.headers["x-truncated-inputs"] == "1"
+    answer = response.json()
+    np.testing.assert_allclose(answer["text_embeddings"], vl_library.encode(texts), atol=1e-4)
+    # Five images: two calls of the language graph (the gateway's batch size is 4).
+    expected = encode_images(vl_library, [IMAGES[name] for name in names])
+    np.testing.assert_allclose(answer["image_embeddings"], expected, atol=1e-4)
+    assert cosine_rows(answer["image_embeddings"], expected).min() >= 0.9999
+
+
+def test_vision_language_prompts_are_the_librarys_system_message(http, vl_library):
+    texts, blobs = ["vl prompted: where is the lighthouse"], [IMAGES["portrait.png"]]
+    body = {"model_name": VISION_LANGUAGE, "text": texts, "image": [data_uri(blob) for blob in blobs],
+            "prompt": "Find the image."}
+    response = http.post("/infer", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    prompted = vl_library.encode(texts, prompt="Find the image.")
+    np.testing.assert_allclose(answer["text_embeddings"], prompted, atol=1e-4)
+    assert cosine_rows(prompted, vl_library.encode(texts)).max() < 0.999  # the prompt changed it
+    images = [Image.open(io.BytesIO(blob)) for blob in blobs]
+    np.testing.assert_allclose(answer["image_embeddings"], vl_library.encode(images, prompt="Find the image."), atol=1e-4)
+
+
+def test_vision_language_through_openai_and_cohere_clients(gateway, vl_library, images):
+    import cohere
+    import openai
+
+    texts = ["vl openai: a bowl of ramen", "vl openai: stocks fell"]
+    client = openai.OpenAI(api_key="unused", base_url=gateway.url + "/v1", timeout=120)
+    answer = client.embeddings.create(model=VISION_LANGUAGE, input=texts)
+    np.testing.assert_allclose([item.embedding for item in answer.data], vl_library.encode(texts), atol=1e-4)
+
+    cohere_client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
+    inputs = [
+        {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/alpha.png"}}]},
+        {"content": [{"type": "text", "text": "vl cohere: an input of text"}]},
+    ]
+    answer = cohere_client.embed(model=VISION_LANGUAGE, input_type="search_query", inputs=inputs)
+    expected = np.concatenate([
+        encode_images(vl_library, [IMAGES["alpha.png"]]), vl_library.encode(["vl cohere: an input of text"]),
+    ])
+    np.testing.assert_allclose(answer.embeddings.float_, expected, atol=1e-4)
+
+
+def test_a_bulk_job_of_vision_language_images(gateway, vl_library):
+    bodies = [
+        {"model": VISION_LANGUAGE, "input_type": "image", "images": [data_uri(IMAGES["tiny.png"])]},
+        {"model": VISION_LANGUAGE, "input_type": "image", "images": [data_uri(picture(1000, 4, 9))]},
+    ]
+    lines = [json.dumps({"custom_id": f"v{i}", "method": "POST", "url": "/v2/embed", "body": body})
+             for i, body in enumerate(bodies)]
+    batch, output, errors = run_batch(gateway, lines, "/v2/embed")
+    assert batch.status == "completed"
+    served = output["v0"]["response"]["body"]["embeddings"]["float"]
+    np.testing.assert_allclose(served, encode_images(vl_library, [IMAGES["tiny.png"]]), atol=1e-4)
+    # An image past the processor's aspect limit is that line's error (the library refuses it too).
+    assert [error["custom_id"] for error in errors] == ["v1"]
+    assert errors[0]["response"]["status_code"] == 400
+
+
+def test_vision_language_refusals_say_why(http):
+    body = {"model_name": VISION_LANGUAGE, "text": ["vl: chunked " * 50], "chunking": {"max_tokens": 16}}
+    response = http.post("/infer", json=body)
+    assert response.status_code == 400, response.text
+    assert "chat template" in response.json()["error"]["message"]
+    response = http.post("/infer", json={"model_name": VISION_LANGUAGE, "image": [data_uri(picture(1000, 4, 9))]})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_image"
+    response = http.post("/infer", json={"model_name": VISION_LANGUAGE, "text": ["vl: still served"]})
+    assert response.status_code == 200

@@ -10,11 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from embedgate.contract.preprocess.images import AnyImagePreparation, ImageRejected, prepare_image
+from embedgate.contract.kinds.vision_language import PatchImages
+from embedgate.contract.preprocess.images import (
+    AnyImagePreparation,
+    ImageRejected,
+    Patches,
+    prepare_image,
+    prepare_patched_image,
+)
 
 from ...errors import InvalidImage
 from ...settings import Settings
@@ -61,19 +69,26 @@ class ImageLoader:
 
     async def load(self, sources: Sequence[str | bytes], preprocessing: AnyImagePreparation) -> np.ndarray:
         """uint8 ``[len(sources), height, width, 3]``; raises InvalidImage (400)."""
-        return np.stack(await run_all([self._one(i, s, preprocessing) for i, s in enumerate(sources)]))
+        return np.stack(await self._all(sources, prepare_image, preprocessing))
 
-    async def _one(self, index: int, source: str | bytes, preprocessing: AnyImagePreparation) -> np.ndarray:
+    async def load_patches(self, sources: Sequence[str | bytes], spec: PatchImages) -> list[Patches]:
+        """Each image's patches and grid, for a vision-language model; raises InvalidImage (400)."""
+        return await self._all(sources, prepare_patched_image, spec)
+
+    async def _all(self, sources: Sequence[str | bytes], prepare: Callable, spec: Any) -> list:
+        return await run_all([self._one(index, source, prepare, spec) for index, source in enumerate(sources)])
+
+    async def _one(self, index: int, source: str | bytes, prepare: Callable, spec: Any) -> Any:
         try:
             if isinstance(source, str) and source.partition(":")[0].lower() in ("http", "https"):
                 source = await self.fetcher.fetch(source)
-            return await self._pool.run(self._prepare, source, preprocessing)
+            return await self._pool.run(self._prepare, source, prepare, spec)
         except ImageRejected as rejected:
             count_image_fetch_failure(rejected.code)
             raise InvalidImage(rejected.code, f"image {index}: {rejected.reason}") from None
 
-    def _prepare(self, source: str | bytes, preprocessing: AnyImagePreparation) -> np.ndarray:
-        """In an image thread: a data URI or fetched/uploaded bytes -> pixels."""
+    def _prepare(self, source: str | bytes, prepare: Callable, spec: Any) -> Any:
+        """In an image thread: a data URI or fetched/uploaded bytes -> pixels (or patches)."""
         if isinstance(source, str):
             if source.partition(":")[0].lower() != "data":
                 raise ImageRejected(
@@ -82,4 +97,4 @@ class ImageLoader:
             source = decode_data_uri(source, self.max_bytes)
         elif len(source) > self.max_bytes:
             raise ImageRejected("image_too_large", f"the image is more than the limit of {self.max_bytes} bytes")
-        return prepare_image(source, preprocessing, max_pixels=self.max_pixels)
+        return prepare(source, spec, max_pixels=self.max_pixels)

@@ -160,21 +160,28 @@ class Gathered:
     """Several requests' plans (or their errors) for one bulk call per route: every run's
     inputs, prompts in them, in one list per route, and where each run's are in it. An
     image route's inputs are each request's own call: an image that cannot be used is the
-    error of the request that sent it, not of the others."""
+    error of the request that sent it, not of the others; its prompt (which a
+    vision-language model renders with each image) is kept beside them (``prompts``)."""
 
     def __init__(self, plans: list[Plan | EmbedgateError]):
         self.plans = plans
         # A key per route (per route and plan for images) -> (route, its inputs); each plan's
         # runs as (key, start, stop).
         self.routes: dict[Hashable, tuple[Route, list[TextInput]]] = {}
+        self.prompts: dict[Hashable, str] = {}
         self.spans: list[list[tuple[Hashable, int, int]]] = []
         for index, plan in enumerate(plans):
             mine = []
-            for run in plan.runs if isinstance(plan, Plan) else ():
-                key = id(run.route) if run.route.images is None else (id(run.route), index)
+            for number, run in enumerate(plan.runs if isinstance(plan, Plan) else ()):
+                images = run.route.images is not None
+                key = (id(run.route), index, number) if images else id(run.route)
                 route, inputs = self.routes.setdefault(key, (run.route, []))
                 mine.append((key, len(inputs), len(inputs) + len(run.inputs)))
-                inputs.extend(prefixed(run.prefix, run.inputs))
+                if images:
+                    self.prompts[key] = run.prefix
+                    inputs.extend(run.inputs)
+                else:
+                    inputs.extend(prefixed(run.prefix, run.inputs))
             self.spans.append(mine)
 
     def finished(self, outputs: dict[Hashable, Embeddings | EmbedgateError]) -> list[Embeddings | EmbedgateError]:

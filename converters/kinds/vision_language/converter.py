@@ -128,8 +128,10 @@ class VisionLanguageConverter(LibraryKind):
 
         converted = Converted(max_seq_length=max_length, strip_whitespace=False, parity=text_result)
         reference = model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="")
+        # Triton runs each request alone (``build_request_config``): the gateway's coalescer batches.
+        fields = {**self.metadata_fields(model, loaded, converted), "dynamic_batching": False}
         return ModelMetadata(
-            **self.metadata_fields(model, loaded, converted),
+            **fields,
             model_name=self.spec.model_name,
             embedding_dim=int(reference.shape[1]),
             normalized=any(type(module).__name__ == "Normalize" for module in route.modules),

@@ -1,0 +1,93 @@
+"""Images through a vision-language model, in two steps.
+
+An image becomes a run of image tokens inside the text the model's chat template renders,
+and the language model reads the vision tower's rows in their places. So each image is
+fetched and cut into patches in the image threads (as the model's processor cuts it),
+then its patches go through the vision graph (one call per image, a bounded number at a
+time: an image's attention spans its own patches only), the images' texts are rendered
+and tokenized in the pool (an image's tokens past the max length are refused, as the
+library would fail on them), and the images go through the language graph in calls of at
+most the model's batch size, each with its images' rows and their multimodal positions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from embedgate.contract.kinds.vision_language import PatchImages
+from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_positions
+from embedgate.contract.preprocess.vision_language_text import ImageTooLong
+from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
+
+from ..errors import InvalidImage
+from .backend.base import Backend
+from .images.loader import ImageLoader
+from .requests.kinds.vision_language import IMAGE_EMBEDS, PATCHES, POSITION_IDS
+from .requests.results import Embeddings
+from .requests.routes import Route, route_for
+from .requests.served import ServedModel
+from .scheduling.backlog import Backlogs
+from .scheduling.threads import OffLoopThreads
+
+
+class MessageImages:
+    """Mixed into ``EmbeddingService``, whose backend, image loader, pool and backlogs it uses."""
+
+    backend: Backend
+    images: ImageLoader
+    backlogs: Backlogs
+    _pool: OffLoopThreads
+    _bounded: Callable[..., Awaitable[list[np.ndarray]]]
+
+    async def _message_images(
+        self, model: ServedModel, route: Route, sources: Sequence[str | bytes], timeout_s: float, prompt: str = ""
+    ) -> Embeddings:
+        """``sources`` (URLs, data URIs or bytes) through ``route``, a vision-language
+        model's image route, each rendered with ``prompt`` (the library's system message)."""
+        spec: PatchImages = route.images
+        language = route_for(model.routes, None, model.name).part
+        with self.backlogs.admitted(model, route.part, lambda: float(len(sources)), timeout_s):
+            started = time.perf_counter()
+            prepared = await self.images.load_patches(sources, spec)
+            loaded = time.perf_counter()
+            grids = [grid for _, grid in prepared]
+
+            def vision(one: tuple[np.ndarray, Any]) -> Awaitable[np.ndarray]:
+                patches, grid = one
+                tensors = {PATCHES: patches, POSITION_IDS: vision_positions(grid, spec.merge_size)}
+                return self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
+
+            rows = await self._bounded(vision, prepared)
+            try:
+                batch = await self._pool.run(route.tokenizer.encode_images, [spec.tokens(grid) for grid in grids], prompt)
+            except ImageTooLong as error:
+                raise InvalidImage("image_too_large", str(error)) from None
+            tokenized = time.perf_counter()
+            types = route.tokenizer.image_tokens(batch)
+            limit = max(1, model.metadata.max_batch_size)
+
+            def text(span: range) -> Awaitable[np.ndarray]:
+                width = max(batch.token_counts[row] for row in span)
+                mask = batch.attention_mask[span.start : span.stop, :width]
+                tensors = {
+                    INPUT_IDS: np.ascontiguousarray(batch.input_ids[span.start : span.stop, :width]),
+                    ATTENTION_MASK: np.ascontiguousarray(mask),
+                    POSITION_IDS: token_positions(
+                        mask, types[span.start : span.stop, :width], grids[span.start : span.stop], spec.merge_size
+                    ),
+                    IMAGE_EMBEDS: np.concatenate(rows[span.start : span.stop]),
+                }
+                return self.backend.infer(model, language, tensors, model.kind.output, timeout_s=timeout_s)
+
+            spans = [range(start, min(start + limit, len(grids))) for start in range(0, len(grids), limit)]
+            vectors = np.concatenate(await self._bounded(text, spans))
+            finished = time.perf_counter()
+        # Preparing and tokenizing images is what tokenizing is to texts.
+        return Embeddings(
+            vectors, list(batch.token_counts), 0, tokenize_ms=(loaded - started) * 1000,
+            inference_ms=(finished - tokenized) * 1000,
+        )
