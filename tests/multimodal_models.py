@@ -82,14 +82,17 @@ VL_TEMPLATE = (
 )
 
 
-def vision_language_model(directory: Path, seed: int = 0) -> Path:
+def vision_language_model(directory: Path, seed: int = 0, *, windowed: bool = False) -> Path:
     """The vision-language form: a tiny Qwen2-VL whose processor takes messages through a
     chat template (an image becomes image tokens inside the text), last-token pooling,
-    Normalize."""
+    Normalize. ``windowed``: a Qwen2.5-VL instead (its vision tower attends in windows)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
     from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLModel,
+        Qwen2_5_VLProcessor,
         Qwen2TokenizerFast,
         Qwen2VLConfig,
         Qwen2VLImageProcessor,
@@ -107,22 +110,28 @@ def vision_language_model(directory: Path, seed: int = 0) -> Path:
         unk_token=None, padding_side="left",
     )
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials}
-    config = Qwen2VLConfig(
+    config_class, model_class, processor_class = (
+        (Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2_5_VLProcessor) if windowed else (Qwen2VLConfig, Qwen2VLModel, Qwen2VLProcessor)
+    )
+    vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+              "temporal_patch_size": 2}
+    if windowed:
+        vision = {**vision, "intermediate_size": 48, "out_hidden_size": 32, "window_size": 56, "fullatt_block_indexes": [0]}
+    config = config_class(
         text_config={
             "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
             "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 256,
             "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
         },
-        vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 14,
-                       "spatial_merge_size": 2, "temporal_patch_size": 2},
+        vision_config=vision,
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
         image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
     )
-    Qwen2VLModel(config).eval().save_pretrained(str(base))
+    model_class(config).eval().save_pretrained(str(base))
     images = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
     videos = Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
-    Qwen2VLProcessor(
+    processor_class(
         image_processor=images, tokenizer=tokenizer, video_processor=videos, chat_template=VL_TEMPLATE
     ).save_pretrained(str(base))
     transformer = Transformer(str(base))

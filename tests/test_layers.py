@@ -34,7 +34,7 @@ LAYERS = [
     ("api.endpoints",),
     ("api.models",),
     ("api.compute.service",),
-    ("api.compute.bulk_lane",),
+    ("api.compute.bulk_lane", "api.compute.message_images"),
     ("api.compute.cache", "api.compute.tokens", "api.compute.document_chunks", "api.compute.images", "api.compute.backend"),
     ("api.compute.scheduling",),
     ("api.compute.requests",),

@@ -13,6 +13,7 @@ from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
 from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.kinds.multi_vector import MultiVectorInfo
 from embedgate.contract.kinds.multimodal import MultimodalMetadata
+from embedgate.contract.kinds.vision_language import VisionLanguageMetadata
 from embedgate.contract.kinds.sparse import SparseInfo
 from embedgate.contract.spec import ModelMetadata
 
@@ -50,6 +51,18 @@ RECORDS = {
         "pixel_max_error": 0.0,
         "image_gpu": None,
     }),
+    "vision_language": ("vision_language", VisionLanguageMetadata, {
+        "modalities": ["text", "image", "message"],
+        "template": {"text": {"before": "<u>", "between": "", "after": "</u>"},
+                     "prompted": {"before": "<s>", "between": "</s><u>", "after": "</u>"},
+                     "image": "<v><i></v>", "image_token": "<i>", "image_token_id": 5, "suffix_ids": [2, 7]},
+        "images": {"preparation": "patches", "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2,
+                   "min_pixels": 3136, "max_pixels": 12544, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
+                   "rescale": 1 / 255},
+        "image_hidden": 32,
+        "image_parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1},
+        "pixel_max_error": 0.0,
+    }),
 }
 
 
@@ -62,7 +75,8 @@ def on_disk(kind: str, **changes) -> dict:
         "dynamic_batching": True, "instance_count": 1, "parity": PARITY, "created_at": "2026-01-01T00:00:00+00:00",
         "conversion_seconds": 0.0, "made_from": None, "clip": None, "dense": None, "variant": None, "packed_parity": None,
         "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
-        "cross_encoder": None, "sparse": None, "multi_vector": None, "multimodal": None, "routes": None, "gpu": None,
+        "cross_encoder": None, "sparse": None, "multi_vector": None, "multimodal": None, "vision_language": None,
+        "routes": None, "gpu": None,
         "calibration": None,
     }
     if kind in RECORDS:

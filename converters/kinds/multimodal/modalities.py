@@ -8,8 +8,8 @@ prepares. What is refused, and why:
 
 - ``message``: the inputs go through the processor's chat template, where an image becomes
   a run of image tokens inside the text and the language model places them by positions of
-  its own (vision-language embedders: Qwen3-VL-Embedding, jina-embeddings-v4, multimodal
-  EmbeddingGemma): the gateway replays neither;
+  its own (vision-language embedders): the vision-language kind converts such a model
+  (``converters/kinds/vision_language/``), not this one;
 - audio and video: not served;
 - a combination (``image+text``: one embedding of a text and an image together, BLIP's
   ``get_multimodal_features``): no graph here computes one;
@@ -24,10 +24,8 @@ from collections.abc import Hashable
 SERVED = ("text", "image")
 VISION_LANGUAGE = (
     "its inputs go through its processor's chat template as messages, where an image becomes image tokens "
-    "inside the text and the language model gives them positions of its own (a vision-language embedder such "
-    "as Qwen3-VL-Embedding, jina-embeddings-v4 or a multimodal EmbeddingGemma); the gateway cannot replay "
-    "either exactly, so it serves multimodal models that embed texts and images each through a method of "
-    "their own (CLIP, SigLIP)"
+    "inside the text (a vision-language embedder): it is converted as a vision-language model, whose graphs "
+    "take those tokens, not as one that embeds texts and images each through a method of its own (CLIP, SigLIP)"
 )
 
 

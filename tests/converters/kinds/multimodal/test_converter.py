@@ -1,7 +1,7 @@
 """``python -m converters`` on tiny multimodal sentence-transformers (random weights, built at
 test time): the CLIP form published as a text graph and an image graph, each reproducing
-``SentenceTransformer.encode`` through the gateway's own preprocessing; the vision-language
-form refused with the reason."""
+``SentenceTransformer.encode`` through the gateway's own preprocessing (the vision-language
+form is its own kind: ``tests/converters/kinds/vision_language/``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from embedgate.contract.preprocess.text import TextTokenizer
 from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, PIXELS, ModelMetadata
 from embedgate.converters.library.image_parity import parity_images
 from tests.helpers import cosine_rows
-from tests.multimodal_models import CLIP_IMAGE_SIZE, CLIP_POSITIONS, clip_form_model, vision_language_model
+from tests.multimodal_models import CLIP_IMAGE_SIZE, CLIP_POSITIONS, clip_form_model
 
 BASE = "tiny-multimodal"
 
@@ -118,13 +118,3 @@ def test_the_image_graph_matches_encode_through_the_gateways_preparation(convert
     alone = np.concatenate([graph.run([EMBEDDING], {PIXELS: pixels[i : i + 1]})[0] for i in range(len(pixels))])
     assert cosine_rows(batched, expected).min() >= 0.9999 and cosine_rows(alone, expected).min() >= 0.9999
     assert cosine_rows(expected[:1], expected[1:2]).max() < 0.99
-
-
-def test_the_vision_language_form_is_refused_saying_why(run_conversion, tmp_path):
-    path = vision_language_model(tmp_path / "vl")
-    run = run_conversion(spec(path, tmp_path / "repository"))
-    assert run.returncode == 8, run.stderr[-3000:]
-    error = run.last_line["error"]
-    assert error.startswith("unsupported multimodal sentence-transformer: its inputs go through its processor's chat")
-    assert "Qwen3-VL-Embedding" in error
-    assert not (tmp_path / "repository" / BASE).exists()
