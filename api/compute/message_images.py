@@ -4,7 +4,8 @@ An image becomes a run of image tokens inside the text the model's chat template
 and the language model reads the vision tower's rows in their places. So each image is
 fetched and cut into patches in the image threads (as the model's processor cuts it),
 then its patches go through the vision graph (one call per image, a bounded number at a
-time: an image's attention spans its own patches only), the images' texts are rendered
+time: an image's attention spans its own patches only), the images' texts (an input of a
+text and an image together: its parts in their order) are rendered
 and tokenized in the pool (an image's tokens past the max length are refused, as the
 library would fail on them), and the images go through the language graph in calls of at
 most the model's batch size, each with its images' rows and their multimodal positions.
@@ -26,6 +27,7 @@ from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 from ..errors import InvalidImage
 from .backend.base import Backend
 from .images.loader import ImageLoader
+from .requests.asks import ImageInput, MessageInput
 from .requests.kinds.vision_language import IMAGE_EMBEDS, PATCHES, POSITION_IDS
 from .requests.results import Embeddings
 from .requests.routes import Route, route_for
@@ -44,15 +46,20 @@ class MessageImages:
     _bounded: Callable[..., Awaitable[list[np.ndarray]]]
 
     async def _message_images(
-        self, model: ServedModel, route: Route, sources: Sequence[str | bytes], timeout_s: float, prompt: str = ""
+        self, model: ServedModel, route: Route, inputs: Sequence[Any], timeout_s: float, prompt: str = ""
     ) -> Embeddings:
-        """``sources`` (URLs, data URIs or bytes) through ``route``, a vision-language
-        model's image route, each rendered with ``prompt`` (the library's system message)."""
+        """``inputs`` through ``route``, a vision-language model's image route, each rendered
+        with ``prompt`` (the library's system message): images (URLs, data URIs or bytes) and
+        inputs of parts (``MessageInput``: texts and images together, one embedding each)."""
         spec: PatchImages = route.images
         language = route_for(model.routes, None, model.name).part
+        items = [value.parts if isinstance(value, MessageInput) else (ImageInput(value),) for value in inputs]
+        sources = [part.source for parts in items for part in parts if isinstance(part, ImageInput)]
+        # Where each input's images begin among all of them.
+        starts = np.cumsum([0] + [sum(isinstance(part, ImageInput) for part in parts) for parts in items]).tolist()
         with self.backlogs.admitted(model, route.part, lambda: float(len(sources)), timeout_s):
             started = time.perf_counter()
-            prepared = await self.images.load_patches(sources, spec)
+            prepared = await self.images.load_patches(sources, spec) if sources else []
             loaded = time.perf_counter()
             grids = [grid for _, grid in prepared]
 
@@ -62,28 +69,33 @@ class MessageImages:
                 return self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
 
             rows = await self._bounded(vision, prepared)
+            tokens = iter([spec.tokens(grid) for grid in grids])
+            parts = [[part if isinstance(part, str) else next(tokens) for part in mine] for mine in items]
+            noun = "input" if any(isinstance(value, MessageInput) for value in inputs) else "image"
             try:
-                batch = await self._pool.run(route.tokenizer.encode_images, [spec.tokens(grid) for grid in grids], prompt)
+                batch = await self._pool.run(route.tokenizer.encode_parts, parts, prompt, noun)
             except ImageTooLong as error:
                 raise InvalidImage("image_too_large", str(error)) from None
             tokenized = time.perf_counter()
             types = route.tokenizer.image_tokens(batch)
+            hidden = model.kind.record.image_hidden
             limit = max(1, model.metadata.max_batch_size)
 
             def text(span: range) -> Awaitable[np.ndarray]:
                 width = max(batch.token_counts[row] for row in span)
                 mask = batch.attention_mask[span.start : span.stop, :width]
+                first, last = starts[span.start], starts[span.stop]
                 tensors = {
                     INPUT_IDS: np.ascontiguousarray(batch.input_ids[span.start : span.stop, :width]),
                     ATTENTION_MASK: np.ascontiguousarray(mask),
                     POSITION_IDS: token_positions(
-                        mask, types[span.start : span.stop, :width], grids[span.start : span.stop], spec.merge_size
+                        mask, types[span.start : span.stop, :width], grids[first:last], spec.merge_size
                     ),
-                    IMAGE_EMBEDS: np.concatenate(rows[span.start : span.stop]),
+                    IMAGE_EMBEDS: np.concatenate(rows[first:last]) if last > first else np.zeros((0, hidden), np.float32),
                 }
                 return self.backend.infer(model, language, tensors, model.kind.output, timeout_s=timeout_s)
 
-            spans = [range(start, min(start + limit, len(grids))) for start in range(0, len(grids), limit)]
+            spans = [range(start, min(start + limit, len(items))) for start in range(0, len(items), limit)]
             vectors = np.concatenate(await self._bounded(text, spans))
             finished = time.perf_counter()
         # Preparing and tokenizing images is what tokenizing is to texts.

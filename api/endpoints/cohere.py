@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compute.requests.asks import Ask, ImageInput, Options, Output
+from ..compute.requests.asks import Ask, ImageInput, MessageInput, Options, Output
 from ..compute.requests.prompts import DEFAULT, PromptChoice
 from ..compute.requests.quantize import CALIBRATED, quantized
 from ..compute.requests.results import Embeddings
@@ -48,8 +48,9 @@ def prompt_choice(input_type: str, model: ServedModel) -> PromptChoice:
     return DEFAULT
 
 
-def read_inputs(body: CohereEmbedRequest, model: ServedModel) -> list[str | ImageInput]:
-    """The request's inputs in order: texts, and images as ``ImageInput``."""
+def read_inputs(body: CohereEmbedRequest, model: ServedModel) -> list[str | ImageInput | MessageInput]:
+    """The request's inputs in order: texts, images as ``ImageInput``, and inputs of several
+    parts as ``MessageInput`` (for a model that embeds them together)."""
     given = [name for name in ("texts", "images", "inputs") if getattr(body, name) is not None]
     if len(given) != 1:
         raise InvalidInput("give one of texts, images or inputs, as a non-empty list")
@@ -60,14 +61,25 @@ def read_inputs(body: CohereEmbedRequest, model: ServedModel) -> list[str | Imag
     return [_one_part(index, item, model) for index, item in enumerate(body.inputs or ())]
 
 
-def _one_part(index: int, item: EmbedInput, model: ServedModel) -> str | ImageInput:
-    if len(item.content) != 1:
-        raise InvalidOption(
-            f"inputs[{index}] has {len(item.content)} parts: model '{model.name}' embeds a text or an image alone, "
-            "so each input takes one part", "inputs",
-        )
-    part = item.content[0]
-    return part.text if part.type == "text" else ImageInput(part.image_url.url)
+def _one_part(index: int, item: EmbedInput, model: ServedModel) -> str | ImageInput | MessageInput:
+    parts = [part.text if part.type == "text" else ImageInput(part.image_url.url) for part in item.content]
+    if len(parts) == 1:
+        return parts[0]
+    if model.kind.joins_parts():
+        return MessageInput(tuple(parts))
+    raise InvalidOption(
+        f"inputs[{index}] has {len(item.content)} parts: model '{model.name}' embeds a text or an image alone, "
+        "so each input takes one part", "inputs",
+    )
+
+
+def image_count(inputs: list[str | ImageInput | MessageInput]) -> int:
+    """The images among ``inputs``, those inside inputs of parts included."""
+    return sum(
+        isinstance(value, ImageInput)
+        + (sum(isinstance(part, ImageInput) for part in value.parts) if isinstance(value, MessageInput) else 0)
+        for value in inputs
+    )
 
 
 class CohereEmbed(Endpoint[CohereEmbedRequest]):
@@ -79,7 +91,7 @@ class CohereEmbed(Endpoint[CohereEmbedRequest]):
         model = self.model_by_key(body.model)
         inputs = read_inputs(body, model)
         texts = [value for value in inputs if isinstance(value, str)]
-        images = len(inputs) - len(texts)
+        images = image_count(inputs)
         settings = self.settings
         if len(texts) > settings.max_texts_per_request:
             raise TooManyInputs(f"{len(texts)} texts in one request; the limit is {settings.max_texts_per_request}")
@@ -102,7 +114,11 @@ class CohereEmbed(Endpoint[CohereEmbedRequest]):
         self._check_calibrated(types, model, images, body.output_dimension)
         options = Options(normalize=True, precision="float32", dimensions=body.output_dimension)
         ask = Ask(Output.EMBED, inputs, prompt_choice(body.input_type, model), options)  # type: ignore[arg-type]
-        return Call(model, (ask,), texts, images=images, context=(body, types, texts))
+        # Charged for every text, those inside inputs of parts too.
+        charged = texts + [
+            part for value in inputs if isinstance(value, MessageInput) for part in value.parts if isinstance(part, str)
+        ]
+        return Call(model, (ask,), charged, images=images, context=(body, types, texts))
 
     @staticmethod
     def _check_calibrated(types: list[str], model: ServedModel, images: int, dimensions: int | None) -> None:

@@ -76,13 +76,25 @@ class MessageTemplate(BaseModel):
     # The template's last tokens, which the library writes back over the end of a text cut at
     # the max length (``Transformer._restore_chat_template_suffix``).
     suffix_ids: list[int]
+    # Whether it writes the parts of one input (texts and images, in their order) one after
+    # another, as for one part: an input of several parts is then served (one embedding of
+    # them together), else refused.
+    parts_joined: bool = False
 
     def text_of(self, text: str, prompt: str = "") -> str:
         return self.prompted.render(text, prompt) if prompt else self.text.render(text)
 
     def image_of(self, tokens: int, prompt: str = "") -> str:
         """The rendered text of an image that takes ``tokens`` image tokens."""
-        return self.text_of(self.image.replace(self.image_token, self.image_token * tokens), prompt)
+        return self.parts_of([tokens], prompt)
+
+    def parts_of(self, parts: list[str | int], prompt: str = "") -> str:
+        """The rendered text of an input of ``parts``: texts, and images as the image tokens
+        each takes, in their order."""
+        return self.text_of("".join(part if isinstance(part, str) else self._image(part) for part in parts), prompt)
+
+    def _image(self, tokens: int) -> str:
+        return self.image.replace(self.image_token, self.image_token * tokens)
 
 
 class VisionLanguageMetadata(KindRecord):

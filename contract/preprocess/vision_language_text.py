@@ -31,8 +31,8 @@ PROMPT_MARK = "\u2063PROMPT\u2063"
 
 
 class ImageTooLong(ValueError):
-    """An image whose tokens, with the template's, pass the model's max length: the library
-    would cut its image tokens and fail."""
+    """An input with images whose tokens, with the template's, pass the model's max length:
+    the library would cut its image tokens and fail."""
 
 
 class MessageTokenizer(TextTokenizer):
@@ -56,11 +56,16 @@ class MessageTokenizer(TextTokenizer):
 
     def encode_images(self, tokens: list[int], prompt: str = "") -> TokenBatch:
         """Images taking ``tokens`` image tokens each, as the library renders them."""
-        rows = self._ids([self.template.image_of(count, prompt) for count in tokens])
+        return self.encode_parts([[count] for count in tokens], prompt, "image")
+
+    def encode_parts(self, inputs: list[list[str | int]], prompt: str = "", noun: str = "input") -> TokenBatch:
+        """Inputs of parts (texts, and images as the image tokens each takes), as the library
+        renders them; one past the max length is refused (it would cut image tokens)."""
+        rows = self._ids([self.template.parts_of(parts, prompt) for parts in inputs])
         for number, row in enumerate(rows):
             if len(row) > self.max_length:
                 raise ImageTooLong(
-                    f"image {number} takes {len(row)} tokens with the model's chat template, more than its max "
+                    f"{noun} {number} takes {len(row)} tokens with the model's chat template, more than its max "
                     f"length of {self.max_length}; the library would cut its image tokens"
                 )
         return padded(rows, [False] * len(rows), False, self.max_length)

@@ -260,11 +260,17 @@ def test_vision_language_through_openai_and_cohere_clients(gateway, vl_library, 
         {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/alpha.png"}}]},
         {"content": [{"type": "text", "text": "vl cohere: an input of text"}]},
     ]
-    answer = cohere_client.embed(model=VISION_LANGUAGE, input_type="search_query", inputs=inputs)
+    # An input of a text and an image together: one embedding of both, as the library's dict gives it.
+    together = {"content": [{"type": "text", "text": "vl cohere: this photo"},
+                            {"type": "image_url", "image_url": {"url": data_uri(IMAGES["portrait.png"])}}]}
+    answer = cohere_client.embed(model=VISION_LANGUAGE, input_type="search_query", inputs=[*inputs, together])
+    portrait = Image.open(io.BytesIO(IMAGES["portrait.png"]))
     expected = np.concatenate([
         encode_images(vl_library, [IMAGES["alpha.png"]]), vl_library.encode(["vl cohere: an input of text"]),
+        vl_library.encode([{"text": "vl cohere: this photo", "image": portrait}]),
     ])
     np.testing.assert_allclose(answer.embeddings.float_, expected, atol=1e-4)
+    assert answer.meta.billed_units.images == 2
 
 
 def test_a_bulk_job_of_vision_language_images(gateway, vl_library):

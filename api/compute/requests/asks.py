@@ -50,6 +50,15 @@ class ImageInput:
     source: str | bytes
 
 
+@dataclass(frozen=True)
+class MessageInput:
+    """An input of several parts embedded together (Cohere's input of a text and an image):
+    texts and images in their order, as one message through a vision-language model's chat
+    template. Only a kind that joins parts plans one (``ServedKind.joins_parts``)."""
+
+    parts: tuple[str | ImageInput, ...]
+
+
 class Output(Enum):
     """What a request asks a model for."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ...errors import InvalidInput, InvalidOption
-from .asks import Ask, ImageInput, Output, Plan, Run, Served, joined
+from .asks import Ask, ImageInput, MessageInput, Output, Plan, Run, Served, joined
 from .kinds.dense import dense
 from .quantize import CALIBRATED
 from .results import Embeddings
@@ -32,19 +32,25 @@ Planner = Callable[[Served, Ask], Plan]
 
 
 def has_images(inputs: Sequence) -> bool:
-    return any(isinstance(value, ImageInput) for value in inputs)
+    return any(isinstance(value, (ImageInput, MessageInput)) for value in inputs)
+
+
+def image_source(value: ImageInput | MessageInput) -> str | bytes | MessageInput:
+    """What an image route takes of an input: an image's source, or an input of parts whole."""
+    return value.source if isinstance(value, ImageInput) else value
 
 
 def mixed_plan(model: Served, ask: Ask, text_plan: Planner, image_plan: Planner) -> Plan:
-    """``ask`` (EMBED) split: its texts through ``text_plan``, its images (``ImageInput``)
-    through ``image_plan`` (an IMAGES ask of their sources, with the same options)."""
+    """``ask`` (EMBED) split: its texts through ``text_plan``, its images (``ImageInput``) and
+    inputs of parts (``MessageInput``) through ``image_plan`` (an IMAGES ask of their
+    sources, with the same options)."""
     model.kind.require(Output.IMAGES, model.name)
-    image_rows = [row for row, value in enumerate(ask.inputs) if isinstance(value, ImageInput)]
-    text_rows = [row for row, value in enumerate(ask.inputs) if not isinstance(value, ImageInput)]
+    image_rows = [row for row, value in enumerate(ask.inputs) if isinstance(value, (ImageInput, MessageInput))]
+    text_rows = [row for row, value in enumerate(ask.inputs) if not isinstance(value, (ImageInput, MessageInput))]
     parts: list[tuple[list[int], Plan]] = []
     if text_rows:
         parts.append((text_rows, text_plan(model, dataclasses.replace(ask, inputs=[ask.inputs[row] for row in text_rows]))))
-    sources = [ask.inputs[row].source for row in image_rows]  # type: ignore[union-attr]
+    sources = [image_source(ask.inputs[row]) for row in image_rows]  # type: ignore[arg-type]
     parts.append((image_rows, image_plan(model, dataclasses.replace(ask, output=Output.IMAGES, inputs=sources))))
     runs = [run for _, plan in parts for run in plan.runs]
 

@@ -125,6 +125,8 @@ class VisionLanguageConverter(LibraryKind):
         self.step(f"image parity check on {len(prepared)} images")
         image_result = self._images(model, tokenizer, images, run_language, decoded, prepared, rows, labels, hidden)
         self.step(f"image parity passed: min cosine {image_result.min_cosine:.6f}")
+        if template.parts_joined:
+            self._combined(model, tokenizer, images, run_language, sentences[:2], decoded[:2], prepared[:2], rows[:2], hidden)
 
         converted = Converted(max_seq_length=max_length, strip_whitespace=False, parity=text_result)
         reference = model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="")
@@ -207,6 +209,23 @@ class VisionLanguageConverter(LibraryKind):
                 f"({labels[worst % len(labels)]})"
             )
         return ImageParityResult(passed=True, threshold=threshold, min_cosine=float(cosines.min()), images=len(rows))
+
+    def _combined(self, model, tokenizer, images, run, texts, decoded, prepared, rows, hidden) -> None:
+        """Inputs of a text and an image together, in either order, against ``encode`` of the
+        library's dicts (the template writes the parts one after another: served so)."""
+        inputs = [{"text": texts[0], "image": decoded[0]}, {"image": decoded[1], "text": texts[1]}]
+        tokens = [images.tokens(grid) for _, grid in prepared]
+        batch = tokenizer.encode_parts([[texts[0], tokens[0]], [tokens[1], texts[1]]])
+        grids = [grid for _, grid in prepared]
+        positions = token_positions(batch.attention_mask, tokenizer.image_tokens(batch), grids, images.merge_size)
+        served = run(_feeds(batch.input_ids, batch.attention_mask, positions, list(rows), hidden))
+        cosines = parity.cosines(served, model.encode(inputs, convert_to_numpy=True))
+        if cosines.min() < self.spec.parity_threshold:
+            raise ParityError(
+                f"parity check failed for an input of a text and an image: min cosine {cosines.min():.6f} < "
+                f"threshold {self.spec.parity_threshold}"
+            )
+        self.step(f"text and image inputs: min cosine {cosines.min():.6f}")
 
     def configs(self, metadata: ModelMetadata) -> list[pb.ModelConfig]:
         record = metadata.record_of(VisionLanguageMetadata)

@@ -176,8 +176,10 @@ def message_template(transformer) -> MessageTemplate:
 
     formatter, processor = transformer.input_formatter, transformer.processor
 
-    def rendered(modality: str, value, prompt: str | None) -> str:
-        _, inputs = formatter.batch_to_message(modality, {modality: [value]})
+    def rendered(modality, value, prompt: str | None) -> str:
+        names = modality if isinstance(modality, tuple) else (modality,)
+        values = value if isinstance(modality, tuple) else (value,)
+        _, inputs = formatter.batch_to_message(modality, {name: [one] for name, one in zip(names, values)})
         messages = inputs["message"]
         if prompt is not None:
             messages = formatter.prepend_prompt_to_messages(messages, prompt)
@@ -192,9 +194,19 @@ def message_template(transformer) -> MessageTemplate:
         return Frame(before=before, after=after)
 
     plain = frame(rendered("text", TEXT_MARK, None))
-    image_text = rendered("image", Image.new("RGB", (28, 28)), None)
+    picture = Image.new("RGB", (28, 28))
+    image_text = rendered("image", picture, None)
     if not (image_text.startswith(plain.before) and image_text.endswith(plain.after)):
         raise ValueError("the chat template renders an image in another frame than a text")
+    image = image_text[len(plain.before) : len(image_text) - len(plain.after)]
+    # An input of a text and an image, in either order: its parts one after another?
+    joined = all(
+        rendered(order, values, None) == plain.render(expected)
+        for order, values, expected in (
+            (("text", "image"), (TEXT_MARK, picture), TEXT_MARK + image),
+            (("image", "text"), (picture, TEXT_MARK), image + TEXT_MARK),
+        )
+    )
     token = processor.image_token
     tokenizer = processor.tokenizer
     first, second = (tokenizer(plain.render(filler), add_special_tokens=False)["input_ids"] for filler in ("0", "1 2 3 4"))
@@ -206,8 +218,9 @@ def message_template(transformer) -> MessageTemplate:
     return MessageTemplate(
         text=plain,
         prompted=frame(rendered("text", TEXT_MARK, PROMPT_MARK)),
-        image=image_text[len(plain.before) : len(image_text) - len(plain.after)],
+        image=image,
         image_token=token,
         image_token_id=int(tokenizer.convert_tokens_to_ids(token)),
         suffix_ids=first[len(first) - common :] if 0 < common < min(len(first), len(second)) else [],
+        parts_joined=joined,
     )

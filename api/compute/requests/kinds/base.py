@@ -124,6 +124,11 @@ class ServedKind:
         """What this model gives (``outputs``, where it does not depend on the model)."""
         return self.outputs
 
+    def joins_parts(self) -> bool:
+        """Whether an input of several parts (a text and an image) is embedded together
+        (``MessageInput``); where not, such an input is refused."""
+        return False
+
     def main_output(self) -> Output:
         """What the model is for: what it gives for texts, else what it scores (a
         reranker's relevance before a classifier's labels)."""

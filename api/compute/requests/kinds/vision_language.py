@@ -77,6 +77,9 @@ class VisionLanguageKind(ServedKind):
             IMAGE_EMBEDS: np.zeros((0, self.record.image_hidden), dtype=np.float32),
         }
 
+    def joins_parts(self) -> bool:
+        return self.record.template.parts_joined
+
     def noop_output(self, tensors: dict[str, np.ndarray]) -> np.ndarray:
         patches = tensors.get(PATCHES)
         if patches is None:

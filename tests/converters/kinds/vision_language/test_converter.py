@@ -43,6 +43,8 @@ def test_both_graphs_are_published_with_one_metadata(converted):
     assert record is not None and record.image_parity.passed and record.image_parity.images == len(parity_images())
     assert record.pixel_max_error < 1e-5 and record.image_hidden == 32
     assert record.template.text.before == "<|im_start|>user\n" and record.template.suffix_ids
+    # Its template writes an input's parts one after another: a text and an image together, checked.
+    assert record.template.parts_joined and "text and image inputs: min cosine 1.000000" in converted.stderr
 
 
 def test_triton_runs_each_request_of_either_graph_alone(converted):

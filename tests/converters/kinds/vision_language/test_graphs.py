@@ -177,6 +177,21 @@ def test_texts_and_images_become_the_librarys_token_ids(model, spec, prompt, tmp
         ]
 
 
+def test_an_input_of_a_text_and_an_image_becomes_the_librarys_token_ids(model, spec, tmp_path):
+    """One message of both parts, in either order (the library's dict input)."""
+    transformer = model[0]
+    tokenizer = gateway_tokenizer(transformer, tmp_path)
+    assert tokenizer.template.parts_joined
+    images = [picture(70, 90, 11), picture(40, 40, 12)]
+    tokens = [spec.tokens(prepare_patches(image, spec)[1]) for image in images]
+    inputs = [{"text": "caption: a cat", "image": images[0]}, {"image": images[1], "text": "Grüße"}]
+    batch = tokenizer.encode_parts([["caption: a cat", tokens[0]], [tokens[1], "Grüße"]], "query: ")
+    features = transformer.preprocess(inputs, prompt="query: ")
+    assert reference_token_ids(batch.input_ids, batch.attention_mask) == reference_token_ids(
+        features["input_ids"].numpy(), features["attention_mask"].numpy()
+    )
+
+
 def test_a_text_past_the_max_length_is_cut_as_the_library_cuts_it(model, tmp_path):
     """Cut at the max length, the template's last tokens written back over the end."""
     transformer = model[0]
