@@ -273,6 +273,18 @@ def test_vision_language_through_openai_and_cohere_clients(gateway, vl_library, 
     assert answer.meta.billed_units.images == 2
 
 
+def test_vision_language_uploads_and_teis_embed(gateway, http, vl_library):
+    files = [("image", (name, IMAGES[name], "image/png")) for name in ("alpha.png", "tiny.png")]
+    response = http.post("/infer_image", data={"model_name": VISION_LANGUAGE}, files=files)
+    assert response.status_code == 200, response.text
+    expected = encode_images(vl_library, [IMAGES["alpha.png"], IMAGES["tiny.png"]])
+    np.testing.assert_allclose(response.json()["image_embeddings"], expected, atol=1e-4)
+    texts = ["vl tei: a lighthouse at dusk"]
+    response = http.post(f"/tei/{VISION_LANGUAGE}/embed", json={"inputs": texts})
+    assert response.status_code == 200, response.text
+    np.testing.assert_allclose(response.json(), vl_library.encode(texts), atol=1e-4)
+
+
 def test_a_bulk_job_of_vision_language_images(gateway, vl_library):
     bodies = [
         {"model": VISION_LANGUAGE, "input_type": "image", "images": [data_uri(IMAGES["tiny.png"])]},
