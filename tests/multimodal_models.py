@@ -82,10 +82,13 @@ VL_TEMPLATE = (
 )
 
 
-def vision_language_model(directory: Path, seed: int = 0, *, windowed: bool = False) -> Path:
+def vision_language_model(directory: Path, seed: int = 0, *, architecture: str = "qwen2_vl") -> Path:
     """The vision-language form: a tiny Qwen2-VL whose processor takes messages through a
     chat template (an image becomes image tokens inside the text), last-token pooling,
-    Normalize. ``windowed``: a Qwen2.5-VL instead (its vision tower attends in windows)."""
+    Normalize. ``architecture``: ``qwen3_vl`` (a learned position grid resampled per image,
+    16-pixel patches, deepstack features from an inner vision layer added to the first
+    language layers: Qwen3-VL-Embedding's form), or ``qwen2_5_vl`` (its vision tower
+    attends in windows)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
@@ -99,6 +102,10 @@ def vision_language_model(directory: Path, seed: int = 0, *, windowed: bool = Fa
         Qwen2VLModel,
         Qwen2VLProcessor,
         Qwen2VLVideoProcessor,
+        Qwen3VLConfig,
+        Qwen3VLModel,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
     )
 
     _torch_seed(seed)
@@ -110,27 +117,45 @@ def vision_language_model(directory: Path, seed: int = 0, *, windowed: bool = Fa
         unk_token=None, padding_side="left",
     )
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials}
-    config_class, model_class, processor_class = (
-        (Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2_5_VLProcessor) if windowed else (Qwen2VLConfig, Qwen2VLModel, Qwen2VLProcessor)
-    )
-    vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+    config_class, model_class, processor_class = {
+        "qwen2_vl": (Qwen2VLConfig, Qwen2VLModel, Qwen2VLProcessor),
+        "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2_5_VLProcessor),
+        "qwen3_vl": (Qwen3VLConfig, Qwen3VLModel, Qwen3VLProcessor),
+    }[architecture]
+    patch = 16 if architecture == "qwen3_vl" else 14
+    vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": patch, "spatial_merge_size": 2,
               "temporal_patch_size": 2}
-    if windowed:
+    text = {
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "vocab_size": len(tokenizer),
+        "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "max_position_embeddings": 256, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+    }
+    if architecture == "qwen2_5_vl":
         vision = {**vision, "intermediate_size": 48, "out_hidden_size": 32, "window_size": 56, "fullatt_block_indexes": [0]}
+    if architecture == "qwen3_vl":
+        # Larger weights than the default init: the position grid and the deepstack rows then
+        # move an image's embedding well past the parity threshold (a graph without them fails).
+        vision = {**vision, "depth": 2, "intermediate_size": 48, "out_hidden_size": 32, "num_position_embeddings": 16,
+                  "deepstack_visual_indexes": [0], "initializer_range": 0.5}
+        text = {key: value for key, value in text.items() if key != "rope_scaling"}
+        text |= {"head_dim": 16, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                     "mrope_section": [2, 3, 3], "mrope_interleaved": True}}
     config = config_class(
-        text_config={
-            "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 256,
-            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
-        },
+        text_config=text,
         vision_config=vision,
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
         image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
     )
     model_class(config).eval().save_pretrained(str(base))
-    images = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
-    videos = Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
+    side = 2 * patch
+    if architecture == "qwen3_vl":
+        images = Qwen2VLImageProcessor(min_pixels=2 * side * side, max_pixels=16 * side * side, patch_size=patch,
+                                       image_mean=[0.5] * 3, image_std=[0.5] * 3)
+        videos = Qwen3VLVideoProcessor(size={"shortest_edge": 2 * side * side, "longest_edge": 16 * side * side})
+    else:
+        images = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
+        videos = Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
     processor_class(
         image_processor=images, tokenizer=tokenizer, video_processor=videos, chat_template=VL_TEMPLATE
     ).save_pretrained(str(base))

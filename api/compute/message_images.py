@@ -20,7 +20,11 @@ from typing import Any
 import numpy as np
 
 from embedgate.contract.kinds.vision_language import PatchImages
-from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_positions
+from embedgate.contract.preprocess.vision_language_positions import (
+    position_interpolation,
+    token_positions,
+    vision_positions,
+)
 from embedgate.contract.preprocess.vision_language_text import ImageTooLong
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 
@@ -28,7 +32,7 @@ from ..errors import InvalidImage
 from .backend.base import Backend
 from .images.loader import ImageLoader
 from .requests.asks import ImageInput, MessageInput
-from .requests.kinds.vision_language import IMAGE_EMBEDS, PATCHES, POSITION_IDS
+from .requests.kinds.vision_language import IMAGE_EMBEDS, INTERP_INDICES, INTERP_WEIGHTS, PATCHES, POSITION_IDS
 from .requests.results import Embeddings
 from .requests.routes import Route, route_for
 from .requests.served import ServedModel
@@ -63,9 +67,13 @@ class MessageImages:
             loaded = time.perf_counter()
             grids = [grid for _, grid in prepared]
 
+            side = model.kind.record.position_grid
+
             def vision(one: tuple[np.ndarray, Any]) -> Awaitable[np.ndarray]:
                 patches, grid = one
                 tensors = {PATCHES: patches, POSITION_IDS: vision_positions(grid, spec.merge_size)}
+                if side:  # the learned position grid, resampled to this image's
+                    tensors[INTERP_INDICES], tensors[INTERP_WEIGHTS] = position_interpolation(grid, side, spec.merge_size)
                 return self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
 
             rows = await self._bounded(vision, prepared)
@@ -78,7 +86,6 @@ class MessageImages:
                 raise InvalidImage("image_too_large", str(error)) from None
             tokenized = time.perf_counter()
             types = route.tokenizer.image_tokens(batch)
-            hidden = model.kind.record.image_hidden
             limit = max(1, model.metadata.max_batch_size)
 
             def text(span: range) -> Awaitable[np.ndarray]:
@@ -91,7 +98,7 @@ class MessageImages:
                     POSITION_IDS: token_positions(
                         mask, types[span.start : span.stop, :width], grids[first:last], spec.merge_size
                     ),
-                    IMAGE_EMBEDS: np.concatenate(rows[first:last]) if last > first else np.zeros((0, hidden), np.float32),
+                    IMAGE_EMBEDS: np.concatenate(rows[first:last], axis=1) if last > first else model.kind.no_image_rows(),
                 }
                 return self.backend.infer(model, language, tensors, model.kind.output, timeout_s=timeout_s)
 

@@ -3,7 +3,8 @@
 model: Qwen3-VL-Embedding and its kind), an image as a run of image tokens inside the text.
 Two Triton models: the language graph (with the tokenizer), which embeds token ids and the
 image rows put at the image tokens, and the vision graph beside it, which makes one image's
-rows of its patches.
+rows of its patches (Qwen2-VL's form, and Qwen3-VL's with its learned position grid and
+deepstack rows).
 
 It records how the gateway makes the library's token ids without a template engine (the
 template's fixed text around an input, and the tokens truncation keeps at the end), how it
@@ -109,6 +110,12 @@ class VisionLanguageMetadata(KindRecord):
     images: PatchImages
     # The width of an image token's row (the language model's hidden size).
     image_hidden: int = Field(ge=1)
+    # The vision graph's rows per image token: the merged rows, then one per deepstack level
+    # (Qwen3-VL: rows from inner vision layers, added to the first language layers).
+    image_levels: int = Field(1, ge=1)
+    # The side of the vision tower's learned position grid, resampled per image by the
+    # gateway (Qwen3-VL); 0: none.
+    position_grid: int = Field(0, ge=0)
     image_parity: ImageParityResult
     # The largest difference between the gateway's patches, normalized as the vision graph
     # normalizes them, and the pixel values the model's own processor gives.

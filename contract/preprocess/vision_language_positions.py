@@ -37,6 +37,33 @@ def vision_positions(grid: Sequence[int], merge: int) -> np.ndarray:
     return np.tile(np.stack([rows, columns], axis=-1), (frames, 1)).astype(np.int64)
 
 
+def position_interpolation(grid: Sequence[int], side: int, merge: int) -> tuple[np.ndarray, np.ndarray]:
+    """Qwen3-VL's learned ``side`` x ``side`` vision position grid resampled to one image's
+    ``grid`` (t, h, w), bilinearly with aligned corners, as each patch's four taps into the
+    flattened grid and their weights (``[patches, 4]`` int64 and float32, in the order the
+    patches arrive): transformers' ``get_vision_interpolation_indices_and_weights``."""
+    frames, height, width = (int(value) for value in grid)
+    within = np.arange(frames * height * width) % (height * width)
+    columns_of_blocks = width // merge
+    rows = (within // (merge * merge * columns_of_blocks)) * merge + (within // merge) % merge
+    columns = ((within // (merge * merge)) % columns_of_blocks) * merge + within % merge
+    row_taps, row_weights = _axis_taps(rows, height, side)
+    column_taps, column_weights = _axis_taps(columns, width, side)
+    indices = (row_taps[:, :, None] * side + column_taps[:, None, :]).reshape(-1, 4)
+    weights = (row_weights[:, :, None] * column_weights[:, None, :]).reshape(-1, 4)
+    return indices.astype(np.int64), weights.astype(np.float32)
+
+
+def _axis_taps(index: np.ndarray, size: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """One axis' two taps and their weights (float32 as the library computes them)."""
+    source = index.astype(np.float32) * np.float32(side - 1) / np.float32(max(size - 1, 1))
+    floor = np.floor(source)
+    offsets = np.arange(2)
+    taps = np.clip(floor.astype(np.int64)[:, None] + offsets, 0, side - 1)
+    distance = np.abs(source[:, None] - floor[:, None] - offsets.astype(np.float32))
+    return taps, np.clip(np.float32(1) - distance, 0, None).astype(np.float32)
+
+
 def text_positions(attention_mask: np.ndarray) -> np.ndarray:
     """``[3, batch, length]`` int64 for a right-padded batch of texts: each token's index in
     its row, in all three rows (padding 1, as in ``token_positions``)."""

@@ -2,8 +2,8 @@
 gateway serves the tiny CLIP-form model (its texts and images each against
 ``SentenceTransformer.encode``: /infer, /infer_image, Cohere's /v2/embed through
 ``cohere.ClientV2``, a bulk job of /v2/embed lines with images), the tiny vision-language
-model (the same routes, prompts as the library's system message, the OpenAI client) and a
-tiny reranker (Cohere's /v2/rerank
+model and a tiny Qwen3-VL (the same routes, prompts as the library's system message, a text
+and an image together, the OpenAI client) and a tiny reranker (Cohere's /v2/rerank
 against ``CrossEncoder.predict``). Images come from a local server on 127.0.0.2, the
 address the allow-list admits; every comparison is of answers the model computed (inputs
 of their own, images are never cached)."""
@@ -28,6 +28,7 @@ from .conftest import run_batch, start_gateway
 MODEL = "org/tiny-clip-form"
 RERANKER = "org/tiny-reranker"
 VISION_LANGUAGE = "org/tiny-vl"
+QWEN3_VL = "org/tiny-qwen3-vl"
 # The tiny vision-language model's max length: its position embeddings (its tokenizer names none).
 VL_POSITIONS = 256
 
@@ -69,6 +70,7 @@ def directories(tmp_path_factory):
     return {
         "clip": clip_form_model(root / "clip"), "reranker": cross_encoder(root / "reranker"),
         "vl": vision_language_model(root / "vl", seed=3),
+        "qwen3_vl": vision_language_model(root / "qwen3-vl", seed=5, architecture="qwen3_vl"),
     }
 
 
@@ -78,7 +80,7 @@ def gateway(tmp_path_factory, directories, images):
     gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "multimodal-gateway.log",
                        image_fetch_allow="127.0.0.2", max_batch_size="4")
     with gw.client() as http:
-        for name, key in ((MODEL, "clip"), (RERANKER, "reranker"), (VISION_LANGUAGE, "vl")):
+        for name, key in ((MODEL, "clip"), (RERANKER, "reranker"), (VISION_LANGUAGE, "vl"), (QWEN3_VL, "qwen3_vl")):
             body = {"model_name": name, "model_path": str(directories[key])}
             response = http.post("/load_sentence_transformer_model", json=body)
             assert response.status_code == 200, response.text
@@ -299,6 +301,29 @@ def test_a_bulk_job_of_vision_language_images(gateway, vl_library):
     # An image past the processor's aspect limit is that line's error (the library refuses it too).
     assert [error["custom_id"] for error in errors] == ["v1"]
     assert errors[0]["response"]["status_code"] == 400
+
+
+def test_a_qwen3_vl_model_answers_as_encode(gateway, http, directories, images):
+    """Its learned position grid resampled per image, its deepstack rows: as the library computes them."""
+    import cohere
+    from sentence_transformers import SentenceTransformer
+
+    library = SentenceTransformer(str(directories["qwen3_vl"]), device="cpu")
+    library[0].max_seq_length = VL_POSITIONS
+    texts = ["qwen3: a photo of a cat", "qwen3: " + "snow " * 300]
+    names = ["photo.jpg", "portrait.png", "tiny.png"]
+    body = {"model_name": QWEN3_VL, "text": texts, "image": [data_uri(IMAGES[name]) for name in names]}
+    response = http.post("/infer", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    np.testing.assert_allclose(answer["text_embeddings"], library.encode(texts), atol=1e-4)
+    np.testing.assert_allclose(answer["image_embeddings"], encode_images(library, [IMAGES[n] for n in names]), atol=1e-4)
+    together = {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/alpha.png"}},
+                            {"type": "text", "text": "qwen3: the picture above"}]}
+    client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
+    served = client.embed(model=QWEN3_VL, input_type="search_document", inputs=[together]).embeddings.float_
+    alpha = Image.open(io.BytesIO(IMAGES["alpha.png"]))
+    np.testing.assert_allclose(served, library.encode([{"image": alpha, "text": "qwen3: the picture above"}]), atol=1e-4)
 
 
 def test_vision_language_refusals_say_why(http):

@@ -8,9 +8,11 @@ exported graphs under onnxruntime, and must reach the cosine threshold against `
 (texts also with a prompt, as the library's system message). The token ids must be the
 library's, the patches the processor's pixel values.
 
-Only the form whose every step is replayed is converted: Qwen2-VL's vision tower (plain
-attention over one image) and multimodal rotary positions. Qwen2.5-VL's windowed attention
-and Qwen3-VL's deepstack features are refused by name, anything else by its parity.
+Only the forms whose every step is replayed are converted: Qwen2-VL's and Qwen3-VL's
+vision towers (plain attention over one image; Qwen3-VL's learned position grid resampled
+per image by the gateway, its deepstack rows added to the first language layers) and
+multimodal rotary positions. Qwen2.5-VL's windowed attention is refused by name, anything
+else by its parity.
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ from tritonclient.grpc import model_config_pb2 as pb
 from embedgate.contract.errors import ParityError, UnsupportedModelError
 from embedgate.contract.kinds.vision_language import (
     KIND,
-    MessageTemplate,
     PatchImages,
     VisionLanguageMetadata,
     vision_language_part_names,
 )
 from embedgate.contract.preprocess.images import prepare_patched_image
-from embedgate.contract.preprocess.vision_language_positions import text_positions, token_positions, vision_positions
+from embedgate.contract.preprocess.vision_language_positions import (
+    position_interpolation,
+    text_positions,
+    token_positions,
+    vision_positions,
+)
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.contract.spec import EMBEDDING, ONNX_FILE, TOKENIZER_DIR, ImageParityResult, ModelMetadata, ParityResult
 from embedgate.converters import calibration
@@ -43,7 +49,7 @@ from embedgate.converters.library.routes import Route
 from embedgate.converters.triton_config import build_request_config
 
 # The models whose every step the graphs replay.
-REPLAYED = ("Qwen2VLModel",)
+REPLAYED = ("Qwen2VLModel", "Qwen3VLModel")
 # A prompt the texts are also checked with (as the library's system message).
 PARITY_PROMPT = "Represent the user's input."
 
@@ -62,9 +68,8 @@ class VisionLanguageConverter(LibraryKind):
         backbone = type(transformer.auto_model).__name__
         if backbone not in REPLAYED:
             return (
-                f"its model is a {backbone}; embedgate replays the vision tower and multimodal positions of "
-                f"{', '.join(REPLAYED)} (Qwen2-VL) only, and Qwen2.5-VL's windowed attention and Qwen3-VL's "
-                "deepstack features are not replayed"
+                f"its model is a {backbone}; embedgate replays the vision towers and multimodal positions of "
+                f"{', '.join(REPLAYED)} (Qwen2-VL, Qwen3-VL) only: Qwen2.5-VL's windowed attention is not replayed"
             )
         if getattr(transformer.processor, "image_token", None) is None:
             return "its processor names no image token"
@@ -94,6 +99,12 @@ class VisionLanguageConverter(LibraryKind):
         )
         tokenizer = MessageTokenizer(tokenizer_file, max_length, template)
         hidden = int(backbone.config.text_config.hidden_size)
+        levels, grid_side = 1 + graphs.deepstack_levels(backbone), graphs.position_grid(backbone)
+        empty = (levels, hidden)  # the image rows of inputs without images: [levels, 0, hidden]
+
+        def vision_feeds(patches, grid, tensors: bool = False) -> dict:
+            feeds = _vision_feeds(patches, grid, images, grid_side)
+            return {name: torch.from_numpy(value) for name, value in feeds.items()} if tensors else feeds
 
         labels, encoded = zip(*image_parity.parity_images())
         decoded = image_parity.decoded(encoded)
@@ -103,30 +114,30 @@ class VisionLanguageConverter(LibraryKind):
         vision_file = vision_dir / "1" / ONNX_FILE
         self.step(f"exporting the vision graph to ONNX (opset {module_stack.OPSET})")
         vision = graphs.vision_graph(backbone, images)
-        graphs.export_vision(vision, _vision_feeds(*prepared[0], images, torch), vision_file, route.modules)
+        graphs.export_vision(vision, vision_feeds(*prepared[0], tensors=True), vision_file, route.modules)
         run_vision = parity.onnx_runner(vision_file, graphs.IMAGE_EMBEDS)
-        rows = [run_vision(_vision_feeds(patches, grid, images)) for patches, grid in prepared]
+        rows = [run_vision(vision_feeds(patches, grid)) for patches, grid in prepared]
 
         sentences = parity.parity_sentences(max_length)
         language_file = language_dir / "1" / ONNX_FILE
         self.step(f"exporting the language graph to ONNX (opset {module_stack.OPSET})")
         language = graphs.language_graph(backbone, list(route.modules[1:]), template.image_token_id)
-        example = _language_feeds(tokenizer, images, sentences[:1], prepared[:1], rows[:1], hidden)
+        example = _language_feeds(tokenizer, images, sentences[:1], prepared[:1], rows[:1], empty)
         graphs.export_language(language, {k: torch.from_numpy(v) for k, v in example.items()}, language_file, route.modules)
         run_language = parity.onnx_runner(language_file, graphs.EMBEDDING)
 
         self.step(f"parity check on {len(sentences)} sentences, with and without a prompt")
         self._check_token_ids(model, tokenizer, sentences)
         results = [
-            self._texts(model, tokenizer, run_language, sentences, prompt, hidden) for prompt in ("", PARITY_PROMPT)
+            self._texts(model, tokenizer, run_language, sentences, prompt, empty) for prompt in ("", PARITY_PROMPT)
         ]
         text_result = min(results, key=lambda result: result.min_cosine)
         self.step(f"text parity passed: min cosine {text_result.min_cosine:.6f}")
         self.step(f"image parity check on {len(prepared)} images")
-        image_result = self._images(model, tokenizer, images, run_language, decoded, prepared, rows, labels, hidden)
+        image_result = self._images(model, tokenizer, images, run_language, decoded, prepared, rows, labels, empty)
         self.step(f"image parity passed: min cosine {image_result.min_cosine:.6f}")
         if template.parts_joined:
-            self._combined(model, tokenizer, images, run_language, sentences[:2], decoded[:2], prepared[:2], rows[:2], hidden)
+            self._combined(model, tokenizer, images, run_language, sentences[:2], decoded[:2], prepared[:2], rows[:2], empty)
 
         converted = Converted(max_seq_length=max_length, strip_whitespace=False, parity=text_result)
         reference = model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="")
@@ -140,6 +151,7 @@ class VisionLanguageConverter(LibraryKind):
             calibration=calibration.calibrate(reference),
             record=VisionLanguageMetadata(
                 modalities=modalities(transformer), template=template, images=images, image_hidden=hidden,
+                image_levels=levels, position_grid=grid_side,
                 image_parity=image_result, pixel_max_error=pixel_error,
             ),
         )
@@ -172,7 +184,7 @@ class VisionLanguageConverter(LibraryKind):
             if mine != theirs:
                 raise ParityError(f"the gateway's token ids differ from the library's for parity sentence {row + 1}")
 
-    def _texts(self, model, tokenizer, run, sentences: list[str], prompt: str, hidden: int) -> ParityResult:
+    def _texts(self, model, tokenizer, run, sentences: list[str], prompt: str, empty) -> ParityResult:
         from embedgate.contract.preprocess.prompted import PromptedText
 
         inputs = [PromptedText(prompt, text) if prompt else text for text in sentences]
@@ -180,7 +192,7 @@ class VisionLanguageConverter(LibraryKind):
 
         def embed(rows: list) -> np.ndarray:
             batch = tokenizer.encode(rows)
-            return run(_feeds(batch.input_ids, batch.attention_mask, text_positions(batch.attention_mask), [], hidden))
+            return run(_feeds(batch.input_ids, batch.attention_mask, text_positions(batch.attention_mask), [], empty))
 
         checks = {
             "as one padded batch": parity.cosines(embed(inputs), reference),
@@ -194,11 +206,11 @@ class VisionLanguageConverter(LibraryKind):
             )
         return result
 
-    def _images(self, model, tokenizer, images, run, decoded, prepared, rows, labels, hidden) -> ImageParityResult:
+    def _images(self, model, tokenizer, images, run, decoded, prepared, rows, labels, empty) -> ImageParityResult:
         reference = model.encode(decoded, convert_to_numpy=True)
-        batched = run(_language_feeds(tokenizer, images, [], prepared, rows, hidden))
+        batched = run(_language_feeds(tokenizer, images, [], prepared, rows, empty))
         alone = np.concatenate([
-            run(_language_feeds(tokenizer, images, [], [one], [row], hidden)) for one, row in zip(prepared, rows)
+            run(_language_feeds(tokenizer, images, [], [one], [row], empty)) for one, row in zip(prepared, rows)
         ])
         cosines = np.concatenate([parity.cosines(batched, reference), parity.cosines(alone, reference)])
         worst = int(cosines.argmin())
@@ -210,7 +222,7 @@ class VisionLanguageConverter(LibraryKind):
             )
         return ImageParityResult(passed=True, threshold=threshold, min_cosine=float(cosines.min()), images=len(rows))
 
-    def _combined(self, model, tokenizer, images, run, texts, decoded, prepared, rows, hidden) -> None:
+    def _combined(self, model, tokenizer, images, run, texts, decoded, prepared, rows, empty) -> None:
         """Inputs of a text and an image together, in either order, against ``encode`` of the
         library's dicts (the template writes the parts one after another: served so)."""
         inputs = [{"text": texts[0], "image": decoded[0]}, {"image": decoded[1], "text": texts[1]}]
@@ -218,7 +230,7 @@ class VisionLanguageConverter(LibraryKind):
         batch = tokenizer.encode_parts([[texts[0], tokens[0]], [tokens[1], texts[1]]])
         grids = [grid for _, grid in prepared]
         positions = token_positions(batch.attention_mask, tokenizer.image_tokens(batch), grids, images.merge_size)
-        served = run(_feeds(batch.input_ids, batch.attention_mask, positions, list(rows), hidden))
+        served = run(_feeds(batch.input_ids, batch.attention_mask, positions, list(rows), empty))
         cosines = parity.cosines(served, model.encode(inputs, convert_to_numpy=True))
         if cosines.min() < self.spec.parity_threshold:
             raise ParityError(
@@ -231,35 +243,39 @@ class VisionLanguageConverter(LibraryKind):
         record = metadata.record_of(VisionLanguageMetadata)
         assert record is not None
         language_name, vision_name = self.parts()
-        options, hidden = self.spec.triton, record.image_hidden
+        options, rows = self.spec.triton, [record.image_levels, -1, record.image_hidden]
         patch = 3 * record.images.patch_size**2
+        vision_inputs = [(graphs.PATCHES, pb.TYPE_UINT8, [-1, patch]), (graphs.POSITION_IDS, pb.TYPE_INT64, [-1, 2])]
+        if record.position_grid:
+            vision_inputs += [(graphs.INTERP_INDICES, pb.TYPE_INT64, [-1, 4]), (graphs.INTERP_WEIGHTS, pb.TYPE_FP32, [-1, 4])]
         return [
             build_request_config(language_name, [
                 (graphs.INPUT_IDS, pb.TYPE_INT64, [-1, -1]),
                 (graphs.ATTENTION_MASK, pb.TYPE_INT64, [-1, -1]),
                 (graphs.POSITION_IDS, pb.TYPE_INT64, [3, -1, -1]),
-                (graphs.IMAGE_EMBEDS, pb.TYPE_FP32, [-1, hidden]),
+                (graphs.IMAGE_EMBEDS, pb.TYPE_FP32, rows),
             ], EMBEDDING, [-1, metadata.embedding_dim], options),
-            build_request_config(vision_name, [
-                (graphs.PATCHES, pb.TYPE_UINT8, [-1, patch]),
-                (graphs.POSITION_IDS, pb.TYPE_INT64, [-1, 2]),
-            ], graphs.IMAGE_EMBEDS, [-1, hidden], options),
+            build_request_config(vision_name, vision_inputs, graphs.IMAGE_EMBEDS, rows, options),
         ]
 
 
-def _vision_feeds(patches: np.ndarray, grid, images: PatchImages, torch=None) -> dict:
+def _vision_feeds(patches: np.ndarray, grid, images: PatchImages, grid_side: int) -> dict[str, np.ndarray]:
     feeds = {graphs.PATCHES: patches, graphs.POSITION_IDS: vision_positions(grid, images.merge_size)}
-    return {name: torch.from_numpy(value) for name, value in feeds.items()} if torch is not None else feeds
+    if grid_side:
+        indices, weights = position_interpolation(grid, grid_side, images.merge_size)
+        feeds |= {graphs.INTERP_INDICES: indices, graphs.INTERP_WEIGHTS: weights}
+    return feeds
 
 
-def _feeds(input_ids, attention_mask, positions, rows: list[np.ndarray], hidden: int) -> dict[str, np.ndarray]:
+def _feeds(input_ids, attention_mask, positions, rows: list[np.ndarray], empty) -> dict[str, np.ndarray]:
+    """``rows``: each image's ``[levels, tokens, hidden]``; ``empty``: (levels, hidden), for none."""
     return {
         graphs.INPUT_IDS: input_ids, graphs.ATTENTION_MASK: attention_mask, graphs.POSITION_IDS: positions,
-        graphs.IMAGE_EMBEDS: np.concatenate(rows) if rows else np.zeros((0, hidden), np.float32),
+        graphs.IMAGE_EMBEDS: np.concatenate(rows, axis=1) if rows else np.zeros((empty[0], 0, empty[1]), np.float32),
     }
 
 
-def _language_feeds(tokenizer: MessageTokenizer, images: PatchImages, texts, prepared, rows, hidden) -> dict:
+def _language_feeds(tokenizer: MessageTokenizer, images: PatchImages, texts, prepared, rows, empty) -> dict:
     """Texts and images in one right-padded batch, as the gateway sends them (texts first)."""
     grids = [grid for _, grid in prepared]
     batch = tokenizer.encode(list(texts)) if texts else None
@@ -269,4 +285,4 @@ def _language_feeds(tokenizer: MessageTokenizer, images: PatchImages, texts, pre
     ids = np.concatenate([np.pad(part.input_ids, ((0, 0), (0, width - part.input_ids.shape[1]))) for part in parts])
     mask = np.concatenate([np.pad(part.attention_mask, ((0, 0), (0, width - part.input_ids.shape[1]))) for part in parts])
     types = (ids == tokenizer.template.image_token_id).astype(np.int64) * mask
-    return _feeds(ids, mask, token_positions(mask, types, grids, images.merge_size), list(rows), hidden)
+    return _feeds(ids, mask, token_positions(mask, types, grids, images.merge_size), list(rows), empty)

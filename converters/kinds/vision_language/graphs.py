@@ -22,6 +22,7 @@ runs of image tokens inside the text):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from embedgate.contract.kinds.vision_language import Frame, MessageTemplate, PatchImages
@@ -31,6 +32,8 @@ from embedgate.converters.library.module_stack import OPSET, export_failure, ind
 PATCHES = "patches"
 POSITION_IDS = "position_ids"
 IMAGE_EMBEDS = "image_embeds"
+INTERP_INDICES = "interp_indices"
+INTERP_WEIGHTS = "interp_weights"
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 EMBEDDING = "embedding"
@@ -38,27 +41,37 @@ SENTENCE_EMBEDDING = "sentence_embedding"
 
 
 def vision_graph(model, images: PatchImages):
-    """``model``: the Transformer's model (``Qwen2VLModel``)."""
-    import torch
-    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb_vision
+    """``model``: the Transformer's model (``Qwen2VLModel``, ``Qwen3VLModel``). Its output is
+    ``image_embeds [levels, tokens, hidden]``: the merged rows, then each deepstack level's
+    (Qwen3-VL: rows merged from inner vision layers, added to the first language layers'
+    hidden states at the image tokens)."""
+    import sys
 
+    import torch
+
+    visual = model.visual
+    apply_rotary = sys.modules[type(visual).__module__].apply_rotary_pos_emb_vision
+    deepstack = list(getattr(visual, "deepstack_visual_indexes", None) or [])
     area = images.patch_size * images.patch_size
 
     class VisionGraph(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.visual = model.visual
+            self.visual = visual
             self.register_buffer("offset", torch.tensor(images.mean, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
             self.register_buffer("divisor", torch.tensor(images.std, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
 
-        def forward(self, patches, position_ids):
+        def forward(self, patches, position_ids, interp_indices=None, interp_weights=None):
             visual = self.visual
             count = patches.shape[0]
             values = (patches.to(torch.float32).reshape(count, 3, 1, area) - self.offset) / self.divisor
             values = values.expand(count, 3, images.temporal_patch_size, area).reshape(count, -1)
             hidden = visual.patch_embed(values.to(self.visual.patch_embed.proj.weight.dtype))
+            if interp_indices is not None:  # the learned position grid, resampled to this image's
+                hidden = hidden + (visual.pos_embed(interp_indices) * interp_weights[:, :, None]).sum(1).to(hidden.dtype)
             cos, sin = visual.rotary_pos_emb(hidden, position_ids)
-            for block in visual.blocks:
+            levels = []
+            for number, block in enumerate(visual.blocks):
                 attention = block.attn
                 query, key, value = (
                     attention.qkv(block.norm1(hidden))
@@ -66,20 +79,36 @@ def vision_graph(model, images: PatchImages):
                     .permute(1, 0, 2, 3)
                     .unbind(0)
                 )
-                query, key = apply_rotary_pos_emb_vision(query, key, cos, sin)
+                query, key = apply_rotary(query, key, cos, sin)
                 query, key, value = (part.transpose(0, 1) for part in (query, key, value))
                 weights = torch.softmax(query @ key.transpose(1, 2) * attention.scaling, dim=-1, dtype=torch.float32)
                 attended = (weights.to(query.dtype) @ value).transpose(0, 1).reshape(count, -1)
                 hidden = hidden + attention.proj(attended)
                 hidden = hidden + block.mlp(block.norm2(hidden))
-            return visual.merger(hidden)
+                if number in deepstack:
+                    levels.append(visual.deepstack_merger_list[deepstack.index(number)](hidden))
+            return torch.stack([visual.merger(hidden), *levels]).to(torch.float32)
 
     return VisionGraph().eval()
 
 
+def deepstack_levels(model) -> int:
+    """How many deepstack levels ``model``'s vision tower gives (0: none)."""
+    return len(getattr(model.visual, "deepstack_visual_indexes", None) or [])
+
+
+def position_grid(model) -> int:
+    """The side of ``model``'s learned vision position grid (0: none)."""
+    return int(getattr(model.visual, "num_grid_per_side", 0) or 0)
+
+
 def language_graph(model, after: Sequence, image_token_id: int):
-    """``after``: the sentence-transformers modules that follow the Transformer."""
+    """``after``: the sentence-transformers modules that follow the Transformer. The batch's
+    ``image_embeds [levels, tokens, hidden]``: level 0 put at the image tokens in order,
+    the others (deepstack) added to the first language layers' hidden states there."""
     import torch
+
+    levels = 1 + deepstack_levels(model)
 
     class LanguageGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -92,10 +121,14 @@ def language_graph(model, after: Sequence, image_token_id: int):
             is_image = input_ids == image_token_id
             # Each image token's row of image_embeds, counted from 1 (0: the zero row for the rest).
             index = torch.cumsum(is_image.reshape(-1).long(), 0).reshape(is_image.shape) * is_image.long()
-            rows = torch.cat([torch.zeros_like(embeds[0, :1]), image_embeds.to(embeds.dtype)], 0)
-            embeds = torch.where(is_image.unsqueeze(-1), rows[index], embeds)
+            zero = torch.zeros_like(embeds[0, :1])
+            placed = [torch.cat([zero, image_embeds[level].to(embeds.dtype)], 0)[index] for level in range(levels)]
+            embeds = torch.where(is_image.unsqueeze(-1), placed[0], embeds)
+            extra = {}
+            if levels > 1:
+                extra = {"visual_pos_masks": is_image, "deepstack_visual_embeds": placed[1:]}
             hidden = self.model.language_model(
-                inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids
+                inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids, **extra
             ).last_hidden_state
             features = {"token_embeddings": hidden, ATTENTION_MASK: attention_mask}
             for module in self.after:
@@ -105,10 +138,27 @@ def language_graph(model, after: Sequence, image_token_id: int):
     return LanguageGraph().eval()
 
 
+@contextmanager
+def dense_deepstack(model):
+    """While exporting: the language model adds each deepstack level as the dense tensor the
+    graph placed (zero off the image tokens), where the library indexes by the image mask."""
+    language = model.language_model
+    if not hasattr(language, "_deepstack_process"):
+        yield
+        return
+    language._deepstack_process = lambda hidden, masks, placed: hidden + placed.to(hidden.dtype)
+    try:
+        yield
+    finally:
+        del language._deepstack_process
+
+
 def export_vision(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
-    """``example``: one image's ``patches`` and ``position_ids``."""
-    axes = {PATCHES: {0: "patches"}, POSITION_IDS: {0: "patches"}, IMAGE_EMBEDS: {0: "tokens"}}
-    _export(graph, example, [PATCHES, POSITION_IDS], IMAGE_EMBEDS, axes, onnx_file, modules)
+    """``example``: one image's ``patches`` and ``position_ids`` (and, with a learned
+    position grid, ``interp_indices`` and ``interp_weights``)."""
+    names = [name for name in (PATCHES, POSITION_IDS, INTERP_INDICES, INTERP_WEIGHTS) if name in example]
+    axes = {name: {0: "patches"} for name in names} | {IMAGE_EMBEDS: {1: "tokens"}}
+    _export(graph, example, names, IMAGE_EMBEDS, axes, onnx_file, modules)
 
 
 def export_language(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
@@ -117,11 +167,12 @@ def export_language(graph, example: dict, onnx_file: Path, modules: Sequence) ->
         INPUT_IDS: {0: "batch", 1: "sequence"},
         ATTENTION_MASK: {0: "batch", 1: "sequence"},
         POSITION_IDS: {1: "batch", 2: "sequence"},
-        IMAGE_EMBEDS: {0: "tokens"},
+        IMAGE_EMBEDS: {1: "tokens"},
         EMBEDDING: {0: "batch"},
     }
     names = [INPUT_IDS, ATTENTION_MASK, POSITION_IDS, IMAGE_EMBEDS]
-    _export(graph, example, names, EMBEDDING, axes, onnx_file, modules)
+    with dense_deepstack(graph.model):
+        _export(graph, example, names, EMBEDDING, axes, onnx_file, modules)
 
 
 def _export(graph, example: dict, names: list[str], output: str, axes: dict, onnx_file: Path, modules) -> None:

@@ -33,6 +33,8 @@ from .multimodal import MultimodalKind
 POSITION_IDS = "position_ids"
 IMAGE_EMBEDS = "image_embeds"
 PATCHES = "patches"
+INTERP_INDICES = "interp_indices"
+INTERP_WEIGHTS = "interp_weights"
 
 
 class VisionLanguageKind(ServedKind):
@@ -74,8 +76,13 @@ class VisionLanguageKind(ServedKind):
             INPUT_IDS: np.ascontiguousarray(batch.input_ids[rows, :width]),
             ATTENTION_MASK: mask,
             POSITION_IDS: text_positions(mask),
-            IMAGE_EMBEDS: np.zeros((0, self.record.image_hidden), dtype=np.float32),
+            IMAGE_EMBEDS: self.no_image_rows(),
         }
+
+    def no_image_rows(self) -> np.ndarray:
+        """The language graph's image rows for inputs without images: ``[levels, 0, hidden]``."""
+        record = self.record
+        return np.zeros((record.image_levels, 0, record.image_hidden), dtype=np.float32)
 
     def joins_parts(self) -> bool:
         return self.record.template.parts_joined
@@ -84,8 +91,9 @@ class VisionLanguageKind(ServedKind):
         patches = tensors.get(PATCHES)
         if patches is None:
             return super().noop_output(tensors)
-        merged = self.record.images.merge_size ** 2
-        return np.zeros((len(patches) // merged, self.record.image_hidden), dtype=np.float32)
+        record = self.record
+        merged = record.images.merge_size ** 2
+        return np.zeros((record.image_levels, len(patches) // merged, record.image_hidden), dtype=np.float32)
 
     def plan(self, model: Served, ask: Ask) -> Plan:
         if ask.chunking is not None:

@@ -1,7 +1,8 @@
 """``python -m converters`` on tiny vision-language sentence-transformers (random weights,
 built at test time): the Qwen2-VL form published as a language graph and a vision graph
 that Triton runs a request at a time, their parity (texts one past the max length, with a
-prompt and without; the parity images) recorded; a Qwen2.5-VL refused, saying why."""
+prompt and without; the parity images) recorded; the Qwen3-VL form with its position grid
+and deepstack rows; a Qwen2.5-VL refused, saying why."""
 
 from __future__ import annotations
 
@@ -54,16 +55,30 @@ def test_triton_runs_each_request_of_either_graph_alone(converted):
         assert config.max_batch_size == 0 and not config.HasField("dynamic_batching") and config.backend == "python"
     language, vision = ({tensor.name: list(tensor.dims) for tensor in config.input} for config in configs)
     assert language == {"input_ids": [-1, -1], "attention_mask": [-1, -1], "position_ids": [3, -1, -1],
-                        "image_embeds": [-1, 32]}
+                        "image_embeds": [1, -1, 32]}
     assert vision == {"patches": [-1, 3 * 14 * 14], "position_ids": [-1, 2]}
-    assert [list(output.dims) for output in configs[1].output] == [[-1, 32]]
+    assert [list(output.dims) for output in configs[1].output] == [[1, -1, 32]]
+
+
+def test_the_qwen3_vl_form_is_published_with_its_position_grid_and_deepstack_rows(run_conversion, tmp_path):
+    path = vision_language_model(tmp_path / "qwen3-vl", seed=4, architecture="qwen3_vl")
+    run = run_conversion(spec(path, tmp_path / "repository"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    metadata = ModelMetadata.model_validate(run.last_line)
+    record = metadata.record_of(VisionLanguageMetadata)
+    assert record is not None and (record.image_levels, record.position_grid, record.images.patch_size) == (2, 4, 16)
+    assert metadata.parity.min_cosine >= 0.9999 and record.image_parity.min_cosine >= 0.9999
+    vision = text_format.Parse((tmp_path / "repository" / f"{BASE}---image" / "config.pbtxt").read_text(), pb.ModelConfig())
+    assert [tensor.name for tensor in vision.input] == ["patches", "position_ids", "interp_indices", "interp_weights"]
+    assert [list(output.dims) for output in vision.output] == [[2, -1, 32]]
 
 
 def test_a_windowed_vision_tower_is_refused_saying_why(run_conversion, tmp_path):
-    path = vision_language_model(tmp_path / "qwen2.5-vl", windowed=True)
+    path = vision_language_model(tmp_path / "qwen2.5-vl", architecture="qwen2_5_vl")
     run = run_conversion(spec(path, tmp_path / "repository"))
     assert run.returncode == 8, run.stderr[-3000:]
     error = run.last_line["error"]
     assert error.startswith("unsupported vision-language sentence-transformer: its model is a Qwen2_5_VLModel")
+    assert "Qwen3VLModel" in error
     assert "windowed attention" in error
     assert not (tmp_path / "repository" / BASE).exists()

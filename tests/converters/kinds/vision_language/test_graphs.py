@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 
 from embedgate.contract.preprocess.vision_language_images import prepare_patches
-from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_positions
+from embedgate.contract.preprocess.vision_language_positions import (
+    position_interpolation,
+    token_positions,
+    vision_positions,
+)
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.converters.kinds.vision_language import graphs as vl
 from embedgate.converters.library.parity import reference_token_ids
@@ -28,11 +32,13 @@ def picture(height: int, width: int, seed: int):
     return Image.fromarray(pixels)
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen3_vl"])
+def model(request, tmp_path_factory):
+    """Qwen2-VL's form, and Qwen3-VL's (its learned position grid, its deepstack rows)."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(vision_language_model(tmp_path_factory.mktemp("vl") / "m", seed=3)), device="cpu")
+    path = vision_language_model(tmp_path_factory.mktemp("vl") / "m", seed=3, architecture=request.param)
+    return SentenceTransformer(str(path), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +57,10 @@ def graphs(model, spec, tmp_path_factory):
     features = transformer.preprocess(images)
     prepared = [prepare_patches(image, spec) for image in images]
     vision = vl.vision_graph(backbone, spec)
-    vl.export_vision(vision, vision_inputs(*prepared[0], spec), directory / "vision.onnx", [transformer])
+    side = vl.position_grid(backbone)
+    vl.export_vision(vision, vision_inputs(*prepared[0], spec, side), directory / "vision.onnx", [transformer])
     with torch.no_grad():
-        image_embeds = torch.cat([vision(*vision_inputs(*each, spec).values()) for each in prepared])
+        image_embeds = torch.cat([vision(*vision_inputs(*each, spec, side).values()) for each in prepared], 1)
     mask = features["attention_mask"]
     grids = [grid for _, grid in prepared]
     example = {
@@ -67,10 +74,13 @@ def graphs(model, spec, tmp_path_factory):
     return directory
 
 
-def vision_inputs(patches, grid, spec) -> dict:
+def vision_inputs(patches, grid, spec, side: int) -> dict:
     import torch
 
-    return {vl.PATCHES: torch.from_numpy(patches), vl.POSITION_IDS: torch.from_numpy(vision_positions(grid, spec.merge_size))}
+    inputs = {vl.PATCHES: patches, vl.POSITION_IDS: vision_positions(grid, spec.merge_size)}
+    if side:
+        inputs[vl.INTERP_INDICES], inputs[vl.INTERP_WEIGHTS] = position_interpolation(grid, side, spec.merge_size)
+    return {name: torch.from_numpy(value) for name, value in inputs.items()}
 
 
 @pytest.mark.parametrize("size", [(70, 90), (120, 60), (40, 40), (600, 380), (28, 29)])
@@ -94,6 +104,20 @@ def test_vision_positions_are_transformers_own(grid):
 
     expected = get_vision_position_ids(torch.tensor([grid]), 2).numpy()
     assert np.array_equal(vision_positions(grid, 2), expected)
+
+
+@pytest.mark.parametrize("grid", [(1, 4, 6), (1, 8, 4), (2, 6, 6), (1, 2, 2), (1, 14, 10)])
+@pytest.mark.parametrize("side", [4, 48])
+def test_the_position_grid_is_resampled_as_transformers_resamples_it(grid, side):
+    """Qwen3-VL's learned grid, bilinear with aligned corners: the same taps, the same float32 weights."""
+    import torch
+    from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+    indices, weights = get_vision_interpolation_indices_and_weights(
+        torch.tensor([grid]), side, mode="bilinear", align_corners=True, spatial_merge_size=2
+    )
+    mine = position_interpolation(grid, side, 2)
+    assert np.array_equal(mine[0], indices.numpy()) and np.array_equal(mine[1], weights.numpy())
 
 
 def test_token_positions_are_transformers_own_where_a_token_is_attended(model):
@@ -123,6 +147,7 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     import onnxruntime
 
     transformer = model[0]
+    side = vl.position_grid(transformer.auto_model)
     vision = onnxruntime.InferenceSession(str(graphs / "vision.onnx"), providers=["CPUExecutionProvider"])
     language = onnxruntime.InferenceSession(str(graphs / "language.onnx"), providers=["CPUExecutionProvider"])
     tokenizer = gateway_tokenizer(transformer, tmp_path)
@@ -131,14 +156,15 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     batch = tokenizer.encode_images([spec.tokens(grid) for grid in grids]) if grids else tokenizer.encode(inputs)
     ids, mask = batch.input_ids, batch.attention_mask
     rows = [
-        vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec).items()})[0]
+        vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec, side).items()})[0]
         for patches, grid in prepared
     ]
     hidden = transformer.auto_model.config.text_config.hidden_size
+    levels = 1 + vl.deepstack_levels(transformer.auto_model)
     embeddings = language.run(None, {
         vl.INPUT_IDS: ids, vl.ATTENTION_MASK: mask,
         vl.POSITION_IDS: token_positions(mask, tokenizer.image_tokens(batch), grids, spec.merge_size),
-        vl.IMAGE_EMBEDS: np.concatenate(rows) if rows else np.zeros((0, hidden), np.float32),
+        vl.IMAGE_EMBEDS: np.concatenate(rows, axis=1) if rows else np.zeros((levels, 0, hidden), np.float32),
     })[0]
     expected = model.encode(inputs)
     assert np.abs(embeddings - expected).max() < 1e-4

@@ -81,7 +81,7 @@ def test_texts_go_through_the_language_graph_with_their_positions_and_no_image_r
     tensors = kind.text_inputs(batch, slice(None), 8)
     assert tensors["position_ids"].shape == (3, 2, 8)
     assert tensors["position_ids"][0].tolist() == [[0, 1, 2, 3, 1, 1, 1, 1], list(range(8))]
-    assert tensors["image_embeds"].shape == (0, 6)
+    assert tensors["image_embeds"].shape == (1, 0, 6)
 
 
 def test_an_image_too_long_for_the_max_length_is_refused(files):
@@ -114,6 +114,6 @@ def test_chunking_is_refused_saying_why(files):
 def test_without_a_model_each_graph_answers_zeros_of_its_shape():
     kind = kind_of(metadata())
     vision = kind.noop_output({"patches": np.zeros((16, 588), np.uint8), "position_ids": np.zeros((16, 2), np.int64)})
-    assert vision.shape == (4, 6)
+    assert vision.shape == (1, 4, 6)
     ids = np.zeros((3, 5), np.int64)
     assert kind.noop_output({"input_ids": ids, "attention_mask": ids}).shape == (3, 3)
