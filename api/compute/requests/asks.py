@@ -174,8 +174,8 @@ class Gathered:
 
     def __init__(self, plans: list[Plan | EmbedgateError]):
         self.plans = plans
-        # A key per route (per route and plan for images) -> (route, its inputs); each plan's
-        # runs as (key, start, stop).
+        # A key per route (per route, plan and run for images) -> (route, its inputs); each
+        # plan's runs as (key, start, stop).
         self.routes: dict[Hashable, tuple[Route, list[TextInput]]] = {}
         self.prompts: dict[Hashable, str] = {}
         self.spans: list[list[tuple[Hashable, int, int]]] = []
