@@ -131,7 +131,10 @@ def vision_language_model(directory: Path, seed: int = 0, *, architecture: str =
         "num_key_value_heads": 1, "max_position_embeddings": 256, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
     }
     if architecture == "qwen2_5_vl":
-        vision = {**vision, "intermediate_size": 48, "out_hidden_size": 32, "window_size": 56, "fullatt_block_indexes": [0]}
+        # Two layers: the first attends within 56-pixel windows, the second to the whole image;
+        # weighted so that attending to the whole image in both moves an image past parity.
+        vision = {**vision, "depth": 2, "intermediate_size": 48, "out_hidden_size": 32, "window_size": 56,
+                  "fullatt_block_indexes": [1], "initializer_range": 0.5}
     if architecture == "qwen3_vl":
         # Larger weights than the default init: the position grid and the deepstack rows then
         # move an image's embedding well past the parity threshold (a graph without them fails).

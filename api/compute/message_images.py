@@ -19,12 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from embedgate.contract.kinds.vision_language import PatchImages
-from embedgate.contract.preprocess.vision_language_positions import (
-    position_interpolation,
-    token_positions,
-    vision_positions,
-)
+from embedgate.contract.kinds.vision_language import IMAGE_EMBEDS, POSITION_IDS, PatchImages
+from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_inputs
 from embedgate.contract.preprocess.vision_language_text import ImageTooLong
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 
@@ -32,7 +28,6 @@ from ..errors import InvalidImage
 from .backend.base import Backend
 from .images.loader import ImageLoader
 from .requests.asks import ImageInput, MessageInput
-from .requests.kinds.vision_language import IMAGE_EMBEDS, INTERP_INDICES, INTERP_WEIGHTS, PATCHES, POSITION_IDS
 from .requests.results import Embeddings
 from .requests.routes import Route, route_for
 from .requests.served import ServedModel
@@ -67,14 +62,12 @@ class MessageImages:
             loaded = time.perf_counter()
             grids = [grid for _, grid in prepared]
 
-            side = model.kind.record.position_grid
+            record = model.kind.record
 
-            def vision(one: tuple[np.ndarray, Any]) -> Awaitable[np.ndarray]:
-                patches, grid = one
-                tensors = {PATCHES: patches, POSITION_IDS: vision_positions(grid, spec.merge_size)}
-                if side:  # the learned position grid, resampled to this image's
-                    tensors[INTERP_INDICES], tensors[INTERP_WEIGHTS] = position_interpolation(grid, side, spec.merge_size)
-                return self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
+            async def vision(one: tuple[np.ndarray, Any]) -> np.ndarray:
+                tensors, restore = vision_inputs(*one, spec, record.position_grid, record.window_size)
+                rows = await self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
+                return rows if restore is None else rows[:, restore]  # window by window: back in order
 
             rows = await self._bounded(vision, prepared)
             tokens = iter([spec.tokens(grid) for grid in grids])

@@ -3,8 +3,8 @@
 model: Qwen3-VL-Embedding and its kind), an image as a run of image tokens inside the text.
 Two Triton models: the language graph (with the tokenizer), which embeds token ids and the
 image rows put at the image tokens, and the vision graph beside it, which makes one image's
-rows of its patches (Qwen2-VL's form, and Qwen3-VL's with its learned position grid and
-deepstack rows).
+rows of its patches (Qwen2-VL's form; Qwen2.5-VL's, whose vision layers attend within
+windows; Qwen3-VL's, with its learned position grid and deepstack rows).
 
 It records how the gateway makes the library's token ids without a template engine (the
 template's fixed text around an input, and the tokens truncation keeps at the end), how it
@@ -21,6 +21,15 @@ from embedgate.contract.metadata_parts import ImageParityResult
 
 # The vision graph's Triton name is the model's with this after it (as a multimodal model's image graph).
 VISION_PART_SUFFIX = "---image"
+# The graphs' tensors. Vision: one image's patches, their (row, column), and where the model
+# has them, its position grid's taps and weights and each patch's attention window; out, the
+# image rows. Language: the token ids, the mask, the positions and the batch's image rows.
+PATCHES = "patches"
+POSITION_IDS = "position_ids"
+INTERP_INDICES = "interp_indices"
+INTERP_WEIGHTS = "interp_weights"
+WINDOW_IDS = "window_ids"
+IMAGE_EMBEDS = "image_embeds"
 
 
 def vision_language_part_names(triton_name: str) -> tuple[str, str]:
@@ -116,6 +125,9 @@ class VisionLanguageMetadata(KindRecord):
     # The side of the vision tower's learned position grid, resampled per image by the
     # gateway (Qwen3-VL); 0: none.
     position_grid: int = Field(0, ge=0)
+    # The side, in pixels, of the windows some of the vision tower's layers attend within
+    # (Qwen2.5-VL); 0: none.
+    window_size: int = Field(0, ge=0)
     image_parity: ImageParityResult
     # The largest difference between the gateway's patches, normalized as the vision graph
     # normalizes them, and the pixel values the model's own processor gives.

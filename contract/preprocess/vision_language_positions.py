@@ -23,6 +23,15 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from embedgate.contract.kinds.vision_language import (
+    INTERP_INDICES,
+    INTERP_WEIGHTS,
+    PATCHES,
+    POSITION_IDS,
+    WINDOW_IDS,
+    PatchImages,
+)
+
 # A token's modality, as the processor marks it (``mm_token_type_ids``).
 TEXT, IMAGE = 0, 1
 
@@ -62,6 +71,44 @@ def _axis_taps(index: np.ndarray, size: int, side: int) -> tuple[np.ndarray, np.
     taps = np.clip(floor.astype(np.int64)[:, None] + offsets, 0, side - 1)
     distance = np.abs(source[:, None] - floor[:, None] - offsets.astype(np.float32))
     return taps, np.clip(np.float32(1) - distance, 0, None).astype(np.float32)
+
+
+def attention_windows(grid: Sequence[int], merge: int, window: int, patch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Qwen2.5-VL's windows of one image of ``grid`` (t, h, w) patches: the order its patches
+    go through the vision tower in (window after window, each ``window`` pixels square of
+    merged patches, row after row), each patch's window in that order, and the order that
+    puts the tower's merged rows back (transformers' ``get_vision_window_index``)."""
+    frames, height, width = (int(value) for value in grid)
+    side = window // merge // patch
+    rows, columns = height // merge, width // merge
+    pad_rows, pad_columns = side - rows % side, side - columns % side
+    index = np.full((frames, rows + pad_rows, columns + pad_columns), -1, dtype=np.int64)
+    index[:, :rows, :columns] = np.arange(frames * rows * columns).reshape(frames, rows, columns)
+    windows = index.reshape(frames, (rows + pad_rows) // side, side, (columns + pad_columns) // side, side)
+    windows = windows.transpose(0, 1, 3, 2, 4).reshape(-1, side * side)
+    units = windows[windows >= 0]
+    unit_window = np.repeat(np.arange(len(windows)), (windows >= 0).sum(axis=1))
+    area = merge * merge
+    order = (units[:, None] * area + np.arange(area)).reshape(-1)
+    labels = np.unique(unit_window, return_inverse=True)[1].astype(np.int64)  # windows numbered 0, 1, ...
+    return order, np.repeat(labels, area), np.argsort(units, kind="stable")
+
+
+def vision_inputs(
+    patches: np.ndarray, grid: Sequence[int], images: PatchImages, position_grid: int = 0, window: int = 0
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The vision graph's tensors for one image, and where its output rows are not in the
+    image's order (Qwen2.5-VL's windows), the order that puts them back (else None)."""
+    merge = images.merge_size
+    tensors = {PATCHES: patches, POSITION_IDS: vision_positions(grid, merge)}
+    if position_grid:
+        tensors[INTERP_INDICES], tensors[INTERP_WEIGHTS] = position_interpolation(grid, position_grid, merge)
+    if not window:
+        return tensors, None
+    order, windows, restore = attention_windows(grid, merge, window, images.patch_size)
+    tensors = {name: np.ascontiguousarray(value[order]) for name, value in tensors.items()}
+    tensors[WINDOW_IDS] = windows
+    return tensors, restore
 
 
 def text_positions(attention_mask: np.ndarray) -> np.ndarray:

@@ -60,7 +60,7 @@ RECORDS = {
         "images": {"preparation": "patches", "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2,
                    "min_pixels": 3136, "max_pixels": 12544, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
                    "rescale": 1 / 255},
-        "image_hidden": 32, "image_levels": 2, "position_grid": 48,
+        "image_hidden": 32, "image_levels": 2, "position_grid": 48, "window_size": 0,
         "image_parity": {"passed": True, "threshold": 0.9999, "min_cosine": 1.0, "images": 1},
         "pixel_max_error": 0.0,
     }),

@@ -2,8 +2,8 @@
 gateway serves the tiny CLIP-form model (its texts and images each against
 ``SentenceTransformer.encode``: /infer, /infer_image, Cohere's /v2/embed through
 ``cohere.ClientV2``, a bulk job of /v2/embed lines with images), the tiny vision-language
-model and a tiny Qwen3-VL (the same routes, prompts as the library's system message, a text
-and an image together, the OpenAI client) and a tiny reranker (Cohere's /v2/rerank
+model, a tiny Qwen3-VL and a tiny Qwen2.5-VL (the same routes, prompts as the library's
+system message, a text and an image together, the OpenAI client) and a tiny reranker (Cohere's /v2/rerank
 against ``CrossEncoder.predict``). Images come from a local server on 127.0.0.2, the
 address the allow-list admits; every comparison is of answers the model computed (inputs
 of their own, images are never cached)."""
@@ -29,6 +29,7 @@ MODEL = "org/tiny-clip-form"
 RERANKER = "org/tiny-reranker"
 VISION_LANGUAGE = "org/tiny-vl"
 QWEN3_VL = "org/tiny-qwen3-vl"
+QWEN2_5_VL = "org/tiny-qwen2.5-vl"
 # The tiny vision-language model's max length: its position embeddings (its tokenizer names none).
 VL_POSITIONS = 256
 
@@ -71,6 +72,7 @@ def directories(tmp_path_factory):
         "clip": clip_form_model(root / "clip"), "reranker": cross_encoder(root / "reranker"),
         "vl": vision_language_model(root / "vl", seed=3),
         "qwen3_vl": vision_language_model(root / "qwen3-vl", seed=5, architecture="qwen3_vl"),
+        "qwen2_5_vl": vision_language_model(root / "qwen2.5-vl", seed=6, architecture="qwen2_5_vl"),
     }
 
 
@@ -80,7 +82,9 @@ def gateway(tmp_path_factory, directories, images):
     gw = start_gateway(repository, tmp_path_factory.mktemp("logs") / "multimodal-gateway.log",
                        image_fetch_allow="127.0.0.2", max_batch_size="4")
     with gw.client() as http:
-        for name, key in ((MODEL, "clip"), (RERANKER, "reranker"), (VISION_LANGUAGE, "vl"), (QWEN3_VL, "qwen3_vl")):
+        loads = ((MODEL, "clip"), (RERANKER, "reranker"), (VISION_LANGUAGE, "vl"), (QWEN3_VL, "qwen3_vl"),
+                 (QWEN2_5_VL, "qwen2_5_vl"))
+        for name, key in loads:
             body = {"model_name": name, "model_path": str(directories[key])}
             response = http.post("/load_sentence_transformer_model", json=body)
             assert response.status_code == 200, response.text
@@ -303,27 +307,30 @@ def test_a_bulk_job_of_vision_language_images(gateway, vl_library):
     assert errors[0]["response"]["status_code"] == 400
 
 
-def test_a_qwen3_vl_model_answers_as_encode(gateway, http, directories, images):
-    """Its learned position grid resampled per image, its deepstack rows: as the library computes them."""
+@pytest.mark.parametrize("name", [QWEN3_VL, QWEN2_5_VL])
+def test_qwen3_vl_and_qwen2_5_vl_models_answer_as_encode(gateway, http, directories, images, name):
+    """Qwen3-VL's learned position grid resampled per image and its deepstack rows, Qwen2.5-VL's
+    patches sent window by window and its rows put back: as the library computes them."""
     import cohere
     from sentence_transformers import SentenceTransformer
 
-    library = SentenceTransformer(str(directories["qwen3_vl"]), device="cpu")
+    library = SentenceTransformer(str(directories[{QWEN3_VL: "qwen3_vl", QWEN2_5_VL: "qwen2_5_vl"}[name]]), device="cpu")
     library[0].max_seq_length = VL_POSITIONS
-    texts = ["qwen3: a photo of a cat", "qwen3: " + "snow " * 300]
+    texts = ["family: a photo of a cat", "family: " + "snow " * 300]
     names = ["photo.jpg", "portrait.png", "tiny.png"]
-    body = {"model_name": QWEN3_VL, "text": texts, "image": [data_uri(IMAGES[name]) for name in names]}
+    body = {"model_name": name, "text": texts, "image": [data_uri(IMAGES[image]) for image in names]}
     response = http.post("/infer", json=body)
     assert response.status_code == 200, response.text
     answer = response.json()
     np.testing.assert_allclose(answer["text_embeddings"], library.encode(texts), atol=1e-4)
     np.testing.assert_allclose(answer["image_embeddings"], encode_images(library, [IMAGES[n] for n in names]), atol=1e-4)
+    assert cosine_rows(answer["image_embeddings"][:1], answer["image_embeddings"][1:2]).max() < 0.99
     together = {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/alpha.png"}},
-                            {"type": "text", "text": "qwen3: the picture above"}]}
+                            {"type": "text", "text": "family: the picture above"}]}
     client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
-    served = client.embed(model=QWEN3_VL, input_type="search_document", inputs=[together]).embeddings.float_
+    served = client.embed(model=name, input_type="search_document", inputs=[together]).embeddings.float_
     alpha = Image.open(io.BytesIO(IMAGES["alpha.png"]))
-    np.testing.assert_allclose(served, library.encode([{"image": alpha, "text": "qwen3: the picture above"}]), atol=1e-4)
+    np.testing.assert_allclose(served, library.encode([{"image": alpha, "text": "family: the picture above"}]), atol=1e-4)
 
 
 def test_vision_language_refusals_say_why(http):

@@ -8,11 +8,12 @@ exported graphs under onnxruntime, and must reach the cosine threshold against `
 (texts also with a prompt, as the library's system message). The token ids must be the
 library's, the patches the processor's pixel values.
 
-Only the forms whose every step is replayed are converted: Qwen2-VL's and Qwen3-VL's
-vision towers (plain attention over one image; Qwen3-VL's learned position grid resampled
-per image by the gateway, its deepstack rows added to the first language layers) and
-multimodal rotary positions. Qwen2.5-VL's windowed attention is refused by name, anything
-else by its parity.
+Only the forms whose every step is replayed are converted: Qwen2-VL's, Qwen2.5-VL's and
+Qwen3-VL's vision towers (attention over one image; Qwen2.5-VL's layers that attend within
+windows, the patches sent window by window with each one's window; Qwen3-VL's learned
+position grid resampled per image by the gateway, its deepstack rows added to the first
+language layers) and multimodal rotary positions. Another model is refused by name, a
+form that differs in what it computes by its parity.
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import ParityError, UnsupportedModelError
 from embedgate.contract.kinds.vision_language import (
+    IMAGE_EMBEDS,
+    INTERP_INDICES,
+    INTERP_WEIGHTS,
     KIND,
+    PATCHES,
+    POSITION_IDS,
+    WINDOW_IDS,
     PatchImages,
     VisionLanguageMetadata,
     vision_language_part_names,
 )
 from embedgate.contract.preprocess.images import prepare_patched_image
-from embedgate.contract.preprocess.vision_language_positions import (
-    position_interpolation,
-    text_positions,
-    token_positions,
-    vision_positions,
-)
+from embedgate.contract.preprocess.vision_language_positions import text_positions, token_positions, vision_inputs
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.contract.spec import EMBEDDING, ONNX_FILE, TOKENIZER_DIR, ImageParityResult, ModelMetadata, ParityResult
 from embedgate.converters import calibration
@@ -49,7 +51,7 @@ from embedgate.converters.library.routes import Route
 from embedgate.converters.triton_config import build_request_config
 
 # The models whose every step the graphs replay.
-REPLAYED = ("Qwen2VLModel", "Qwen3VLModel")
+REPLAYED = ("Qwen2VLModel", "Qwen2_5_VLModel", "Qwen3VLModel")
 # A prompt the texts are also checked with (as the library's system message).
 PARITY_PROMPT = "Represent the user's input."
 
@@ -69,7 +71,7 @@ class VisionLanguageConverter(LibraryKind):
         if backbone not in REPLAYED:
             return (
                 f"its model is a {backbone}; embedgate replays the vision towers and multimodal positions of "
-                f"{', '.join(REPLAYED)} (Qwen2-VL, Qwen3-VL) only: Qwen2.5-VL's windowed attention is not replayed"
+                f"{', '.join(REPLAYED)} (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) only"
             )
         if getattr(transformer.processor, "image_token", None) is None:
             return "its processor names no image token"
@@ -100,11 +102,16 @@ class VisionLanguageConverter(LibraryKind):
         tokenizer = MessageTokenizer(tokenizer_file, max_length, template)
         hidden = int(backbone.config.text_config.hidden_size)
         levels, grid_side = 1 + graphs.deepstack_levels(backbone), graphs.position_grid(backbone)
+        window = graphs.window_size(backbone)
         empty = (levels, hidden)  # the image rows of inputs without images: [levels, 0, hidden]
 
-        def vision_feeds(patches, grid, tensors: bool = False) -> dict:
-            feeds = _vision_feeds(patches, grid, images, grid_side)
-            return {name: torch.from_numpy(value) for name, value in feeds.items()} if tensors else feeds
+        def vision_feeds(patches, grid) -> dict:
+            return vision_inputs(patches, grid, images, grid_side, window)[0]
+
+        def image_rows(run, patches, grid) -> np.ndarray:
+            feeds, restore = vision_inputs(patches, grid, images, grid_side, window)
+            rows = run(feeds)
+            return rows if restore is None else rows[:, restore]
 
         labels, encoded = zip(*image_parity.parity_images())
         decoded = image_parity.decoded(encoded)
@@ -114,9 +121,10 @@ class VisionLanguageConverter(LibraryKind):
         vision_file = vision_dir / "1" / ONNX_FILE
         self.step(f"exporting the vision graph to ONNX (opset {module_stack.OPSET})")
         vision = graphs.vision_graph(backbone, images)
-        graphs.export_vision(vision, vision_feeds(*prepared[0], tensors=True), vision_file, route.modules)
-        run_vision = parity.onnx_runner(vision_file, graphs.IMAGE_EMBEDS)
-        rows = [run_vision(vision_feeds(patches, grid)) for patches, grid in prepared]
+        example = {name: torch.from_numpy(value) for name, value in vision_feeds(*prepared[0]).items()}
+        graphs.export_vision(vision, example, vision_file, route.modules)
+        run_vision = parity.onnx_runner(vision_file, IMAGE_EMBEDS)
+        rows = [image_rows(run_vision, patches, grid) for patches, grid in prepared]
 
         sentences = parity.parity_sentences(max_length)
         language_file = language_dir / "1" / ONNX_FILE
@@ -151,7 +159,7 @@ class VisionLanguageConverter(LibraryKind):
             calibration=calibration.calibrate(reference),
             record=VisionLanguageMetadata(
                 modalities=modalities(transformer), template=template, images=images, image_hidden=hidden,
-                image_levels=levels, position_grid=grid_side,
+                image_levels=levels, position_grid=grid_side, window_size=window,
                 image_parity=image_result, pixel_max_error=pixel_error,
             ),
         )
@@ -245,33 +253,27 @@ class VisionLanguageConverter(LibraryKind):
         language_name, vision_name = self.parts()
         options, rows = self.spec.triton, [record.image_levels, -1, record.image_hidden]
         patch = 3 * record.images.patch_size**2
-        vision_inputs = [(graphs.PATCHES, pb.TYPE_UINT8, [-1, patch]), (graphs.POSITION_IDS, pb.TYPE_INT64, [-1, 2])]
+        vision = [(PATCHES, pb.TYPE_UINT8, [-1, patch]), (POSITION_IDS, pb.TYPE_INT64, [-1, 2])]
         if record.position_grid:
-            vision_inputs += [(graphs.INTERP_INDICES, pb.TYPE_INT64, [-1, 4]), (graphs.INTERP_WEIGHTS, pb.TYPE_FP32, [-1, 4])]
+            vision += [(INTERP_INDICES, pb.TYPE_INT64, [-1, 4]), (INTERP_WEIGHTS, pb.TYPE_FP32, [-1, 4])]
+        if record.window_size:
+            vision.append((WINDOW_IDS, pb.TYPE_INT64, [-1]))
         return [
             build_request_config(language_name, [
                 (graphs.INPUT_IDS, pb.TYPE_INT64, [-1, -1]),
                 (graphs.ATTENTION_MASK, pb.TYPE_INT64, [-1, -1]),
-                (graphs.POSITION_IDS, pb.TYPE_INT64, [3, -1, -1]),
-                (graphs.IMAGE_EMBEDS, pb.TYPE_FP32, rows),
+                (POSITION_IDS, pb.TYPE_INT64, [3, -1, -1]),
+                (IMAGE_EMBEDS, pb.TYPE_FP32, rows),
             ], EMBEDDING, [-1, metadata.embedding_dim], options),
-            build_request_config(vision_name, vision_inputs, graphs.IMAGE_EMBEDS, rows, options),
+            build_request_config(vision_name, vision, IMAGE_EMBEDS, rows, options),
         ]
-
-
-def _vision_feeds(patches: np.ndarray, grid, images: PatchImages, grid_side: int) -> dict[str, np.ndarray]:
-    feeds = {graphs.PATCHES: patches, graphs.POSITION_IDS: vision_positions(grid, images.merge_size)}
-    if grid_side:
-        indices, weights = position_interpolation(grid, grid_side, images.merge_size)
-        feeds |= {graphs.INTERP_INDICES: indices, graphs.INTERP_WEIGHTS: weights}
-    return feeds
 
 
 def _feeds(input_ids, attention_mask, positions, rows: list[np.ndarray], empty) -> dict[str, np.ndarray]:
     """``rows``: each image's ``[levels, tokens, hidden]``; ``empty``: (levels, hidden), for none."""
     return {
-        graphs.INPUT_IDS: input_ids, graphs.ATTENTION_MASK: attention_mask, graphs.POSITION_IDS: positions,
-        graphs.IMAGE_EMBEDS: np.concatenate(rows, axis=1) if rows else np.zeros((empty[0], 0, empty[1]), np.float32),
+        graphs.INPUT_IDS: input_ids, graphs.ATTENTION_MASK: attention_mask, POSITION_IDS: positions,
+        IMAGE_EMBEDS: np.concatenate(rows, axis=1) if rows else np.zeros((empty[0], 0, empty[1]), np.float32),
     }
 
 

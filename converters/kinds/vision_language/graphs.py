@@ -25,15 +25,20 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from embedgate.contract.kinds.vision_language import Frame, MessageTemplate, PatchImages
+from embedgate.contract.kinds.vision_language import (
+    IMAGE_EMBEDS,
+    INTERP_INDICES,
+    INTERP_WEIGHTS,
+    PATCHES,
+    POSITION_IDS,
+    WINDOW_IDS,
+    Frame,
+    MessageTemplate,
+    PatchImages,
+)
 from embedgate.contract.preprocess.vision_language_text import PROMPT_MARK, TEXT_MARK
 from embedgate.converters.library.module_stack import OPSET, export_failure, index_based_masks
 
-PATCHES = "patches"
-POSITION_IDS = "position_ids"
-IMAGE_EMBEDS = "image_embeds"
-INTERP_INDICES = "interp_indices"
-INTERP_WEIGHTS = "interp_weights"
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 EMBEDDING = "embedding"
@@ -53,6 +58,10 @@ def vision_graph(model, images: PatchImages):
     apply_rotary = sys.modules[type(visual).__module__].apply_rotary_pos_emb_vision
     deepstack = list(getattr(visual, "deepstack_visual_indexes", None) or [])
     area = images.patch_size * images.patch_size
+    # The inputs after the patches and their positions, where the model takes them.
+    extra_names = [*vision_extras(model)]
+    # Qwen2.5-VL: the layers that attend to the whole image; the others, within windows.
+    whole = set(range(len(visual.blocks))) if not window_size(model) else set(visual.fullatt_block_indexes)
 
     class VisionGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -61,14 +70,18 @@ def vision_graph(model, images: PatchImages):
             self.register_buffer("offset", torch.tensor(images.mean, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
             self.register_buffer("divisor", torch.tensor(images.std, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
 
-        def forward(self, patches, position_ids, interp_indices=None, interp_weights=None):
+        def forward(self, patches, position_ids, *extra):
+            given = dict(zip(extra_names, extra))
             visual = self.visual
             count = patches.shape[0]
             values = (patches.to(torch.float32).reshape(count, 3, 1, area) - self.offset) / self.divisor
             values = values.expand(count, 3, images.temporal_patch_size, area).reshape(count, -1)
             hidden = visual.patch_embed(values.to(self.visual.patch_embed.proj.weight.dtype))
-            if interp_indices is not None:  # the learned position grid, resampled to this image's
-                hidden = hidden + (visual.pos_embed(interp_indices) * interp_weights[:, :, None]).sum(1).to(hidden.dtype)
+            if INTERP_INDICES in given:  # the learned position grid, resampled to this image's
+                taps = visual.pos_embed(given[INTERP_INDICES]) * given[INTERP_WEIGHTS][:, :, None]
+                hidden = hidden + taps.sum(1).to(hidden.dtype)
+            # Patches of other windows (the gateway sent them window by window), where the layer attends within them.
+            apart = given[WINDOW_IDS][:, None] != given[WINDOW_IDS][None, :] if WINDOW_IDS in given else None
             cos, sin = visual.rotary_pos_emb(hidden, position_ids)
             levels = []
             for number, block in enumerate(visual.blocks):
@@ -81,7 +94,10 @@ def vision_graph(model, images: PatchImages):
                 )
                 query, key = apply_rotary(query, key, cos, sin)
                 query, key, value = (part.transpose(0, 1) for part in (query, key, value))
-                weights = torch.softmax(query @ key.transpose(1, 2) * attention.scaling, dim=-1, dtype=torch.float32)
+                scores = query @ key.transpose(1, 2) * attention.scaling
+                if apart is not None and number not in whole:
+                    scores = scores.masked_fill(apart, float("-inf"))
+                weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
                 attended = (weights.to(query.dtype) @ value).transpose(0, 1).reshape(count, -1)
                 hidden = hidden + attention.proj(attended)
                 hidden = hidden + block.mlp(block.norm2(hidden))
@@ -90,6 +106,22 @@ def vision_graph(model, images: PatchImages):
             return torch.stack([visual.merger(hidden), *levels]).to(torch.float32)
 
     return VisionGraph().eval()
+
+
+def vision_extras(model) -> tuple[str, ...]:
+    """The vision graph's inputs after the patches and their positions, for ``model``."""
+    names = (INTERP_INDICES, INTERP_WEIGHTS) if position_grid(model) else ()
+    return names + ((WINDOW_IDS,) if window_size(model) else ())
+
+
+def window_size(model) -> int:
+    """The side, in pixels, of the windows some of ``model``'s vision layers attend within
+    (0: none, or every layer attends to the whole image)."""
+    visual = model.visual
+    whole = getattr(visual, "fullatt_block_indexes", None)
+    if whole is None or set(range(len(visual.blocks))) <= set(whole):
+        return 0
+    return int(visual.window_size)
 
 
 def deepstack_levels(model) -> int:
@@ -156,7 +188,7 @@ def dense_deepstack(model):
 def export_vision(graph, example: dict, onnx_file: Path, modules: Sequence) -> None:
     """``example``: one image's ``patches`` and ``position_ids`` (and, with a learned
     position grid, ``interp_indices`` and ``interp_weights``)."""
-    names = [name for name in (PATCHES, POSITION_IDS, INTERP_INDICES, INTERP_WEIGHTS) if name in example]
+    names = [name for name in (PATCHES, POSITION_IDS, INTERP_INDICES, INTERP_WEIGHTS, WINDOW_IDS) if name in example]
     axes = {name: {0: "patches"} for name in names} | {IMAGE_EMBEDS: {1: "tokens"}}
     _export(graph, example, names, IMAGE_EMBEDS, axes, onnx_file, modules)
 

@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from embedgate.contract.kinds.vision_language import KIND, VisionLanguageMetadata, vision_language_part_names
+from embedgate.contract.kinds.vision_language import (
+    IMAGE_EMBEDS,
+    KIND,
+    PATCHES,
+    POSITION_IDS,
+    VisionLanguageMetadata,
+    vision_language_part_names,
+)
 from embedgate.contract.preprocess.vision_language_positions import text_positions
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
@@ -29,12 +36,6 @@ from .base import Files, ServedKind
 from .dense import PRECISIONS_FIELD, dense_plan
 from .multimodal import MultimodalKind
 
-# The graphs' tensors (converters/kinds/vision_language/graphs.py).
-POSITION_IDS = "position_ids"
-IMAGE_EMBEDS = "image_embeds"
-PATCHES = "patches"
-INTERP_INDICES = "interp_indices"
-INTERP_WEIGHTS = "interp_weights"
 
 
 class VisionLanguageKind(ServedKind):

@@ -1,8 +1,9 @@
 """``python -m converters`` on tiny vision-language sentence-transformers (random weights,
 built at test time): the Qwen2-VL form published as a language graph and a vision graph
 that Triton runs a request at a time, their parity (texts one past the max length, with a
-prompt and without; the parity images) recorded; the Qwen3-VL form with its position grid
-and deepstack rows; a Qwen2.5-VL refused, saying why."""
+prompt and without; the parity images) recorded; the Qwen2.5-VL form with its windows and
+the Qwen3-VL form with its position grid and deepstack rows; a module after the Transformer
+that the graph does not run refused, saying why."""
 
 from __future__ import annotations
 
@@ -73,12 +74,25 @@ def test_the_qwen3_vl_form_is_published_with_its_position_grid_and_deepstack_row
     assert [list(output.dims) for output in vision.output] == [[2, -1, 32]]
 
 
-def test_a_windowed_vision_tower_is_refused_saying_why(run_conversion, tmp_path):
-    path = vision_language_model(tmp_path / "qwen2.5-vl", architecture="qwen2_5_vl")
+def test_the_qwen2_5_vl_form_is_published_with_its_windows(run_conversion, tmp_path):
+    path = vision_language_model(tmp_path / "qwen2.5-vl", seed=6, architecture="qwen2_5_vl")
     run = run_conversion(spec(path, tmp_path / "repository"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = ModelMetadata.model_validate(run.last_line).record_of(VisionLanguageMetadata)
+    assert record is not None and record.window_size == 56 and record.image_parity.min_cosine >= 0.9999
+    vision = text_format.Parse((tmp_path / "repository" / f"{BASE}---image" / "config.pbtxt").read_text(), pb.ModelConfig())
+    assert [tensor.name for tensor in vision.input] == ["patches", "position_ids", "window_ids"]
+
+
+def test_a_module_the_graph_cannot_follow_with_is_refused_saying_why(run_conversion, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import LayerNorm
+
+    model = SentenceTransformer(str(vision_language_model(tmp_path / "vl", seed=7)), device="cpu")
+    model.append(LayerNorm(32))
+    model.save(str(tmp_path / "with-layer-norm"))
+    run = run_conversion(spec(tmp_path / "with-layer-norm", tmp_path / "repository"))
     assert run.returncode == 8, run.stderr[-3000:]
     error = run.last_line["error"]
-    assert error.startswith("unsupported vision-language sentence-transformer: its model is a Qwen2_5_VLModel")
-    assert "Qwen3VLModel" in error
-    assert "windowed attention" in error
+    assert error.startswith("unsupported vision-language sentence-transformer: a LayerNorm module follows its Transformer")
     assert not (tmp_path / "repository" / BASE).exists()

@@ -13,8 +13,10 @@ import pytest
 
 from embedgate.contract.preprocess.vision_language_images import prepare_patches
 from embedgate.contract.preprocess.vision_language_positions import (
+    attention_windows,
     position_interpolation,
     token_positions,
+    vision_inputs,
     vision_positions,
 )
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
@@ -32,9 +34,10 @@ def picture(height: int, width: int, seed: int):
     return Image.fromarray(pixels)
 
 
-@pytest.fixture(scope="module", params=["qwen2_vl", "qwen3_vl"])
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
 def model(request, tmp_path_factory):
-    """Qwen2-VL's form, and Qwen3-VL's (its learned position grid, its deepstack rows)."""
+    """Qwen2-VL's form, Qwen2.5-VL's (layers that attend within windows) and Qwen3-VL's (its
+    learned position grid, its deepstack rows)."""
     from sentence_transformers import SentenceTransformer
 
     path = vision_language_model(tmp_path_factory.mktemp("vl") / "m", seed=3, architecture=request.param)
@@ -57,10 +60,12 @@ def graphs(model, spec, tmp_path_factory):
     features = transformer.preprocess(images)
     prepared = [prepare_patches(image, spec) for image in images]
     vision = vl.vision_graph(backbone, spec)
-    side = vl.position_grid(backbone)
-    vl.export_vision(vision, vision_inputs(*prepared[0], spec, side), directory / "vision.onnx", [transformer])
-    with torch.no_grad():
-        image_embeds = torch.cat([vision(*vision_inputs(*each, spec, side).values()) for each in prepared], 1)
+    example = {name: torch.from_numpy(value) for name, value in graph_inputs(*prepared[0], spec, backbone)[0].items()}
+    vl.export_vision(vision, example, directory / "vision.onnx", [transformer])
+    image_embeds = torch.from_numpy(np.concatenate([
+        image_rows(lambda feeds: vision(*map(torch.from_numpy, feeds.values())).detach().numpy(), *each, spec, backbone)
+        for each in prepared
+    ], 1))
     mask = features["attention_mask"]
     grids = [grid for _, grid in prepared]
     example = {
@@ -74,13 +79,16 @@ def graphs(model, spec, tmp_path_factory):
     return directory
 
 
-def vision_inputs(patches, grid, spec, side: int) -> dict:
-    import torch
+def graph_inputs(patches, grid, spec, backbone):
+    """The vision graph's tensors for one image, as the gateway makes them, and the order
+    that puts its rows back (or None)."""
+    return vision_inputs(patches, grid, spec, vl.position_grid(backbone), vl.window_size(backbone))
 
-    inputs = {vl.PATCHES: patches, vl.POSITION_IDS: vision_positions(grid, spec.merge_size)}
-    if side:
-        inputs[vl.INTERP_INDICES], inputs[vl.INTERP_WEIGHTS] = position_interpolation(grid, side, spec.merge_size)
-    return {name: torch.from_numpy(value) for name, value in inputs.items()}
+
+def image_rows(run, patches, grid, spec, backbone) -> np.ndarray:
+    feeds, restore = graph_inputs(patches, grid, spec, backbone)
+    rows = run(feeds)
+    return rows if restore is None else rows[:, restore]
 
 
 @pytest.mark.parametrize("size", [(70, 90), (120, 60), (40, 40), (600, 380), (28, 29)])
@@ -104,6 +112,18 @@ def test_vision_positions_are_transformers_own(grid):
 
     expected = get_vision_position_ids(torch.tensor([grid]), 2).numpy()
     assert np.array_equal(vision_positions(grid, 2), expected)
+
+
+@pytest.mark.parametrize("grid", [(1, 4, 6), (1, 8, 4), (1, 2, 2), (1, 14, 10), (1, 16, 16), (1, 6, 22)])
+def test_windows_are_transformers_own(grid):
+    """Qwen2.5-VL's: the patches' order window by window, the same windows, the order back."""
+    import torch
+    from transformers.vision_utils import get_vision_window_index
+
+    index, bounds = get_vision_window_index(torch.tensor([grid]), 2, 56, 14)
+    order, windows, restore = attention_windows(grid, 2, 56, 14)
+    assert np.array_equal(order[::4] // 4, index.numpy()) and np.array_equal(restore, torch.argsort(index).numpy())
+    assert np.array_equal(windows, np.repeat(np.arange(len(bounds) - 1), np.diff(bounds.numpy())))
 
 
 @pytest.mark.parametrize("grid", [(1, 4, 6), (1, 8, 4), (2, 6, 6), (1, 2, 2), (1, 14, 10)])
@@ -147,7 +167,6 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     import onnxruntime
 
     transformer = model[0]
-    side = vl.position_grid(transformer.auto_model)
     vision = onnxruntime.InferenceSession(str(graphs / "vision.onnx"), providers=["CPUExecutionProvider"])
     language = onnxruntime.InferenceSession(str(graphs / "language.onnx"), providers=["CPUExecutionProvider"])
     tokenizer = gateway_tokenizer(transformer, tmp_path)
@@ -156,7 +175,7 @@ def test_the_exported_graphs_give_encodes_embeddings(model, spec, graphs, inputs
     batch = tokenizer.encode_images([spec.tokens(grid) for grid in grids]) if grids else tokenizer.encode(inputs)
     ids, mask = batch.input_ids, batch.attention_mask
     rows = [
-        vision.run(None, {name: value.numpy() for name, value in vision_inputs(patches, grid, spec, side).items()})[0]
+        image_rows(lambda feeds: vision.run(None, feeds)[0], patches, grid, spec, transformer.auto_model)
         for patches, grid in prepared
     ]
     hidden = transformer.auto_model.config.text_config.hidden_size
