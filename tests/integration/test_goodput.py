@@ -64,8 +64,10 @@ async def test_more_work_than_the_deadline_allows_is_refused_not_timed_out(paced
         error = response.json()["error"]
         assert error["code"] == "overloaded" and int(response.headers["retry-after"]) >= 1, response.text
         assert "deadline" in error["message"]
-    # Some were refused at once, before the first answer came back.
-    assert min(at for _, at in refused) < min(at for _, _, at in accepted)
+    # Refused at once, while the admitted work still ran: most refusals came back before most
+    # answers. (Not "before the first answer": on a loaded machine the gateway may still be
+    # reading the last of the 48 bodies when the first answer leaves; seen in a clean-clone run.)
+    assert np.median([at for _, at in refused]) < np.median([at for _, _, at in accepted])
     for request, response, at in accepted:
         assert at < DEADLINE_S + 1
         texts = long_texts(request)
