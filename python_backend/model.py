@@ -173,7 +173,8 @@ class TritonPythonModel:
                 buckets,
                 _log,
             )
-            self.metrics = report_memory(pb_utils, config.get("name", ""), args.get("model_instance_name", ""), self.torch)
+            instance = args.get("model_instance_name", "")
+            self.metrics = report_memory(pb_utils, config.get("name", ""), instance, self.torch)
             self.packed = False
             return
         options = ort.SessionOptions()

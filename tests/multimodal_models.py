@@ -123,12 +123,13 @@ def vision_language_model(directory: Path, seed: int = 0, *, architecture: str =
         "qwen3_vl": (Qwen3VLConfig, Qwen3VLModel, Qwen3VLProcessor),
     }[architecture]
     patch = 16 if architecture == "qwen3_vl" else 14
-    vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": patch, "spatial_merge_size": 2,
-              "temporal_patch_size": 2}
+    vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": patch,
+              "spatial_merge_size": 2, "temporal_patch_size": 2}
     text = {
         "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "vocab_size": len(tokenizer),
         "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "max_position_embeddings": 256, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        "num_key_value_heads": 1, "max_position_embeddings": 256,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
     }
     if architecture == "qwen2_5_vl":
         # Two layers: the first attends within 56-pixel windows, the second to the whole image;

@@ -60,7 +60,8 @@ class BulkLane:
             await expanded_or_error(self._pool, model, plan, limit) for index, plan in enumerate(plans) if index not in late
         ])
         done = await run_all([
-            self._bulk_call(model, route, inputs, gathered.prompts.get(key, "")) for key, (route, inputs) in gathered.routes.items()
+            self._bulk_call(model, route, inputs, gathered.prompts.get(key, ""))
+            for key, (route, inputs) in gathered.routes.items()
         ])
         answers = iter(gathered.finished(dict(zip(gathered.routes, done))))
         outcomes = dict(zip(late, await run_all([self._late_or_error(model, plan) for plan in late.values()])))

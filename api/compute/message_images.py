@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from embedgate.contract.kinds.vision_language import IMAGE_EMBEDS, POSITION_IDS, PatchImages
-from embedgate.contract.preprocess.vision_language_positions import token_positions, vision_inputs
+from embedgate.contract.preprocess.vision_language_positions import token_positions
 from embedgate.contract.preprocess.vision_language_text import ImageTooLong
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 
@@ -62,10 +62,8 @@ class MessageImages:
             loaded = time.perf_counter()
             grids = [grid for _, grid in prepared]
 
-            record = model.kind.record
-
             async def vision(one: tuple[np.ndarray, Any]) -> np.ndarray:
-                tensors, restore = vision_inputs(*one, spec, record.position_grid, record.window_size)
+                tensors, restore = model.kind.vision_inputs(*one)
                 rows = await self.backend.infer(model, route.part, tensors, IMAGE_EMBEDS, timeout_s=timeout_s)
                 return rows if restore is None else rows[:, restore]  # window by window: back in order
 
@@ -91,7 +89,9 @@ class MessageImages:
                     POSITION_IDS: token_positions(
                         mask, types[span.start : span.stop, :width], grids[first:last], spec.merge_size
                     ),
-                    IMAGE_EMBEDS: np.concatenate(rows[first:last], axis=1) if last > first else model.kind.no_image_rows(),
+                    IMAGE_EMBEDS: (
+                        np.concatenate(rows[first:last], axis=1) if last > first else model.kind.no_image_rows()
+                    ),
                 }
                 return self.backend.infer(model, language, tensors, model.kind.output, timeout_s=timeout_s)
 

@@ -94,10 +94,6 @@ class MessageTemplate(BaseModel):
     def text_of(self, text: str, prompt: str = "") -> str:
         return self.prompted.render(text, prompt) if prompt else self.text.render(text)
 
-    def image_of(self, tokens: int, prompt: str = "") -> str:
-        """The rendered text of an image that takes ``tokens`` image tokens."""
-        return self.parts_of([tokens], prompt)
-
     def parts_of(self, parts: list[str | int], prompt: str = "") -> str:
         """The rendered text of an input of ``parts``: texts, and images as the image tokens
         each takes, in their order."""

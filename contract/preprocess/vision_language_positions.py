@@ -73,7 +73,9 @@ def _axis_taps(index: np.ndarray, size: int, side: int) -> tuple[np.ndarray, np.
     return taps, np.clip(np.float32(1) - distance, 0, None).astype(np.float32)
 
 
-def attention_windows(grid: Sequence[int], merge: int, window: int, patch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def attention_windows(
+    grid: Sequence[int], merge: int, window: int, patch: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Qwen2.5-VL's windows of one image of ``grid`` (t, h, w) patches: the order its patches
     go through the vision tower in (window after window, each ``window`` pixels square of
     merged patches, row after row), each patch's window in that order, and the order that

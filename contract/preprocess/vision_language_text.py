@@ -49,7 +49,9 @@ class MessageTokenizer(TextTokenizer):
             return self.template.text_of(text.text, text.prompt)
         return self.template.text_of(text)
 
-    def encode(self, texts: list[str | PromptedText], pad_to_bucket: bool = False) -> TokenBatch:  # type: ignore[override]
+    def encode(  # type: ignore[override]
+        self, texts: list[str | PromptedText], pad_to_bucket: bool = False
+    ) -> TokenBatch:
         rows = self._ids([self.rendered(text) for text in texts])
         kept = [self._kept(row) for row in rows]
         return padded(kept, [len(row) > self.max_length for row in rows], pad_to_bucket, self.max_length)

@@ -44,7 +44,8 @@ MULTIMODAL_KINDS: dict[str, type[LibraryKind]] = {
 MESSAGE_KINDS: dict[str, type[LibraryKind]] = {
     converter.kind.library_class: converter
     for converter in CONVERTERS.values()
-    if converter.kind.library_class is not None and issubclass(converter, LibraryKind) and converter.kind.renders_messages
+    if converter.kind.library_class is not None and issubclass(converter, LibraryKind)
+    and converter.kind.renders_messages
 }
 # A library of one kind (OpenCLIP) -> its converter: a load that names it needs no directory's word.
 ONE_KIND_LIBRARIES: dict[str, type[KindConverter]] = {

@@ -225,7 +225,8 @@ def test_the_load_answers_a_vision_language_model(http):
 def test_vision_language_texts_and_images_are_encodes(http, vl_library, images):
     texts = ["vl: a photo of a cat", "vl: " + "a dog in the snow " * 80, "vl: Grüße <b>bold</b>"]
     names = ["photo.jpg", "portrait.png", "alpha.png", "tiny.png", "photo.jpg"]
-    sources = [f"http://127.0.0.2:{images.port}/{name}" for name in names[:3]] + [data_uri(IMAGES[n]) for n in names[3:]]
+    sources = [f"http://127.0.0.2:{images.port}/{name}" for name in names[:3]]
+    sources += [data_uri(IMAGES[name]) for name in names[3:]]
     body = {"model_name": VISION_LANGUAGE, "text": texts, "image": sources}
     response = http.post("/infer", json=body)
     assert response.status_code == 200, response.text
@@ -249,7 +250,8 @@ def test_vision_language_prompts_are_the_librarys_system_message(http, vl_librar
     np.testing.assert_allclose(answer["text_embeddings"], prompted, atol=1e-4)
     assert cosine_rows(prompted, vl_library.encode(texts)).max() < 0.999  # the prompt changed it
     images = [Image.open(io.BytesIO(blob)) for blob in blobs]
-    np.testing.assert_allclose(answer["image_embeddings"], vl_library.encode(images, prompt="Find the image."), atol=1e-4)
+    prompted_images = vl_library.encode(images, prompt="Find the image.")
+    np.testing.assert_allclose(answer["image_embeddings"], prompted_images, atol=1e-4)
 
 
 def test_vision_language_through_openai_and_cohere_clients(gateway, vl_library, images):
@@ -314,7 +316,8 @@ def test_qwen3_vl_and_qwen2_5_vl_models_answer_as_encode(gateway, http, director
     import cohere
     from sentence_transformers import SentenceTransformer
 
-    library = SentenceTransformer(str(directories[{QWEN3_VL: "qwen3_vl", QWEN2_5_VL: "qwen2_5_vl"}[name]]), device="cpu")
+    directory = directories[{QWEN3_VL: "qwen3_vl", QWEN2_5_VL: "qwen2_5_vl"}[name]]
+    library = SentenceTransformer(str(directory), device="cpu")
     library[0].max_seq_length = VL_POSITIONS
     texts = ["family: a photo of a cat", "family: " + "snow " * 300]
     names = ["photo.jpg", "portrait.png", "tiny.png"]
@@ -323,14 +326,16 @@ def test_qwen3_vl_and_qwen2_5_vl_models_answer_as_encode(gateway, http, director
     assert response.status_code == 200, response.text
     answer = response.json()
     np.testing.assert_allclose(answer["text_embeddings"], library.encode(texts), atol=1e-4)
-    np.testing.assert_allclose(answer["image_embeddings"], encode_images(library, [IMAGES[n] for n in names]), atol=1e-4)
+    expected = encode_images(library, [IMAGES[image] for image in names])
+    np.testing.assert_allclose(answer["image_embeddings"], expected, atol=1e-4)
     assert cosine_rows(answer["image_embeddings"][:1], answer["image_embeddings"][1:2]).max() < 0.99
     together = {"content": [{"type": "image_url", "image_url": {"url": f"http://127.0.0.2:{images.port}/alpha.png"}},
                             {"type": "text", "text": "family: the picture above"}]}
     client = cohere.ClientV2(api_key="unused", base_url=gateway.url, timeout=120)
     served = client.embed(model=name, input_type="search_document", inputs=[together]).embeddings.float_
     alpha = Image.open(io.BytesIO(IMAGES["alpha.png"]))
-    np.testing.assert_allclose(served, library.encode([{"image": alpha, "text": "family: the picture above"}]), atol=1e-4)
+    expected = library.encode([{"image": alpha, "text": "family: the picture above"}])
+    np.testing.assert_allclose(served, expected, atol=1e-4)
 
 
 def test_vision_language_refusals_say_why(http):

@@ -77,7 +77,10 @@ class VisionLanguageConverter(LibraryKind):
             return "its processor names no image token"
         for module in route.modules[1:]:
             if type(module).__name__ not in ("Pooling", "Normalize", "Dense"):
-                return f"a {type(module).__name__} module follows its Transformer; embedgate serves Pooling, Dense and Normalize"
+                return (
+                    f"a {type(module).__name__} module follows its Transformer; embedgate serves Pooling, Dense "
+                    "and Normalize"
+                )
         return None
 
     def max_length(self, model, modules: Sequence) -> int:
@@ -131,7 +134,8 @@ class VisionLanguageConverter(LibraryKind):
         self.step(f"exporting the language graph to ONNX (opset {module_stack.OPSET})")
         language = graphs.language_graph(backbone, list(route.modules[1:]), template.image_token_id)
         example = _language_feeds(tokenizer, images, sentences[:1], prepared[:1], rows[:1], empty)
-        graphs.export_language(language, {k: torch.from_numpy(v) for k, v in example.items()}, language_file, route.modules)
+        tensors = {name: torch.from_numpy(value) for name, value in example.items()}
+        graphs.export_language(language, tensors, language_file, route.modules)
         run_language = parity.onnx_runner(language_file, graphs.EMBEDDING)
 
         self.step(f"parity check on {len(sentences)} sentences, with and without a prompt")
@@ -145,7 +149,9 @@ class VisionLanguageConverter(LibraryKind):
         image_result = self._images(model, tokenizer, images, run_language, decoded, prepared, rows, labels, empty)
         self.step(f"image parity passed: min cosine {image_result.min_cosine:.6f}")
         if template.parts_joined:
-            self._combined(model, tokenizer, images, run_language, sentences[:2], decoded[:2], prepared[:2], rows[:2], empty)
+            self._combined(
+                model, tokenizer, images, run_language, sentences[:2], decoded[:2], prepared[:2], rows[:2], empty
+            )
 
         converted = Converted(max_seq_length=max_length, strip_whitespace=False, parity=text_result)
         reference = model.encode(calibration.calibration_texts(), convert_to_numpy=True, prompt="")
@@ -285,6 +291,8 @@ def _language_feeds(tokenizer: MessageTokenizer, images: PatchImages, texts, pre
     parts = [part for part in (batch, pictures) if part is not None]
     width = max(part.input_ids.shape[1] for part in parts)
     ids = np.concatenate([np.pad(part.input_ids, ((0, 0), (0, width - part.input_ids.shape[1]))) for part in parts])
-    mask = np.concatenate([np.pad(part.attention_mask, ((0, 0), (0, width - part.input_ids.shape[1]))) for part in parts])
+    mask = np.concatenate([
+        np.pad(part.attention_mask, ((0, 0), (0, width - part.input_ids.shape[1]))) for part in parts
+    ])
     types = (ids == tokenizer.template.image_token_id).astype(np.int64) * mask
     return _feeds(ids, mask, token_positions(mask, types, grids, images.merge_size), list(rows), empty)

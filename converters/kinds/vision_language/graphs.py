@@ -1,21 +1,26 @@
-"""A vision-language sentence-transformer's two graphs (a Qwen2-VL-style model behind one
-``Transformer`` whose processor renders every input through a chat template, images as
-runs of image tokens inside the text):
+"""A vision-language sentence-transformer's two graphs (a Qwen2-VL, Qwen2.5-VL or Qwen3-VL
+model behind one ``Transformer`` whose processor renders every input through a chat
+template, images as runs of image tokens inside the text):
 
 - **vision**: one image's uint8 ``patches [patches, channels * p * p]``
-  (``contract/preprocess/vision_language_images.py``) and their ``position_ids [patches,
-  2]`` (``vision_language_positions.py``) -> ``image_embeds [tokens, hidden]``, one row per
-  image token. Its first nodes are the processor's rescaling and normalization, in the
-  form its torchvision backend computes them (``(x - mean / scale) / (std / scale)`` on
-  float32), and the image repeated over the temporal patch, as the processor expands it. The library's vision tower splits its attention by
-  each image's patch count read as Python values (``cu_seqlens.tolist()``), which a traced
-  graph would freeze; one image per call needs no split, so the blocks run here over the
-  tower's own modules with plain attention across the image's patches.
+  (``contract/preprocess/vision_language_images.py``), their ``position_ids [patches, 2]``
+  and, where the model has them, its position grid's taps and weights (Qwen3-VL) and each
+  patch's attention window (Qwen2.5-VL: the patches come window by window;
+  ``vision_language_positions.py``) -> ``image_embeds [levels, tokens, hidden]``: a row per
+  image token, then one per deepstack level (Qwen3-VL). Its first nodes are the
+  processor's rescaling and normalization, in the form its torchvision backend computes
+  them (``(x - mean / scale) / (std / scale)`` on float32), and the image repeated over the
+  temporal patch, as the processor expands it. The library's vision tower splits its
+  attention by each image's patch count read as Python values (``cu_seqlens.tolist()``),
+  which a traced graph would freeze; one image per call needs no split, so the blocks run
+  here over the tower's own modules with plain attention across the image's patches (or
+  its windows).
 - **language**: ``input_ids``, ``attention_mask``, the three rows of multimodal rotary
   positions ``position_ids [3, batch, length]`` and the batch's image rows ``image_embeds
-  [tokens, hidden]`` (empty for texts) -> the model's embedding: the token embeddings with
-  the image rows put at the image tokens in order (an index gather: what the library's
-  ``masked_scatter`` does), the language model, then the modules after the Transformer
+  [levels, tokens, hidden]`` (no tokens for texts) -> the model's embedding: the token
+  embeddings with the image rows put at the image tokens in order (an index gather: what
+  the library's ``masked_scatter`` does), the deepstack levels added to the first language
+  layers' hidden states there, the language model, then the modules after the Transformer
   (Pooling, Normalize...).
 """
 
@@ -67,8 +72,9 @@ def vision_graph(model, images: PatchImages):
         def __init__(self) -> None:
             super().__init__()
             self.visual = visual
-            self.register_buffer("offset", torch.tensor(images.mean, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
-            self.register_buffer("divisor", torch.tensor(images.std, dtype=torch.float32).view(1, 3, 1, 1) / images.rescale)
+            mean, std = (torch.tensor(values, dtype=torch.float32).view(1, 3, 1, 1) for values in (images.mean, images.std))
+            self.register_buffer("offset", mean / images.rescale)
+            self.register_buffer("divisor", std / images.rescale)
 
         def forward(self, patches, position_ids, *extra):
             given = dict(zip(extra_names, extra))
@@ -292,7 +298,9 @@ def message_template(transformer) -> MessageTemplate:
     )
     token = processor.image_token
     tokenizer = processor.tokenizer
-    first, second = (tokenizer(plain.render(filler), add_special_tokens=False)["input_ids"] for filler in ("0", "1 2 3 4"))
+    first, second = (
+        tokenizer(plain.render(filler), add_special_tokens=False)["input_ids"] for filler in ("0", "1 2 3 4")
+    )
     common = 0
     for left, right in zip(reversed(first), reversed(second)):
         if left != right:

@@ -21,7 +21,7 @@ from embedgate.contract.kinds.vision_language import (
     VisionLanguageMetadata,
     vision_language_part_names,
 )
-from embedgate.contract.preprocess.vision_language_positions import text_positions
+from embedgate.contract.preprocess.vision_language_positions import text_positions, vision_inputs
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 from embedgate.contract.preprocess.text import TokenBatch
@@ -58,7 +58,8 @@ class VisionLanguageKind(ServedKind):
         return {part: {"part": label} for part, label in zip(self.parts(triton_name), ("language", "vision"))}
 
     def tokenizer(self, files: Files, triton_name: str) -> MessageTokenizer:
-        return MessageTokenizer(self.tokenizer_file(files, triton_name), self.metadata.max_seq_length, self.record.template)
+        tokenizer_file = self.tokenizer_file(files, triton_name)
+        return MessageTokenizer(tokenizer_file, self.metadata.max_seq_length, self.record.template)
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         """The texts' route (the language graph), and the images' (the vision graph, then the
@@ -79,6 +80,14 @@ class VisionLanguageKind(ServedKind):
             POSITION_IDS: text_positions(mask),
             IMAGE_EMBEDS: self.no_image_rows(),
         }
+
+    def vision_inputs(
+        self, patches: np.ndarray, grid: tuple[int, int, int]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """The vision graph's tensors for one image's patches, and the order that puts its
+        rows back where the graph gives them window by window (else None)."""
+        record = self.record
+        return vision_inputs(patches, grid, record.images, record.position_grid, record.window_size)
 
     def no_image_rows(self) -> np.ndarray:
         """The language graph's image rows for inputs without images: ``[levels, 0, hidden]``."""

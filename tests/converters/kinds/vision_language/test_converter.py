@@ -23,6 +23,10 @@ def spec(path, repository) -> dict:
     return {"model_name": "org/tiny-vl", "model_path": str(path), "triton_name": BASE, "repository": str(repository)}
 
 
+def config_of(part) -> pb.ModelConfig:
+    return text_format.Parse((part / "config.pbtxt").read_text(), pb.ModelConfig())
+
+
 @pytest.fixture(scope="module")
 def converted(run_conversion, tmp_path_factory):
     path = vision_language_model(tmp_path_factory.mktemp("vl") / "model", seed=3)
@@ -51,7 +55,7 @@ def test_both_graphs_are_published_with_one_metadata(converted):
 
 def test_triton_runs_each_request_of_either_graph_alone(converted):
     language_dir, vision_dir = (converted.repository / part for part in vision_language_part_names(BASE))
-    configs = [text_format.Parse((part / "config.pbtxt").read_text(), pb.ModelConfig()) for part in (language_dir, vision_dir)]
+    configs = [config_of(part) for part in (language_dir, vision_dir)]
     for config in configs:
         assert config.max_batch_size == 0 and not config.HasField("dynamic_batching") and config.backend == "python"
     language, vision = ({tensor.name: list(tensor.dims) for tensor in config.input} for config in configs)
@@ -69,7 +73,7 @@ def test_the_qwen3_vl_form_is_published_with_its_position_grid_and_deepstack_row
     record = metadata.record_of(VisionLanguageMetadata)
     assert record is not None and (record.image_levels, record.position_grid, record.images.patch_size) == (2, 4, 16)
     assert metadata.parity.min_cosine >= 0.9999 and record.image_parity.min_cosine >= 0.9999
-    vision = text_format.Parse((tmp_path / "repository" / f"{BASE}---image" / "config.pbtxt").read_text(), pb.ModelConfig())
+    vision = config_of(tmp_path / "repository" / f"{BASE}---image")
     assert [tensor.name for tensor in vision.input] == ["patches", "position_ids", "interp_indices", "interp_weights"]
     assert [list(output.dims) for output in vision.output] == [[2, -1, 32]]
 
@@ -80,7 +84,7 @@ def test_the_qwen2_5_vl_form_is_published_with_its_windows(run_conversion, tmp_p
     assert run.returncode == 0, run.stderr[-3000:]
     record = ModelMetadata.model_validate(run.last_line).record_of(VisionLanguageMetadata)
     assert record is not None and record.window_size == 56 and record.image_parity.min_cosine >= 0.9999
-    vision = text_format.Parse((tmp_path / "repository" / f"{BASE}---image" / "config.pbtxt").read_text(), pb.ModelConfig())
+    vision = config_of(tmp_path / "repository" / f"{BASE}---image")
     assert [tensor.name for tensor in vision.input] == ["patches", "position_ids", "window_ids"]
 
 
@@ -94,5 +98,7 @@ def test_a_module_the_graph_cannot_follow_with_is_refused_saying_why(run_convers
     run = run_conversion(spec(tmp_path / "with-layer-norm", tmp_path / "repository"))
     assert run.returncode == 8, run.stderr[-3000:]
     error = run.last_line["error"]
-    assert error.startswith("unsupported vision-language sentence-transformer: a LayerNorm module follows its Transformer")
+    assert error.startswith(
+        "unsupported vision-language sentence-transformer: a LayerNorm module follows its Transformer"
+    )
     assert not (tmp_path / "repository" / BASE).exists()

@@ -149,7 +149,8 @@ def test_token_positions_are_transformers_own_where_a_token_is_attended(model):
         features["input_ids"], features["mm_token_type_ids"], features["image_grid_thw"], attention_mask=mask
     )
     merge = backbone.config.vision_config.spatial_merge_size
-    mine = token_positions(mask.numpy(), features["mm_token_type_ids"].numpy(), features["image_grid_thw"].tolist(), merge)
+    types, grids = features["mm_token_type_ids"].numpy(), features["image_grid_thw"].tolist()
+    mine = token_positions(mask.numpy(), types, grids, merge)
     kept = mask.numpy() == 1
     assert (~kept).any(), "the batch should be padded"
     for row in range(len(kept)):
@@ -209,7 +210,7 @@ def test_texts_and_images_become_the_librarys_token_ids(model, spec, prompt, tmp
     options = {} if prompt is None else {"prompt": prompt}
     for inputs, batch in (
         (texts, tokenizer.encode([PromptedText(prompt, text) if prompt else text for text in texts])),
-        (images, tokenizer.encode_images([spec.tokens(prepare_patches(image, spec)[1]) for image in images], prompt or "")),
+        (images, tokenizer.encode_images([spec.tokens(prepare_patches(one, spec)[1]) for one in images], prompt or "")),
     ):
         features = transformer.preprocess(inputs, **options)
         mask = features["attention_mask"].numpy()

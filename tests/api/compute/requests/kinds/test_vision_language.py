@@ -24,7 +24,8 @@ from tests.api.conftest import fake_metadata
 IMAGES = PatchImages(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=3136, max_pixels=12544,
                      mean=(0.5,) * 3, std=(0.5,) * 3, rescale=1 / 255)
 TEMPLATE = MessageTemplate(
-    text=Frame(before="<u> ", after=" </u> <e>"), prompted=Frame(before="<s> ", between=" </s> <u> ", after=" </u> <e>"),
+    text=Frame(before="<u> ", after=" </u> <e>"),
+    prompted=Frame(before="<s> ", between=" </s> <u> ", after=" </u> <e>"),
     image="<v> <i> </v>", image_token="<i>", image_token_id=5, suffix_ids=[3, 4],
 )
 RECORD = VisionLanguageMetadata(
@@ -67,8 +68,10 @@ def test_two_parts_and_two_routes_sharing_the_tokenizer(files):
     assert kind.part_labels("org--vl") == {"org--vl": {"part": "language"}, "org--vl---image": {"part": "vision"}}
     texts, images = kind.routes(files, "org--vl")
     assert isinstance(texts.tokenizer, MessageTokenizer) and images.tokenizer is texts.tokenizer
-    assert (texts.part, texts.images) == ("org--vl", None) and (images.part, images.images) == ("org--vl---image", IMAGES)
-    assert kind.listing() == {"modalities": ["text", "image", "message"], "precisions": ["float32", "binary", "ubinary"]}
+    assert (texts.part, texts.images) == ("org--vl", None)
+    assert (images.part, images.images) == ("org--vl---image", IMAGES)
+    listed = kind.listing()
+    assert listed == {"modalities": ["text", "image", "message"], "precisions": ["float32", "binary", "ubinary"]}
 
 
 def test_texts_go_through_the_language_graph_with_their_positions_and_no_image_rows(files):
