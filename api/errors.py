@@ -147,6 +147,20 @@ class TrustRemoteCodeRequired(Forbidden):
     code = "trust_remote_code_required"
 
 
+class HubDownloadDisabled(Forbidden):
+    """A model that is nowhere on this host (no model_path, no installed package, not in the
+    hub cache) while downloads from the hub are off: the message names the setting."""
+
+    code = "hub_download_disabled"
+
+
+class HubAccessDenied(Forbidden):
+    """The hub refused a gated or private model to the server's token (or to no token): the
+    message names HF_TOKEN, the server's environment variable it comes from."""
+
+    code = "hub_access_denied"
+
+
 # --- models
 class ModelNotFound(EmbedgateError):
     code = "model_not_found"
@@ -205,6 +219,21 @@ class InsufficientStorage(EmbedgateError):
 class RepositoryUnavailable(EmbedgateError):
     code = "repository_unavailable"
     retry_after_s = 5
+
+
+# --- the model hub, where a load downloads a model
+class HubTimeout(EmbedgateError):
+    """The hub stopped sending a model's files (past huggingface_hub's timeouts and retries);
+    the files that arrived whole are kept, and the next load downloads the rest."""
+
+    code = "hub_timeout"
+
+
+class HubUnavailable(EmbedgateError):
+    """The hub could not be reached, cut the connection for good or answered with a server
+    error; the files that arrived whole are kept, and the next load downloads the rest."""
+
+    code = "hub_unavailable"
 
 
 # --- capacity and time

@@ -49,3 +49,32 @@ class RepositoryError(ConversionError):
     access denied): nothing about the model itself."""
 
     exit_code = 7
+
+
+class HubDownloadsDisabled(ConversionError):
+    """A model neither on this host (a directory, a package, the hub cache) nor allowed to
+    come from the hub: downloads are off (EMBEDGATE_ALLOW_HUB_DOWNLOAD)."""
+
+    exit_code = 10
+
+
+class HubAccessDenied(ConversionError):
+    """The hub refused the model's files: a gated or private repository, without a token or
+    with one that has no access (HF_TOKEN in the server's environment)."""
+
+    exit_code = 11
+
+
+class HubTimeout(ConversionError):
+    """The hub stopped sending within huggingface_hub's timeouts (after its own retries);
+    the files that arrived whole stay in the hub cache, and the next load downloads the rest."""
+
+    exit_code = 12
+
+
+class HubUnavailable(ConversionError):
+    """The hub could not be reached, dropped the connection for good or answered with a
+    server error; the files that arrived whole stay in the hub cache, and the next load
+    downloads the rest."""
+
+    exit_code = 13

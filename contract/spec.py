@@ -175,8 +175,12 @@ class ConversionSpec(BaseModel):
     model_name: str
     # A local directory to load from instead of resolving model_name.
     model_path: str | None = None
-    # CLIP only: an OpenCLIP pretrained tag ("laion2b_s34b_b79k") or a checkpoint file path.
+    # CLIP only: an OpenCLIP pretrained tag ("laion2b_s34b_b79k"), a checkpoint file path, or
+    # a hub repository as open_clip names them ("hf-hub:org/name").
     pretrained: str | None = None
+    # The hub revision (a branch, a tag or a commit) of model_name, or of an "hf-hub:"
+    # pretrained; None: the hub cache's copy of main where it has a whole one, else main.
+    revision: str | None = None
     # CLIP only: a directory of extra OpenCLIP model configs (<model_name>.json).
     clip_model_config_dir: str | None = None
     # Directory name in the repository and Triton model name (validated by the gateway); for
@@ -195,7 +199,8 @@ class ConversionSpec(BaseModel):
     gpu_float16: bool = True
     # Cross-encoders: the largest difference from CrossEncoder.predict a score may have.
     score_tolerance: float = Field(1e-4, gt=0)
-    # Allow the hub to be contacted. When false, HF_HUB_OFFLINE=1 is set.
+    # Allow the hub to be contacted (converters/hub/). When false, HF_HUB_OFFLINE=1 is set and
+    # a model comes only from this host (a directory, a package, the hub cache).
     allow_network: bool = False
     trust_remote_code: bool = False
     # Overwrite an existing <repository>/<triton_name>; otherwise the conversion refuses (exit 4).

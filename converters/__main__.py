@@ -3,13 +3,17 @@
 Protocol with the gateway:
 
 - stderr: one progress line per step, ``[  3.2s] step description`` (seconds since start),
-  plus library output and, on failure, the traceback;
+  a step's numbers after a tab as a JSON object where it has some (a download's files and
+  bytes: ``converters/hub/progress.py``), plus library output and, on failure, the traceback;
 - stdout: exactly one line, the last: the ``ModelMetadata`` JSON (as in metadata.json) on
   success, ``{"error": "<one line>"}`` on failure;
 - exit code: 0 published, 1 other failure, 2 model not found or not loadable,
   3 parity check failed, 4 target exists (and ``replace`` is false), 5 out of memory,
   6 no space left for the model, 7 repository unreachable or refusing (S3), 8 a model of a
   kind that cannot be served as asked (its kind, custom code, a variant of a non-dense model),
+  9 the model's own code refused (no trust_remote_code), 10 not on this host and downloads
+  from the hub off, 11 the hub refused a gated or private model, 12 the hub timed out, 13 the
+  hub unreachable or failing (``converters/hub/``),
   130/143 interrupted/terminated (staging removed, partial uploads deleted).
 """
 
@@ -54,9 +58,10 @@ class Progress:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def __call__(self, message: str) -> None:
+    def __call__(self, message: str, data: dict | None = None) -> None:
         self.last = message
-        print(f"[{self.elapsed():5.1f}s] {message}", file=sys.stderr, flush=True)
+        numbers = f"\t{json.dumps(data, separators=(',', ':'))}" if data else ""
+        print(f"[{self.elapsed():5.1f}s] {message}{numbers}", file=sys.stderr, flush=True)
 
 
 class Cancelled(BaseException):
@@ -104,7 +109,7 @@ def _made_from(spec: ConversionSpec) -> ModelSource:
     """What the conversion reads, fingerprinted before it reads the weights: files that
     change while it runs then differ from the record, and the next load converts again,
     where a record taken after could name files the model was not made from."""
-    return made_from(spec.library, spec.model_name, spec.model_path, spec.pretrained)
+    return made_from(spec.library, spec.model_name, spec.model_path, spec.pretrained, spec.revision)
 
 
 def _publish(repository: ModelRepository, names: tuple[str, ...], stages: list, step: Progress) -> None:

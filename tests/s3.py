@@ -58,26 +58,36 @@ class S3Bucket:
 
 
 class MotoServer:
-    def __init__(self, log_path: Path):
-        self.port = free_port()
-        self.endpoint_url = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT,
-        )
-        self._wait_until_it_answers()
+    # The port is found free, then moto_server binds it: another server of the tests may take
+    # it between the two (one on an ephemeral port, in the other test process).
+    PORT_TRIES = 3
 
-    def _wait_until_it_answers(self, timeout_s: float = 30.0) -> None:
+    def __init__(self, log_path: Path):
+        self._log = open(log_path, "wb")
+        for _ in range(self.PORT_TRIES):
+            self.port = free_port()
+            self.endpoint_url = f"http://127.0.0.1:{self.port}"
+            self.process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=self._log, stderr=subprocess.STDOUT,
+            )
+            if self._wait_until_it_answers():
+                return
+        raise RuntimeError(f"moto_server found no free port in {self.PORT_TRIES} tries")
+
+    def _wait_until_it_answers(self, timeout_s: float = 30.0) -> bool:
+        """Whether it answers; False where it exited (its port taken)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited (code {self.process.returncode})")
+                return False
             try:
-                httpx.get(f"{self.endpoint_url}/moto-api/", timeout=1)
-                return
+                # Moto's own page: another server on the port answers something else.
+                if httpx.get(f"{self.endpoint_url}/moto-api/", timeout=1).status_code == 200:
+                    return self.process.poll() is None
             except httpx.HTTPError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"moto_server did not answer in {timeout_s}s")
 

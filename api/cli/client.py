@@ -86,11 +86,13 @@ class EmbedgateClient:
         trust_remote_code: bool = False,
         optimize: bool = False,
         quantize: str | None = None,
+        revision: str | None = None,
         on_source_change: str | None = None,
         on_progress: ProgressHandler | None = None,
     ) -> dict[str, Any]:
         """Load (converting first if needed), following the server's progress events.
         With ``pretrained``, an OpenCLIP model; ``optimize`` or ``quantize`` load a variant;
+        ``revision`` the hub's branch, tag or commit of a model from the hub;
         ``on_source_change`` "refuse": a 409 rather than a conversion again from a changed source."""
         body: dict[str, Any] = {"model_name": model_name}
         if pretrained:
@@ -105,6 +107,8 @@ class EmbedgateClient:
             body["optimize"] = True
         if quantize:
             body["quantize"] = quantize
+        if revision:
+            body["revision"] = revision
         if on_source_change:
             body["on_source_change"] = on_source_change
         # No read deadline: a conversion can take minutes, and the server enforces its own.

@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     client = [_client_options()]
 
     clip = argparse.ArgumentParser(add_help=False)
-    clip.add_argument("--pretrained", help="an OpenCLIP model's pretrained weights (tag or checkpoint path)")
+    clip.add_argument("--pretrained", help="an OpenCLIP model's pretrained weights (tag, checkpoint path, or a "
+                      "hub repository as hf-hub:org/name)")
 
     load = commands.add_parser("load", parents=[*client, clip], help="load a model, converting it first "
                                "if needed; shows the server's progress")
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="load the variant MODEL@optimized (graph fused by onnxruntime)")
     load.add_argument("--quantize", choices=["int8"],
                       help="load the variant MODEL@int8 (dynamic int8 quantization)")
+    load.add_argument("--revision", help="the hub's branch, tag or commit of a model from the hub (default: main)")
     load.add_argument("--refuse-source-change", action="store_true",
                       help="fail (409 source_changed) instead of converting again when the repository's copy "
                       "was converted from another source than this load names")
@@ -172,6 +174,7 @@ def _load(client: EmbedgateClient, args: argparse.Namespace) -> None:
         trust_remote_code=args.trust_remote_code,
         optimize=args.optimize,
         quantize=args.quantize,
+        revision=args.revision,
         on_source_change="refuse" if args.refuse_source_change else None,
         on_progress=None if args.quiet else _show_progress,
     )

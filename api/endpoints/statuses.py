@@ -45,6 +45,8 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.RepositoryUnavailable: 503,
     errors.PrimaryUnavailable: 503,
     errors.DeadlineExceeded: 504,
+    errors.HubUnavailable: 502,
+    errors.HubTimeout: 504,
     errors.InsufficientStorage: 507,
 }
 

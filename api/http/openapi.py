@@ -29,7 +29,8 @@ from .tei.errors import TEI_WHY, TeiErrorResponse
 _WHY = {
     400: "Malformed request: a body that does not parse, or a value the server cannot use.",
     401: "No API key, or an invalid one (the server has keys).",
-    403: "Not allowed: an API key where an admin key is needed, or trust_remote_code or a path the server refuses.",
+    403: "Not allowed: an API key where an admin key is needed, trust_remote_code or a path the server refuses, "
+    "a download from the hub where downloads are off, or a gated model the server's HF_TOKEN cannot open.",
     404: "The model (or a checkpoint or directory the request names) is not there.",
     406: "Accept names only binary forms and the answer is not one array (texts and images together).",
     409: "The model is in the repository but not loaded, or the repository holds something else under its name.",
@@ -38,9 +39,9 @@ _WHY = {
     422: "A field is invalid (invalid_request), or the model name is (invalid_model_name).",
     429: "The key is past its per-minute limit (rate_limited): try again after Retry-After seconds.",
     500: "Internal error; the message carries a request id to find it in the log.",
-    502: "Triton failed the request.",
+    502: "Triton failed the request, or the hub failed a load's download (hub_unavailable).",
     503: "Starting, overloaded, or Triton unavailable: try again (after Retry-After seconds when given).",
-    504: "The request's deadline passed.",
+    504: "The request's deadline passed, or the hub stopped sending a load's download (hub_timeout).",
     507: "Not enough disk space to convert the model.",
 }
 

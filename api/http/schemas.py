@@ -20,6 +20,7 @@ from ..endpoints.schemas.fields import (
     ClipArchitecture,
     ModelName,
     Pretrained,
+    Revision,
 )
 from ..models.names import split_variant
 from ..models.source_change import OnSourceChange
@@ -58,8 +59,10 @@ class LoadSentenceTransformerRequest(Body):
     model_path: AbsolutePath | None = Field(
         None,
         description="Absolute path of a local directory holding the sentence-transformers model. When "
-        "absent, model_name is resolved (a local copy when one is installed, else the hub if allowed).",
+        "absent, model_name is resolved (a local copy when one is installed, the hub cache's, else the hub "
+        "if the server allows downloads).",
     )
+    revision: Revision | None = None
     trust_remote_code: bool = Field(
         False, description="Run the model's own code; refused unless the server allows it."
     )
@@ -97,6 +100,7 @@ class ModelRequest(Body):
 class LoadClipRequest(Body):
     model_name: ClipArchitecture
     pretrained: Annotated[Pretrained, Field(json_schema_extra={"pattern": patterns.PRETRAINED_TO_LOAD})]
+    revision: Revision | None = None
     on_source_change: OnSourceChangeField = "convert"
 
     @model_validator(mode="before")

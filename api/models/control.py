@@ -20,7 +20,8 @@ class ModelControl(Protocol):
     """What the management routes call (and the embedding service, to load again a model
     whose process died). A load's ``options``: ``progress``, ``on_source_change`` (what it
     does when the repository's copy was made from another source: ``source_change.py``),
-    and for a sentence-transformer ``trust_remote_code``."""
+    ``revision`` (the hub's branch, tag or commit of a model from the hub), and for a
+    sentence-transformer ``trust_remote_code``."""
 
     async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome: ...
 

@@ -22,6 +22,10 @@ from ..errors import (
     ConversionTargetExists,
     DeadlineExceeded,
     EmbedgateError,
+    HubAccessDenied,
+    HubDownloadDisabled,
+    HubTimeout,
+    HubUnavailable,
     InsufficientStorage,
     ModelNotFound,
     RepositoryUnavailable,
@@ -48,6 +52,10 @@ FAILURES: dict[int, type[EmbedgateError]] = {
     7: RepositoryUnavailable,
     8: UnsupportedModel,
     9: TrustRemoteCodeRequired,
+    10: HubDownloadDisabled,
+    11: HubAccessDenied,
+    12: HubTimeout,
+    13: HubUnavailable,
 }
 
 

@@ -32,7 +32,7 @@ from .progress import Progress
 from .refs import ModelRef
 from .repository import off_loop
 from .source_change import OnSourceChange, converts_again
-from .sources import check_model_path, check_pretrained
+from .sources import check_model_path, check_pretrained, check_revision
 from .specs import conversion_spec
 
 log = logging.getLogger("embedgate.registry")
@@ -63,26 +63,33 @@ class Loading:
         model_path: str | None = None,
         *,
         trust_remote_code: bool = False,
+        revision: str | None = None,
         on_source_change: OnSourceChange = "convert",
         progress: Progress | None = None,
     ) -> LoadOutcome:
-        """A sentence-transformers model of any of its classes (the directory says which)."""
+        """A sentence-transformers model of any of its classes (the directory says which);
+        ``revision``: the hub's branch, tag or commit of it."""
         ref = ModelRef.named(name)
+        check_revision(revision, model_path=model_path)
         model_path = check_model_path(self.settings, model_path, trust_remote_code)
-        return await self._load(ref, progress, on_source_change, model_path=model_path, trust_remote_code=trust_remote_code)
+        source = {"model_path": model_path, "trust_remote_code": trust_remote_code, "revision": revision}
+        return await self._load(ref, progress, on_source_change, **source)
 
     async def load_clip(
         self,
         model_name: str,
         pretrained: str,
         *,
+        revision: str | None = None,
         on_source_change: OnSourceChange = "convert",
         progress: Progress | None = None,
     ) -> LoadOutcome:
-        """An OpenCLIP model: one model in the registry, two Triton models (text, image)."""
+        """An OpenCLIP model: one model in the registry, two Triton models (text, image);
+        ``revision``: the hub's, of an ``hf-hub:`` pretrained."""
         ref = ModelRef.named(model_name, pretrained)
         check_pretrained(self.settings, pretrained)
-        return await self._load(ref, progress, on_source_change)
+        check_revision(revision, pretrained=pretrained)
+        return await self._load(ref, progress, on_source_change, revision=revision)
 
     async def restore(self, key: str) -> LoadOutcome:
         """Load a model named as in the manifest: a model name or a CLIP model's key (its
@@ -134,7 +141,9 @@ class Loading:
         replace = state is OnDisk.HALF_PUBLISHED
         if metadata is not None and on_source_change is not None:
             # A copy made from another source than the load names is converted again, in its place.
-            if await converts_again(ref, metadata.made_from, on_source_change, source.get("model_path")):
+            if await converts_again(
+                ref, metadata.made_from, on_source_change, source.get("model_path"), source.get("revision")
+            ):
                 progress.step("converting again: the repository's copy was made from another source")
                 metadata, replace = None, True
             elif self.settings.late_chunking and kind_of(metadata).converted_without_late_chunking():

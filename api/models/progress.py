@@ -4,11 +4,15 @@ the load as a stream of events).
 
 The conversion subprocess reports its own steps as ``[  3.2s] step`` lines on stderr
 (``converters/__main__.py``); only those lines reach listeners, never the rest of its
-output (library noise, tracebacks). The conversion runner logs every line itself.
+output (library noise, tracebacks). The conversion runner logs every line itself. A step
+with numbers carries them after a tab as a JSON object: a download's
+(``converters/hub/progress.py``) reach listeners as the event's ``download`` (the files and
+bytes done of those the snapshot needs, the repository and its commit).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -20,7 +24,9 @@ log = logging.getLogger("embedgate.progress")
 Event = dict[str, Any]
 Listener = Callable[[Event], None]
 
-_STEP_LINE = re.compile(r"^\[\s*\d+(?:\.\d+)?s\] (?P<message>\S.*)$")
+_STEP_LINE = re.compile(r"^\[\s*\d+(?:\.\d+)?s\] (?P<message>\S[^\t]*?)(?:\t(?P<numbers>.*))?$")
+# The numbers a step may carry to listeners, by their key in the converter's line.
+NUMBERS = ("download",)
 
 
 class Progress:
@@ -47,7 +53,7 @@ class Progress:
         """A line of the conversion subprocess's stderr (already logged by the runner)."""
         match = _STEP_LINE.match(line)
         if match:
-            self._tell(match["message"])
+            self._tell(match["message"], _numbers(match["numbers"]))
 
     def relay(self, event: Event) -> None:
         """An event of the same work told by another process (a gateway worker's load,
@@ -55,8 +61,20 @@ class Progress:
         for listener in self._listeners:
             listener(event)
 
-    def _tell(self, message: str) -> None:
+    def _tell(self, message: str, numbers: dict[str, Any] | None = None) -> None:
         if self._listeners:
-            event = {"event": "progress", "elapsed_s": round(self.elapsed(), 2), "message": message}
+            event = {"event": "progress", "elapsed_s": round(self.elapsed(), 2), "message": message, **(numbers or {})}
             for listener in self._listeners:
                 listener(event)
+
+
+def _numbers(text: str | None) -> dict[str, Any]:
+    """The numbers of a step's line that listeners take (``NUMBERS``); none where they do
+    not read as a JSON object."""
+    if not text:
+        return {}
+    try:
+        numbers = json.loads(text)
+    except ValueError:
+        return {}
+    return {key: numbers[key] for key in NUMBERS if isinstance(numbers, dict) and isinstance(numbers.get(key), dict)}

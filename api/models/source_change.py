@@ -21,6 +21,13 @@ A load by name alone (no ``model_path``) of a model converted from a directory s
 repository's copy: the name is what the repository holds, as a restart's manifest brings
 it back. A name that resolves to files on this host (a packaged model, the hub cache's
 snapshot) is compared.
+
+A load that names a hub ``revision`` asks for that revision: a copy made from anything
+else (a directory, a package, another repository) is changed; one made from the hub is the
+same where its files are (the fingerprints, where the cache holds the revision), else where
+its commit is the one the revision names (a revision this host has no copy of, by a name
+the cache cannot resolve, is changed: converting it again downloads it, and a copy of the
+same commit comes out the same).
 """
 
 from __future__ import annotations
@@ -48,10 +55,17 @@ class SourceVerdict(Enum):
     UNKNOWN = "unknown"
 
 
-def compare(recorded: ModelSource | None, wanted: ModelSource) -> SourceVerdict:
-    """How the source a copy records stands to the one a load resolves now."""
+def compare(recorded: ModelSource | None, wanted: ModelSource, pinned: bool = False) -> SourceVerdict:
+    """How the source a copy records stands to the one a load resolves now; ``pinned``: the
+    load names a hub revision."""
     if recorded is None:
         return SourceVerdict.UNKNOWN
+    if pinned:
+        if (recorded.type, recorded.location) != (wanted.type, wanted.location):
+            return SourceVerdict.CHANGED
+        if wanted.fingerprint is not None and recorded.fingerprint is not None:
+            return SourceVerdict.SAME if wanted.fingerprint == recorded.fingerprint else SourceVerdict.CHANGED
+        return SourceVerdict.SAME if wanted.revision == recorded.revision else SourceVerdict.CHANGED
     if not wanted.named and recorded.type == "directory":
         return SourceVerdict.SAME  # by name alone: the repository's copy
     if wanted.type == recorded.type == "pretrained_tag":
@@ -65,26 +79,32 @@ def compare(recorded: ModelSource | None, wanted: ModelSource) -> SourceVerdict:
 
 
 async def source_verdict(
-    ref: ModelRef, recorded: ModelSource | None, model_path: str | None
+    ref: ModelRef, recorded: ModelSource | None, model_path: str | None, revision: str | None = None
 ) -> tuple[SourceVerdict, ModelSource | None]:
-    """The verdict on a load of ``ref`` (from ``model_path``, for a sentence-transformer),
-    and the source it resolved (None where nothing had to be read to decide)."""
+    """The verdict on a load of ``ref`` (from ``model_path``, for a sentence-transformer; at
+    a hub ``revision``), and the source it resolved (None where nothing had to be read to decide)."""
     if recorded is None:
         return SourceVerdict.UNKNOWN, None
-    if model_path is None and ref.pretrained is None and recorded.type == "directory":
+    if model_path is None and ref.pretrained is None and revision is None and recorded.type == "directory":
         return SourceVerdict.SAME, None  # by name alone: the repository's copy
     # The files are read (and hashed) in a thread: never on the event loop. A variant is
     # made from its model's source.
-    wanted = await asyncio.to_thread(made_from, ref.library, split_variant(ref.model_name)[0], model_path, ref.pretrained)
-    return compare(recorded, wanted), wanted
+    wanted = await asyncio.to_thread(
+        made_from, ref.library, split_variant(ref.model_name)[0], model_path, ref.pretrained, revision
+    )
+    return compare(recorded, wanted, pinned=revision is not None), wanted
 
 
 async def converts_again(
-    ref: ModelRef, recorded: ModelSource | None, on_source_change: OnSourceChange, model_path: str | None
+    ref: ModelRef,
+    recorded: ModelSource | None,
+    on_source_change: OnSourceChange,
+    model_path: str | None,
+    revision: str | None = None,
 ) -> bool:
     """Whether a load of ``ref`` converts it again: its copy, which records ``recorded``,
     was made from another source than the load names (refused where the load says so)."""
-    verdict, wanted = await source_verdict(ref, recorded, model_path)
+    verdict, wanted = await source_verdict(ref, recorded, model_path, revision)
     if verdict is SourceVerdict.UNKNOWN:
         log.info("%s: the source of the repository's copy cannot be compared; serving it as it is", ref.key)
     if verdict is not SourceVerdict.CHANGED:

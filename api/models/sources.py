@@ -1,15 +1,22 @@
 """Where a load may read a model from, checked against the settings before any conversion:
 a sentence-transformers directory (``model_path``) or an OpenCLIP checkpoint file
-(``pretrained``), absolute and inside ``local_model_dirs`` when that is set; and whether
-the model's own code may run (``trust_remote_code``)."""
+(``pretrained``), absolute and inside ``local_model_dirs`` when that is set, or a hub
+repository (``hf-hub:org/name``) at a ``revision``; and whether the model's own code may
+run (``trust_remote_code``)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from ..errors import Forbidden, InvalidInput, ModelNotFound
+from embedgate.contract.sources import hub_repo
+
+from ..errors import Forbidden, InvalidInput, InvalidModelName, ModelNotFound
 from ..settings import Settings
+from .names import split_variant, validate_model_name
+
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 def _inside_allowed(settings: Settings, path: Path, what: str) -> None:
@@ -34,11 +41,35 @@ def check_model_path(settings: Settings, model_path: str | None, trust_remote_co
     return str(resolved)
 
 
+def check_revision(revision: str | None, *, model_path: str | None = None, pretrained: str | None = None) -> None:
+    """A hub revision: a branch, a tag or a commit, of a model that comes from the hub."""
+    if revision is None:
+        return
+    if not _REVISION.fullmatch(revision) or ".." in revision or "//" in revision or revision.endswith("/"):
+        raise InvalidInput(
+            "revision must be a hub branch, tag or commit: letters, digits, '.', '_', '-' and '/' (no '..', no "
+            "empty part), at most 200 characters"
+        )
+    if model_path is not None:
+        raise InvalidInput("revision is for a model from the hub; model_path names a directory of this server")
+    if pretrained is not None and hub_repo(pretrained) is None:
+        raise InvalidInput("revision is for an OpenCLIP model from the hub: give pretrained as 'hf-hub:org/name'")
+
+
 def check_pretrained(settings: Settings, pretrained: str) -> None:
-    """A pretrained tag passes; a checkpoint path must be absolute, inside
-    ``local_model_dirs`` when that is set, and a file."""
+    """A pretrained tag passes, and a hub repository of a valid name; a checkpoint path must
+    be absolute, inside ``local_model_dirs`` when that is set, and a file."""
     if "\0" in pretrained:
         raise InvalidInput("pretrained may not contain a NUL character")
+    repo = hub_repo(pretrained)
+    if repo is not None:
+        try:
+            if split_variant(validate_model_name(repo))[1] is not None:
+                raise InvalidModelName("a hub repository's name has no variant")
+        except InvalidModelName as error:
+            message = f"pretrained 'hf-hub:<repository>' must name one as 'org/name': {error.message}"
+            raise InvalidInput(message) from None
+        return
     if not os.path.isabs(pretrained):
         if "/" in pretrained or os.sep in pretrained:
             raise InvalidInput("a pretrained checkpoint must be given by its absolute path")

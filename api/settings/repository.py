@@ -37,7 +37,9 @@ class RepositorySettings(BaseModel):
         "in NVIDIA's Triton container).",
     )
     allow_hub_download: bool = Field(
-        False, description="Let conversions download models from the Hugging Face hub."
+        False,
+        description="Let conversions download models from the Hugging Face hub (at HF_ENDPOINT, with the "
+        "token in HF_TOKEN: the server's environment); off, a model comes from this host only.",
     )
     conversion_timeout_s: float = Field(
         1800.0, gt=0, description="Seconds a conversion may take before it is killed."

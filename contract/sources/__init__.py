@@ -4,7 +4,24 @@ the gateway on a load to tell whether the model's source changed since: the reco
 where a load's model is read from (``locate.py``). Torch-free: the gateway imports it."""
 
 from embedgate.contract.sources.fingerprint import fingerprint
-from embedgate.contract.sources.locate import made_from, packaged_model_dir
+from embedgate.contract.sources.locate import (
+    HUB_PRETRAINED_PREFIX,
+    hub_cache_dir,
+    hub_repo,
+    hub_snapshot,
+    made_from,
+    packaged_model_dir,
+)
 from embedgate.contract.sources.record import ModelSource, SourceType
 
-__all__ = ["ModelSource", "SourceType", "fingerprint", "made_from", "packaged_model_dir"]
+__all__ = [
+    "HUB_PRETRAINED_PREFIX",
+    "ModelSource",
+    "SourceType",
+    "fingerprint",
+    "hub_cache_dir",
+    "hub_repo",
+    "hub_snapshot",
+    "made_from",
+    "packaged_model_dir",
+]

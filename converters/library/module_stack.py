@@ -25,6 +25,7 @@ from pathlib import Path
 from embedgate.contract.errors import ConversionError, ModelNotFoundError, RemoteCodeRefused, UnsupportedModelError
 from embedgate.contract.sources import packaged_model_dir
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, ConversionSpec
+from embedgate.converters.hub.snapshot import fetch
 
 OPSET = 17
 # Tokenizers without a length limit report ~1e30; the parity sentences must stay tractable.
@@ -35,28 +36,32 @@ Step = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Source:
-    location: str  # what the model class loads: a directory or a hub id
-    description: str  # recorded in metadata.json
+    location: str  # the directory the model class loads
+    description: str  # recorded in metadata.json; in messages (a hub model's names no path of this host)
 
 
-def resolve_source(spec: ConversionSpec) -> Source:
+def resolve_source(spec: ConversionSpec, step: Step | None = None) -> Source:
+    """Where the model is read from: its ``model_path``, the package it is installed as, or
+    its hub snapshot (from the hub cache, downloaded first where it is not whole there and
+    downloads are allowed: ``converters/hub/``), its download told to ``step``."""
     if spec.model_path:
         path = Path(spec.model_path)
         if not path.is_dir():
             raise ModelNotFoundError(f"model_path {spec.model_path} is not a directory")
         return Source(str(path.resolve()), f"local:{path.resolve()}")
     # A model installed as a package (MiniLM's): resolved as the gateway resolves it
-    # (contract/sources/locate.py), so the two sides compare the same files.
-    packaged = packaged_model_dir(spec.model_name)
+    # (contract/sources/locate.py), so the two sides compare the same files. A revision
+    # names the hub's copy.
+    packaged = packaged_model_dir(spec.model_name) if spec.revision is None else None
     if packaged is not None:
         path, release = packaged
         return Source(str(path), f"pypi:{release.partition('==')[0]} ({path})")
-    if not spec.allow_network:
-        raise ModelNotFoundError(
-            f"model {spec.model_name!r} is not available offline: give model_path "
-            f"(a local directory) or allow network access"
-        )
-    return Source(spec.model_name, f"hub:{spec.model_name}")
+    snapshot = fetch(spec.model_name, spec.revision, allow_network=spec.allow_network, report=step or _quiet)
+    return Source(str(snapshot.path), snapshot.described())
+
+
+def _quiet(message: str, data: dict | None = None) -> None:
+    pass
 
 
 def load(model_class: str, source: Source, spec: ConversionSpec):
@@ -68,6 +73,8 @@ def load(model_class: str, source: Source, spec: ConversionSpec):
         model = cls(source.location, device="cpu", trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        # The directory a hub model was downloaded to is this host's business, not the client's.
+        first_line = first_line.replace(source.location, "the model's directory")
         if "trust_remote_code" in str(error) and not spec.trust_remote_code:
             # Code of its own the checks before loading did not see (a tokenizer's, a subfolder's config).
             raise RemoteCodeRefused(

@@ -50,3 +50,17 @@ def minilm_conversion(tmp_path_factory: pytest.TempPathFactory) -> ConversionRun
     repository = tmp_path_factory.mktemp("model_repository")
     return run_converter({"model_name": MINILM, "triton_name": "minilm", "repository": str(repository)})
 
+
+
+@pytest.fixture
+def hub_online(monkeypatch, tmp_path):
+    """huggingface_hub in this process as a conversion allowed to download has it: not
+    offline, its cache the test's own (SENTENCE_TRANSFORMERS_HOME), no token. A test passes
+    the fake hub's URL (``tests/hub_server.py``) as the endpoint: nothing leaves 127.0.0.1."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    return tmp_path / "hub-cache"

@@ -210,24 +210,32 @@ def start_gateway(
     command: list[str] | None = None,
     cwd: Path | None = None,
     port: int | None = None,
+    env: dict[str, str | None] | None = None,
     **settings: str,
 ) -> Gateway:
     """A gateway on ``port`` (default: a free one): ``python -m embedgate.api serve`` of this
-    environment, or ``command`` (another installation's ``embedgate serve``). The gateway
+    environment, or ``command`` (another installation's ``embedgate serve``); ``env``: other
+    environment variables of its own (None: left out of it). The gateway
     binds its port once Triton runs, seconds after the port was found free: where another
     process took it meanwhile (an outgoing connection's port comes from the same range), a
     port of the test's choosing is chosen again."""
     for _ in range(GATEWAY_PORT_TRIES - 1):
         try:
-            return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings)
+            return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings, env)
         except GatewayPortTaken:
             if port is not None:
                 raise
-    return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings)
+    return _start_gateway(repository, log_path, command, cwd, port or free_port(), settings, env)
 
 
 def _start_gateway(
-    repository: Path, log_path: Path, command: list[str] | None, cwd: Path | None, port: int, settings: dict[str, str]
+    repository: Path,
+    log_path: Path,
+    command: list[str] | None,
+    cwd: Path | None,
+    port: int,
+    settings: dict[str, str],
+    own_env: dict[str, str | None] | None = None,
 ) -> Gateway:
     env = dict(os.environ)
     env.update(
@@ -239,6 +247,11 @@ def _start_gateway(
         }
     )
     env.update({f"EMBEDGATE_{k.upper()}": v for k, v in settings.items()})
+    for name, value in (own_env or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     log = open(log_path, "wb")
     process = subprocess.Popen(
         command or [sys.executable, "-m", "embedgate.api", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd

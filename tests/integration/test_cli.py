@@ -76,7 +76,7 @@ def test_load_embed_list_unload_delete(gateway, tmp_path):
 def test_a_failed_load_reports_the_servers_error(gateway):
     failed = embedgate(gateway, "load", "nobody/not-offline")
     assert failed.returncode == 1
-    assert "404 model_not_found" in failed.stderr
+    assert "403 hub_download_disabled" in failed.stderr and "EMBEDGATE_ALLOW_HUB_DOWNLOAD" in failed.stderr
     assert "Traceback" not in failed.stderr
 
 

@@ -154,7 +154,7 @@ def test_errors_have_one_shape(http, minilm_loaded):
         (http.post("/infer", json={"model_name": "nobody/nothing", "text": ["a"]}), 404),
         (http.post("/infer", json={"model_name": MINILM, "text": []}), 400),
         (http.post("/infer", json={"model_name": "../../etc", "text": ["a"]}), 422),
-        (http.post("/load_sentence_transformer_model", json={"model_name": "nobody/not-offline"}), 404),
+        (http.post("/load_sentence_transformer_model", json={"model_name": "nobody/not-offline"}), 403),
         (http.post("/unload_model", json={"model_name": "nobody/nothing"}), 404),
     ]
     for response, status in cases:

@@ -90,9 +90,22 @@ Pretrained = Annotated[
     Field(
         min_length=1,
         max_length=4096,
-        description="OpenCLIP pretrained tag, or the absolute path of a checkpoint file on the server.",
+        description="OpenCLIP pretrained tag, the absolute path of a checkpoint file on the server, or a hub "
+        "repository as open_clip names them ('hf-hub:org/name').",
         examples=["laion2b_s34b_b79k"],
         json_schema_extra={"pattern": patterns.PRETRAINED},
+    ),
+]
+Revision = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="A hub revision of the model: a branch, a tag or a commit (default: the hub cache's copy of "
+        "main where it has a whole one, else the hub's main). For a model downloaded from the hub only: not with "
+        "model_path, nor with an OpenCLIP pretrained other than 'hf-hub:org/name'.",
+        examples=["main", "v1.0"],
+        json_schema_extra={"pattern": patterns.REVISION},
     ),
 ]
 Images = Annotated[list[str], BeforeValidator(_one_or_many), _one_or_many_schema("max_images_per_request")]

@@ -31,9 +31,14 @@ MODEL_NAME = rf"^{_NAME}$"
 # model_name of a CLIP model (given with its pretrained).
 CLIP_ARCHITECTURE = rf"^{_NO_DOUBLES}{_ARCHITECTURE}$"
 PRETRAINED = rf"^{_PRETRAINED}$"
-# A pretrained to load: a tag, or a checkpoint by its absolute path (a relative path is
-# refused), without a NUL character (no file path holds one; the server refuses it).
-PRETRAINED_TO_LOAD = rf"^(?![^/][\s\S]*/)(?![\s\S]*\x00){_PRETRAINED}$"
+# A hub repository as an OpenCLIP pretrained names it: 'hf-hub:' and a model name without a variant.
+HUB_PRETRAINED = rf"hf-hub:{_NO_DOUBLES}{_SEGMENT}(?:/{_SEGMENT})?"
+# A pretrained to load: a hub repository, a tag, or a checkpoint by its absolute path (a
+# relative path is refused), without a NUL character (no file path holds one; the server
+# refuses it).
+PRETRAINED_TO_LOAD = rf"^(?:{HUB_PRETRAINED}|(?!hf-hub:)(?![^/][\s\S]*/)(?![\s\S]*\x00){_PRETRAINED})$"
+# A hub revision: a branch, a tag or a commit; no '..', no empty part, no '/' at either end.
+REVISION = r"^(?!.*\.\.)(?!.*//)(?!.*/$)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
 # A model directory on the server, by its absolute path.
 ABSOLUTE_PATH = r"^/"
 # OpenAI's single model string: a model name, or a CLIP model as '<model_name>:<pretrained>'

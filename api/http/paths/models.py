@@ -32,7 +32,8 @@ router = APIRouter(tags=["models"], route_class=BodyRoute)
 # Reading what exists: any API key.
 listing = APIRouter(tags=["models"])
 
-# 403: trust_remote_code, or a path outside the allowed directories; 507: no disk for a conversion.
+# 403: trust_remote_code, a path outside the allowed directories, hub downloads off or a gated
+# model refused; 502/504: the hub failing or timing out; 507: no disk for a conversion.
 LOAD_ANSWERS = {**errors(400, 403, 404, 409, 413, 415, 422, 500, 502, 503, 504, 507), **STREAM_RESPONSE}
 CHANGE_ANSWERS = errors(400, 404, 409, 413, 415, 422, 500, 502, 503, 504)
 READ_ANSWERS = errors(500, 503)
@@ -107,6 +108,7 @@ async def load_sentence_transformer_model(
             name,
             body.model_path,
             trust_remote_code=body.trust_remote_code,
+            revision=body.revision,
             on_source_change=body.on_source_change,
             progress=progress,
         )
@@ -132,7 +134,8 @@ async def load_clip_model(
 
     async def load(progress: Progress | None = None) -> LoadClipResponse:
         outcome = await gateway.models.load_clip(
-            body.model_name, body.pretrained, on_source_change=body.on_source_change, progress=progress
+            body.model_name, body.pretrained, revision=body.revision, on_source_change=body.on_source_change,
+            progress=progress,
         )
         metadata = outcome.model.metadata
         clip = metadata.record_of(ClipMetadata)

@@ -3,7 +3,9 @@
 ``model_name`` and ``pretrained`` are OpenCLIP's own: an architecture (``ViT-B-32``, or one
 defined by a config file in ``clip_model_config_dir``) and a pretrained tag
 (``laion2b_s34b_b79k``, fetched from the hub only when the network is allowed, else from
-the local cache) or an absolute path to a checkpoint file. The text tower goes to
+the local cache) or an absolute path to a checkpoint file; or a hub repository
+(``hf-hub:org/name``, as open_clip names them), whose config is the architecture, served
+under ``model_name``, downloaded as any hub model (``converters/hub/``). The text tower goes to
 ``text_dir`` with the tokenizer, the image tower to ``image_dir``; config.pbtxt,
 metadata.json and publishing are the caller's.
 """
@@ -21,6 +23,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from embedgate.contract.errors import ConversionError, ModelNotFoundError, UnsupportedModelError
 from embedgate.contract.kinds.clip import KIND, ClipMetadata, ImagePreprocessing
+from embedgate.contract.sources import hub_repo
 from embedgate.contract.spec import (
     INPUT_IDS,
     ONNX_FILE,
@@ -34,6 +37,7 @@ from embedgate.converters import calibration
 from embedgate.converters.kinds.base import KindConverter, Step
 from embedgate.converters.kinds.clip import parity as clip_parity
 from embedgate.converters.kinds.clip.export import export_image_tower, export_text_tower, image_tower, text_tower
+from embedgate.converters.hub.snapshot import fetch
 from embedgate.converters.kinds.clip.tokenizer import clip_text_spec, save_clip_tokenizer
 from embedgate.converters.library import gpu
 from embedgate.converters.triton_config import build_clip_image_config, build_clip_text_config
@@ -62,6 +66,12 @@ class ClipConverter(KindConverter):
             build_clip_text_config(text_name, clip.text.context_length, dim, options),
             build_clip_image_config(image_name, size.height, size.width, dim, options),
         ]
+
+
+# What a hub repository of an OpenCLIP model holds (open_clip's own names): its config, and
+# its weights in one of these forms.
+HUB_CONFIG = "open_clip_config.json"
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pth")
 
 
 @dataclass(frozen=True)
@@ -161,19 +171,22 @@ def load(spec: ConversionSpec, step: Step) -> Loaded:
 
     if spec.clip_model_config_dir:
         open_clip.add_model_config(spec.clip_model_config_dir)
+    pretrained = spec.pretrained or ""
+    repo_id = hub_repo(pretrained)
+    if repo_id is not None:
+        return _load_from_hub(spec, repo_id, step)
     if spec.model_name not in open_clip.list_models():
         raise ModelNotFoundError(
             f"{spec.model_name!r} is not an OpenCLIP architecture (open_clip.list_models() lists them)"
         )
-    pretrained = spec.pretrained or ""
     if open_clip.get_pretrained_cfg(spec.model_name, pretrained):
         source = f"open_clip:{spec.model_name}/{pretrained}"
     elif os.path.isabs(pretrained) and os.path.isfile(pretrained):
         source = f"checkpoint:{pretrained}"
     else:
         raise ModelNotFoundError(
-            f"pretrained {pretrained!r} is neither a pretrained tag of {spec.model_name} "
-            "nor an absolute path to a checkpoint file"
+            f"pretrained {pretrained!r} is neither a pretrained tag of {spec.model_name}, an absolute path to a "
+            "checkpoint file nor a hub repository ('hf-hub:org/name')"
         )
     step(f"loading {spec.model_name} from {source}")
     try:
@@ -190,6 +203,33 @@ def load(spec: ConversionSpec, step: Step) -> Loaded:
     tokenizer = open_clip.get_tokenizer(spec.model_name)
     # Checkpoints stored in half precision still serve float32 embeddings.
     return Loaded(model.float().eval(), preprocess, tokenizer, source, open_clip.__version__)
+
+
+def _load_from_hub(spec: ConversionSpec, repo_id: str, step: Step) -> Loaded:
+    """A hub repository as open_clip loads an ``hf-hub:`` name (its ``open_clip_config.json``:
+    the architecture and the image preprocessing; its weights), from its snapshot in the hub
+    cache (``converters/hub/``): the architecture is the repository's, ``model_name`` the name
+    it is served by."""
+    import open_clip
+
+    snapshot = fetch(repo_id, spec.revision, allow_network=spec.allow_network, report=step)
+    if not (snapshot.path / HUB_CONFIG).is_file() or not any(
+        path.suffix in CHECKPOINT_SUFFIXES for path in snapshot.path.iterdir()
+    ):
+        raise ModelNotFoundError(
+            f"the hub repository '{repo_id}' is no OpenCLIP model: it needs {HUB_CONFIG} and the weights beside it"
+        )
+    step(f"loading {spec.model_name} from {snapshot.described()}")
+    # open_clip's own name for a directory laid out as a hub repository.
+    local = f"local-dir:{snapshot.path}"
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(local, device="cpu")
+        tokenizer = open_clip.get_tokenizer(local)
+    except Exception as error:
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first_line = first_line.replace(str(snapshot.path), repo_id)
+        raise ConversionError(f"open_clip cannot load the hub repository '{repo_id}': {first_line}") from error
+    return Loaded(model.float().eval(), preprocess, tokenizer, snapshot.described(), open_clip.__version__)
 
 
 def image_preprocessing(model) -> ImagePreprocessing:

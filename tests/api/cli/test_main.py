@@ -116,7 +116,7 @@ def test_models_as_a_table_and_as_json(run, gateway):
 
 def test_load_shows_the_servers_progress_then_prints_the_result(run, gateway):
     async def load_sentence_transformer(
-        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
     ):
         progress.converter_line("[  1.5s] exporting ONNX (opset 17)")
         progress.step("loading into Triton")
@@ -137,7 +137,9 @@ def test_server_errors_exit_1_with_status_code_and_message(run, gateway):
     assert (code, out) == (1, "")
     assert "404 model_not_found" in err and "load it first" in err
 
-    async def fails(name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None):
+    async def fails(
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
+    ):
         from embedgate.api.errors import ModelNotFound
 
         raise ModelNotFound(f"model '{name}' could not be found")
@@ -150,7 +152,9 @@ def test_server_errors_exit_1_with_status_code_and_message(run, gateway):
 def test_refuse_source_change_asks_the_server_for_a_409_rather_than_a_conversion(run, gateway):
     asked = []
 
-    async def refuses(name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None):
+    async def refuses(
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
+    ):
         from embedgate.api.errors import SourceChanged
 
         asked.append(on_source_change)
@@ -161,6 +165,25 @@ def test_refuse_source_change_asks_the_server_for_a_409_rather_than_a_conversion
     assert code == 1 and "409 source_changed" in err
     run("load", "org/m", "--model-path", "/srv")
     assert asked == ["refuse", "convert"]
+
+
+def test_revision_asks_the_server_for_the_hubs_revision(run, gateway):
+    asked = []
+
+    async def load_sentence_transformer(
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
+    ):
+        asked.append(revision)
+        progress.converter_line('[  0.2s] downloading org/m: 1 of 2 files, 5 B of 9 B\t{"download": {"files_done": 1}}')
+        return SimpleNamespace(model=FakeModel(name), already_loaded=False, converted=True)
+
+    gateway.registry.load_sentence_transformer = load_sentence_transformer
+    code, _, err = run("load", "org/m", "--revision", "v1.0")
+    assert code == 0, err
+    run("load", "org/m")
+    assert asked == ["v1.0", None]
+    # A download's step shows its words: the files and bytes done.
+    assert err.splitlines()[0].endswith("] downloading org/m: 1 of 2 files, 5 B of 9 B")
 
 
 def test_unload_prints_the_servers_message(run, gateway):
@@ -197,7 +220,7 @@ def test_pretrained_loads_a_clip_model(run, gateway):
 
     asked = []
 
-    async def load_clip(model_name, pretrained, *, on_source_change="convert", progress=None):
+    async def load_clip(model_name, pretrained, *, revision=None, on_source_change="convert", progress=None):
         asked.append((model_name, pretrained))
         raise ModelNotFound(f"CLIP model '{model_name}' ({pretrained}) could not be found")
 

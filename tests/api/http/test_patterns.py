@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from embedgate.api.endpoints.schemas import patterns
 from embedgate.api.errors import Forbidden, InvalidInput, InvalidModelName, ModelNotFound
 from embedgate.api.models.names import clip_triton_name, split_clip_key, to_triton_name
-from embedgate.api.models.sources import check_pretrained
+from embedgate.api.models.sources import check_pretrained, check_revision
 from embedgate.api.settings import Settings
 
 
@@ -109,3 +109,31 @@ def test_a_relative_checkpoint_path_is_forbidden_by_both(pretrained):
     assert not schema_regex(patterns.PRETRAINED_TO_LOAD).match(pretrained)
     with pytest.raises(InvalidInput):
         check_pretrained(Settings(), pretrained)
+
+
+def revision_accepted(revision: str) -> bool:
+    try:
+        check_revision(revision)
+    except InvalidInput:
+        return False
+    return True
+
+
+@CHECKS
+@given(drawn(patterns.REVISION) | st.text(alphabet="aZ09._-/ \n", max_size=16))
+def test_a_revision_is_accepted_exactly_where_the_pattern_allows_it(revision):
+    if not revision.endswith("\n"):  # ``$`` in the server's check, as for names
+        assert revision_accepted(revision) == bool(schema_regex(patterns.REVISION).match(revision)), revision
+
+
+@CHECKS
+@given(st.from_regex(r"\Ahf-hub:[aZ09._/-]{0,12}\Z") | drawn(patterns.PRETRAINED_TO_LOAD))
+def test_a_hub_repository_as_pretrained_is_accepted_exactly_where_the_pattern_allows_it(pretrained):
+    if not pretrained.startswith("hf-hub:"):
+        return
+    try:
+        check_pretrained(Settings(), pretrained)
+        accepted_there = True
+    except InvalidInput:
+        accepted_there = False
+    assert accepted_there == bool(schema_regex(patterns.PRETRAINED_TO_LOAD).match(pretrained)), pretrained

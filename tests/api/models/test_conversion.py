@@ -19,6 +19,12 @@ from embedgate.contract import errors as contract
         (contract.UnsupportedModelError, errors.UnsupportedModel, 422),
         # Code of the model's own, which the load did not allow to run: not allowed, rather than unservable.
         (contract.RemoteCodeRefused, errors.TrustRemoteCodeRequired, 403),
+        # The hub's: downloads off and a gated model refused (the server's settings), a hub that
+        # timed out, or failed (a gateway's upstream).
+        (contract.HubDownloadsDisabled, errors.HubDownloadDisabled, 403),
+        (contract.HubAccessDenied, errors.HubAccessDenied, 403),
+        (contract.HubTimeout, errors.HubTimeout, 504),
+        (contract.HubUnavailable, errors.HubUnavailable, 502),
     ],
 )
 def test_each_exit_code_is_its_error_and_status(failure, error, status):

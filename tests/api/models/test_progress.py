@@ -40,3 +40,18 @@ def test_only_the_converters_step_lines_reach_listeners():
     ):
         progress.converter_line(line)
     assert [e["message"] for e in heard] == ["exporting ONNX (opset 17)", "parity check: min cosine 0.999999"]
+
+
+def test_a_steps_numbers_reach_listeners_beside_its_words():
+    heard = []
+    progress = Progress("org/model")
+    progress.listen(heard.append)
+    numbers = '{"download": {"files_done": 1, "files_total": 2, "bytes_done": 5, "bytes_total": 9}, "other": 1}'
+    progress.converter_line(f"[  0.2s] downloading org/m: 1 of 2 files, 5 B of 9 B\t{numbers}")
+    progress.converter_line("[  0.3s] a step whose numbers do not read\t{not json")
+    download = {"files_done": 1, "files_total": 2, "bytes_done": 5, "bytes_total": 9}
+    assert [(event["message"], event.get("download")) for event in heard] == [
+        ("downloading org/m: 1 of 2 files, 5 B of 9 B", download),
+        ("a step whose numbers do not read", None),
+    ]
+    assert "other" not in heard[0]

@@ -56,6 +56,29 @@ def test_the_verdict(recorded, wanted, verdict):
     assert compare(recorded, wanted) is verdict
 
 
+PACKAGE = ModelSource(type="package", location="/site/m", revision="gt-m==1.0", fingerprint="sha256:cc")
+
+
+@pytest.mark.parametrize(
+    "recorded, wanted, verdict",
+    [
+        # The revision in the cache: its files decide.
+        (hub("1" * 40, "sha256:aa"), hub("2" * 40, "sha256:aa"), SAME),
+        (hub("1" * 40, "sha256:aa"), hub("2" * 40, "sha256:bb"), CHANGED),
+        # Not in the cache: its commit decides; a name the cache cannot resolve is another revision.
+        (hub("1" * 40, "sha256:aa"), hub("1" * 40, None), SAME),
+        (hub("1" * 40, "sha256:aa"), hub("v1", None), CHANGED),
+        # A copy of anything but that hub repository: changed, whatever the name alone would say.
+        (directory("/a"), hub("v1", None), CHANGED),
+        (PACKAGE, hub("1" * 40, "sha256:cc"), CHANGED),
+        (ModelSource(type="hub", location="org/other", revision="1" * 40, fingerprint="sha256:aa"),
+         hub("1" * 40, "sha256:aa"), CHANGED),
+    ],
+)
+def test_the_verdict_on_a_load_that_names_a_revision(recorded, wanted, verdict):
+    assert compare(recorded, wanted, pinned=True) is verdict
+
+
 def test_the_refusal_is_a_409_naming_both_sources():
     error = refusal(ModelRef.named("stale/m"), directory("/srv/a", "sha256:" + "1" * 64), directory("/srv/b", "sha256:" + "2" * 64))
     assert isinstance(error, SourceChanged) and status_of(error) == 409 and error.code == "source_changed"

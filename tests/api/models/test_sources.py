@@ -4,7 +4,7 @@ import pytest
 
 from embedgate.api.errors import InvalidInput, ModelNotFound
 from embedgate.api.http.auth import Forbidden
-from embedgate.api.models.sources import check_model_path, check_pretrained
+from embedgate.api.models.sources import check_model_path, check_pretrained, check_revision
 from embedgate.api.settings import Settings
 
 
@@ -55,3 +55,24 @@ def test_pretrained_paths_are_checked(tmp_path):
         check_pretrained(Settings(), "relative/model.pt")
     with pytest.raises(InvalidInput):  # Path.resolve() would raise ValueError: a 500
         check_pretrained(Settings(), str(tmp_path / "nul\0byte.pt"))
+
+
+def test_a_hub_repository_as_pretrained_is_checked_as_a_model_name():
+    check_pretrained(Settings(local_model_dirs=["/nowhere"]), "hf-hub:org/tiny-clip")  # no file: no directory rule
+    check_pretrained(Settings(), "hf-hub:tiny-clip")
+    for bad in ("hf-hub:", "hf-hub:org/a/b", "hf-hub:org--x/y", "hf-hub:../x", "hf-hub:org/m@int8"):
+        with pytest.raises(InvalidInput, match="hf-hub"):
+            check_pretrained(Settings(), bad)
+
+
+def test_a_revision_is_a_hub_ref_of_a_model_from_the_hub():
+    for revision in (None, "main", "v1.0", "refs/pr/1", "a" * 40):
+        check_revision(revision)
+    check_revision("v1", pretrained="hf-hub:org/clip")
+    for bad in ("", "../x", "a//b", "a/", "/a", "a b", "x" * 201, "-a"):
+        with pytest.raises(InvalidInput, match="revision must be"):
+            check_revision(bad)
+    with pytest.raises(InvalidInput, match="model_path names a directory"):
+        check_revision("v1", model_path="/srv/model")
+    with pytest.raises(InvalidInput, match="hf-hub:org/name"):
+        check_revision("v1", pretrained="laion2b_s34b_b79k")

