@@ -8,7 +8,9 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+import helm_python as helm
 import kubernetes_validate
+import yaml
 from pydantic import BaseModel
 from ray.serve.config import AutoscalingConfig
 from ray.serve.schema import ServeDeploySchema
@@ -17,9 +19,14 @@ from embedgate.api.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
+CHART = DOCKER / "kubernetes" / "helm" / "embedgate"
+REPOSITORY = "s3://minio.storage.svc.cluster.local:9000/embedgate/model_repository"
+RELEASE = "search"
+# The chart as most will install it: defaults plus the one required value.
+DEFAULTS = {"modelRepository": REPOSITORY}
 
-# The oldest Kubernetes the chart supports (native sidecars: Chart.yaml's kubeVersion)
-# and a current one; kubernetes-validate ships the schemas of both.
+# The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion) and a current one;
+# kubernetes-validate ships the schemas of both.
 KUBERNETES_VERSIONS = ("1.29.0", "1.33.0")
 
 # Environment variables that carry secrets: only ever read from a Secret.
@@ -36,6 +43,32 @@ def project_version() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
+def render_text(values: dict) -> dict[str, str]:
+    with helm.Chart.load(CHART) as chart:
+        return chart.render(values=values, name=RELEASE, namespace="embeddings")
+
+
+def render(values: dict) -> dict[str, dict]:
+    """The rendered objects by kind (the chart renders at most one of each)."""
+    objects = {}
+    for name, text in render_text(values).items():
+        if name.endswith("NOTES.txt"):
+            continue
+        for obj in yaml.safe_load_all(text):
+            if obj:
+                assert obj["kind"] not in objects, f"two {obj['kind']} objects"
+                objects[obj["kind"]] = obj
+    return objects
+
+
+def pod(objects: dict) -> dict:
+    return objects["Deployment"]["spec"]["template"]["spec"]
+
+
+def embedgate(objects: dict) -> dict:
+    return containers(pod(objects))["embedgate"]
+
+
 def validate_strictly(obj: dict) -> None:
     """Raise kubernetes_validate.ValidationError unless ``obj`` is valid, with no field
     the API does not know, at every pinned Kubernetes version."""
@@ -49,7 +82,7 @@ def as_pod_template(name: str, template: dict) -> dict:
 
 
 def containers(pod_spec: dict) -> dict[str, dict]:
-    """Every container of a pod, init containers (and so native sidecars) included."""
+    """Every container of a pod, init containers included."""
     every = pod_spec.get("initContainers", []) + pod_spec["containers"]
     return {c["name"]: c for c in every}
 

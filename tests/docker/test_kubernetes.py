@@ -1,6 +1,8 @@
 """The Helm chart in docker/kubernetes/helm/embedgate, rendered and linted offline by the
 Helm SDK (helm-python-sdk, no cluster, no helm binary) and every object it renders
-validated strictly against Kubernetes' own schemas (kubernetes-validate)."""
+validated strictly against Kubernetes' own schemas (kubernetes-validate). That its pods
+run the image docker/Dockerfile builds as that image runs (its user, port, probes and
+volumes) is checked against the built image in test_images.py."""
 
 from __future__ import annotations
 
@@ -19,35 +21,38 @@ from embedgate.api.http.app import create_app
 from embedgate.api.settings import Settings
 
 from .manifests import (
-    DOCKER,
+    CHART,
+    DEFAULTS,
     KUBERNETES_VERSIONS,
+    RELEASE,
+    REPOSITORY,
     SECRET_VARIABLES,
     as_pod_template,
     containers,
+    embedgate,
     env_entries,
     literal_env,
+    pod,
     project_version,
+    render,
+    render_text,
     settings_from,
     unknown_settings,
     validate_strictly,
 )
 
-CHART = DOCKER / "kubernetes" / "helm" / "embedgate"
-REPOSITORY = "s3://minio.storage.svc.cluster.local:9000/embedgate/model_repository"
-RELEASE = "search"
 FULLNAME = f"{RELEASE}-embedgate"
 
-# The chart as most will install it: defaults plus the one required value.
-DEFAULTS = {"modelRepository": REPOSITORY}
-# CPU-only Triton, a fixed number of pods, a CLIP model, an extra gateway setting.
+# CPU nodes, a fixed number of pods, a CLIP model, an extra setting, no pod scrape.
 OVERRIDES = {
     "modelRepository": REPOSITORY,
     "replicaCount": 3,
     "models": ["sentence-transformers/all-MiniLM-L6-v2", "ViT-B-32:laion2b_s34b_b79k"],
-    "triton": {"gpu": {"enabled": False}},
+    "gpu": {"enabled": False},
     "autoscaling": {"enabled": False},
     "podDisruptionBudget": {"enabled": False},
-    "gateway": {"settings": {"EMBEDGATE_MAX_INFLIGHT_REQUESTS": "512"}},
+    "settings": {"EMBEDGATE_MAX_INFLIGHT_REQUESTS": "512"},
+    "metrics": {"scrapeAnnotations": False},
 }
 # Values no manifest may show in plain text.
 SENTINELS = {
@@ -59,35 +64,6 @@ SENTINELS = {
 CREATED_SECRET = {**DEFAULTS, "credentials": {"create": True, **SENTINELS}}
 
 VALUE_SETS = {"defaults": DEFAULTS, "overrides": OVERRIDES, "created-secret": CREATED_SECRET}
-
-
-def render_text(values: dict) -> dict[str, str]:
-    with helm.Chart.load(CHART) as chart:
-        return chart.render(values=values, name=RELEASE, namespace="embeddings")
-
-
-def render(values: dict) -> dict[str, dict]:
-    """The rendered objects by kind (the chart renders at most one of each)."""
-    objects = {}
-    for name, text in render_text(values).items():
-        if name.endswith("NOTES.txt"):
-            continue
-        for obj in yaml.safe_load_all(text):
-            if obj:
-                assert obj["kind"] not in objects, f"two {obj['kind']} objects"
-                objects[obj["kind"]] = obj
-    return objects
-
-
-def pod(objects: dict) -> dict:
-    return objects["Deployment"]["spec"]["template"]["spec"]
-
-
-def triton_flags(objects: dict) -> dict[str, str]:
-    command = containers(pod(objects))["triton"]["command"]
-    assert command[0] == "tritonserver"
-    pairs = (arg.removeprefix("--").partition("=") for arg in command[1:])
-    return {name: value if equals else "true" for name, equals, value in pairs}
 
 
 def port_number(container: dict, name: str) -> int:
@@ -146,32 +122,26 @@ def test_the_model_repository_is_required():
         render({})
 
 
-def test_one_gateway_and_one_triton_per_pod(rendered):
+def test_one_container_of_the_image_per_pod(rendered):
     spec = pod(rendered)
-    assert [c["name"] for c in spec["containers"]] == ["gateway"]
-    # Triton is a native sidecar: an init container that keeps running.
-    assert [(c["name"], c.get("restartPolicy")) for c in spec["initContainers"]] == [("triton", "Always")]
-    assert containers(spec)["gateway"]["command"] == ["embedgate", "serve"]
+    assert [c["name"] for c in spec["containers"]] == ["embedgate"] and "initContainers" not in spec
+    # The image's own entrypoint: the gateway, which starts the Triton it embeds.
+    assert "command" not in embedgate(rendered) and "args" not in embedgate(rendered)
 
 
-def test_triton_reads_the_repository_the_gateway_writes(rendered):
-    flags = triton_flags(rendered)
-    gateway = literal_env(containers(pod(rendered))["gateway"])
-    assert flags["model-repository"] == gateway["EMBEDGATE_MODEL_REPOSITORY"] == REPOSITORY
-    assert flags["model-control-mode"] == "explicit"
-    assert flags["disable-auto-complete-config"] == "true"
-    assert flags["strict-readiness"] == "true"
+def test_the_pod_serves_the_repository_with_its_embedded_triton(rendered, monkeypatch):
+    settings = settings_from(literal_env(embedgate(rendered)), monkeypatch)
+    assert settings.embedded and settings.triton_form == "python"
+    assert settings.model_repository == REPOSITORY
 
 
-def test_the_gateway_reaches_triton_inside_the_pod(rendered):
-    flags, spec = triton_flags(rendered), pod(rendered)
-    triton, gateway = containers(spec)["triton"], literal_env(containers(spec)["gateway"])
-    assert gateway["EMBEDGATE_TRITON_URL"] == f"127.0.0.1:{flags['http-port']}"
-    assert gateway["EMBEDGATE_TRITON_GRPC_URL"] == f"127.0.0.1:{flags['grpc-port']}"
-    assert flags["grpc-address"] == "127.0.0.1"
-    assert gateway["EMBEDGATE_TRITON_METRICS_URL"] == f"http://127.0.0.1:{flags['metrics-port']}/metrics"
-    assert port_number(triton, "triton-http") == int(flags["http-port"])
-    assert port_number(triton, "triton-metrics") == int(flags["metrics-port"])
+def test_the_pods_cache_and_shared_memory_are_volumes(rendered):
+    spec = pod(rendered)
+    mounts = {m["name"]: m["mountPath"] for m in embedgate(rendered)["volumeMounts"]}
+    volumes = {v["name"]: v["emptyDir"] for v in spec["volumes"]}
+    assert mounts == {"cache": "/home/embedgate/.cache", "shm": "/dev/shm"}
+    assert volumes["shm"]["medium"] == "Memory" and volumes["shm"]["sizeLimit"]
+    assert volumes["cache"]["sizeLimit"]
 
 
 @pytest.fixture(scope="module")
@@ -181,39 +151,40 @@ def gateway_app() -> TestClient:
 
 
 def test_probes_point_at_real_endpoints(rendered, gateway_app):
-    spec = pod(rendered)
-    triton_paths = {"/v2/health/ready", "/v2/health/live"}  # KServe v2, Triton's own
-    for name, container in containers(spec).items():
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            get = container[probe]["httpGet"]
-            assert get["port"] in {p["name"] for p in container["ports"]}, (name, probe)
-            if name == "triton":
-                assert get["path"] in triton_paths, probe
-            else:
-                # Probes carry no key: the path must exist and answer without one.
-                assert gateway_app.get(get["path"]).status_code not in (401, 403, 404), probe
-    gateway, triton = containers(spec)["gateway"], containers(spec)["triton"]
-    assert gateway_app.get(gateway["livenessProbe"]["httpGet"]["path"]).json() == {"status": "live"}
+    container = embedgate(rendered)
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["port"] in {p["name"] for p in container["ports"]}, probe
+        # Probes carry no key: the path must exist and answer without one.
+        assert gateway_app.get(get["path"]).status_code not in (401, 403, 404), probe
+    assert gateway_app.get(container["livenessProbe"]["httpGet"]["path"]).json() == {"status": "live"}
     # Ready means Triton ready and the models loaded: here, with no gateway started, 503.
-    assert gateway_app.get(gateway["readinessProbe"]["httpGet"]["path"]).status_code == 503
-    assert triton["readinessProbe"]["httpGet"]["path"] == triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert gateway_app.get(container["readinessProbe"]["httpGet"]["path"]).status_code == 503
 
 
 def test_ports_agree(rendered):
-    spec, service = pod(rendered), rendered["Service"]["spec"]
-    gateway = containers(spec)["gateway"]
-    flags = triton_flags(rendered)
+    container, service = embedgate(rendered), rendered["Service"]["spec"]
     [service_port] = service["ports"]
     assert service_port["targetPort"] == "http"
-    assert port_number(gateway, "http") == int(literal_env(gateway)["EMBEDGATE_PORT"]) == service_port["port"]
-    assert literal_env(gateway)["EMBEDGATE_HOST"] == "0.0.0.0"
-    # Only the gateway's port and Triton's read-only metrics: never its control API.
+    assert port_number(container, "http") == int(literal_env(container)["EMBEDGATE_PORT"]) == service_port["port"]
+    # The gateway's port alone: Triton's listen on the pod's loopback.
     admitted = {p["port"] for rule in rendered["NetworkPolicy"]["spec"]["ingress"] for p in rule["ports"]}
-    assert admitted == {port_number(gateway, "http"), int(flags["metrics-port"])}
-    assert int(flags["http-port"]) not in admitted and int(flags["grpc-port"]) not in admitted
-    annotations = rendered["Deployment"]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == flags["metrics-port"]
+    assert admitted == {port_number(container, "http")}
+
+
+def test_prometheus_scrapes_the_gateway_without_a_key(monkeypatch):
+    objects = render(DEFAULTS)
+    annotations = objects["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    container = embedgate(objects)
+    assert annotations["prometheus.io/port"] == str(port_number(container, "http"))
+    settings = settings_from({**literal_env(container), "EMBEDGATE_API_KEYS": "user-key"}, monkeypatch)
+    app = TestClient(create_app(settings))
+    # No Triton behind it here: not 401, so the scrape reaches the handler.
+    assert app.get(annotations["prometheus.io/path"]).status_code not in (401, 403, 404)
+    assert app.get("/metrics").status_code == 401
+    # Without the annotations, the metrics keep their key.
+    unscraped = render(OVERRIDES)
+    assert "EMBEDGATE_PROMETHEUS_WITHOUT_KEY" not in literal_env(embedgate(unscraped))
 
 
 def test_selectors_agree(rendered):
@@ -230,27 +201,23 @@ def test_selectors_agree(rendered):
 
 def test_every_embedgate_variable_is_a_setting(rendered):
     names = {entry["name"] for entry in env_entries(pod(rendered))}
-    assert {"EMBEDGATE_MODEL_REPOSITORY", "EMBEDGATE_TRITON_URL", "EMBEDGATE_PRELOAD_MODELS"} <= names
+    assert {"EMBEDGATE_MODEL_REPOSITORY", "EMBEDGATE_PRELOAD_MODELS", "EMBEDGATE_INSTANCE_KIND"} <= names
     assert unknown_settings(names) == set()
 
 
-def test_the_gateways_environment_makes_valid_settings(monkeypatch):
-    gateway = containers(pod(render(OVERRIDES)))["gateway"]
-    settings = settings_from(literal_env(gateway), monkeypatch)
-    assert not settings.embedded
-    assert settings.triton_form == "onnxruntime" and settings.instance_kind == "cpu"
+def test_the_pods_environment_makes_valid_settings(monkeypatch):
+    settings = settings_from(literal_env(embedgate(render(OVERRIDES))), monkeypatch)
+    assert settings.embedded and settings.instance_kind == "cpu"
     assert settings.preload_models == OVERRIDES["models"]
     assert settings.max_inflight_requests == 512
 
 
 def test_gpu_only_when_enabled():
     for values, kind, gpus in ((DEFAULTS, "gpu", {"nvidia.com/gpu": 1}), (OVERRIDES, "cpu", {})):
-        spec = pod(render(values))
-        triton, gateway = containers(spec)["triton"], containers(spec)["gateway"]
-        limits = triton["resources"].get("limits", {})
+        container = embedgate(render(values))
+        limits = container["resources"].get("limits", {})
         assert {k: v for k, v in limits.items() if k.startswith("nvidia.com/")} == gpus
-        assert "nvidia.com/gpu" not in gateway["resources"].get("limits", {})
-        assert literal_env(gateway)["EMBEDGATE_INSTANCE_KIND"] == kind
+        assert literal_env(container)["EMBEDGATE_INSTANCE_KIND"] == kind
 
 
 def test_no_credential_is_written_in_a_pod(rendered):
@@ -262,9 +229,8 @@ def test_no_credential_is_written_in_a_pod(rendered):
             ref = entry["valueFrom"]["secretKeyRef"]
             assert ref["name"] == secret_name and ref["key"] == entry["name"]
             read[entry["name"]] = read.get(entry["name"], 0) + 1
-    # Both containers reach S3; only the gateway checks API keys.
     assert read == {
-        "AWS_ACCESS_KEY_ID": 2, "AWS_SECRET_ACCESS_KEY": 2, "AWS_DEFAULT_REGION": 2,
+        "AWS_ACCESS_KEY_ID": 1, "AWS_SECRET_ACCESS_KEY": 1, "AWS_DEFAULT_REGION": 1,
         "EMBEDGATE_API_KEYS": 1, "EMBEDGATE_ADMIN_KEYS": 1,
     }
 
@@ -334,18 +300,16 @@ def test_without_the_autoscaler_the_deployment_sets_its_replicas():
     assert objects["Deployment"]["spec"]["replicas"] == 3
 
 
-def test_images_match_the_repositorys_dockerfile():
-    spec = pod(render(DEFAULTS))
-    dockerfile = (DOCKER / "Dockerfile").read_text()
-    triton_image = re.search(r"^ARG TRITON_IMAGE=(\S+)$", dockerfile, flags=re.M).group(1)
-    # The gateway image is built FROM that Triton: the two agree on Triton's version.
-    assert containers(spec)["triton"]["image"] == triton_image
-    assert containers(spec)["gateway"]["image"] == f"embedgate-gpu:{project_version()}"
+def test_the_image_is_the_one_the_docs_build():
+    image = embedgate(render(DEFAULTS))["image"]
+    assert image == f"embedgate:{project_version()}"
+    readme = (CHART / "README.md").read_text()
+    assert f"docker build -f docker/Dockerfile -t {image} ." in readme
 
 
 def test_pod_template_validation_rejects_an_unknown_field():
     template = copy.deepcopy(render(DEFAULTS)["Deployment"]["spec"]["template"])
     validate_strictly(as_pod_template("embedgate", template))
-    template["spec"]["initContainers"][0]["restartPolicyy"] = "Always"
+    template["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
     with pytest.raises(kubernetes_validate.ValidationError):
         validate_strictly(as_pod_template("embedgate", template))

@@ -45,7 +45,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "embedgate.fullname" .) .Values.credentials.existingSecret }}
 {{- end }}
 
-{{/* The one model repository URL, checked once for both containers. */}}
+{{/* The model repository URL, checked. */}}
 {{- define "embedgate.modelRepository" -}}
 {{- $url := required "modelRepository is required: s3://host:port/bucket/path" .Values.modelRepository }}
 {{- if not (regexMatch "^s3://[^/]+/[^/]+" $url) }}
@@ -63,7 +63,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
       key: {{ .key }}
 {{- end }}
 
-{{/* What both containers need to reach the S3 repository. */}}
+{{/* What the pod needs to reach the S3 repository. */}}
 {{- define "embedgate.s3Env" -}}
 {{- $secret := include "embedgate.secretName" . }}
 {{- range $i, $key := list "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY" "AWS_DEFAULT_REGION" }}
