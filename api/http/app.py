@@ -65,10 +65,9 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     # Health stays open (probes carry no keys), TEI's too; management needs an admin key when set.
     for router in (health.router, tei.health, tei.named_health):
         app.include_router(router)
-    for router in (
-        inference.router, rerank.router, predict.router, cohere.router, metrics.router, prometheus.router, models.listing
-    ):
+    for router in (inference.router, rerank.router, predict.router, cohere.router, metrics.router, models.listing):
         app.include_router(router, **key_guard(settings))
+    app.include_router(prometheus.router, **({} if settings.prometheus_without_key else key_guard(settings)))
     for router in (openai.router, rerank.v1_router, batches.router):
         app.include_router(router, **key_guard(settings, documented=openai_errors))
     # The default model's before any model's: /tei/{model} would take /tei/embed as a model.

@@ -33,6 +33,10 @@ class AccessSettings(BaseModel):
         "key by, and unnamed keys' metric labels derive from (empty: a fixed one). Changing it leaves existing "
         "files and batches to admin keys.",
     )
+    prometheus_without_key: bool = Field(
+        False, description="GET /metrics/prometheus answers without a key, for a Prometheus that scrapes pods by "
+        "annotation (the Helm chart's); every other endpoint keeps its keys."
+    )
     key_fair_share: bool = Field(
         True, description="With keys: when the server must refuse work, it refuses the keys over their share first."
     )

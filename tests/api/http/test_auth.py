@@ -69,3 +69,17 @@ def test_the_secret_keys_the_hash():
 
 def test_an_admin_key_that_is_also_an_api_key_is_an_admin():
     assert KeyRing(["both"], ["both"]).check("Bearer both", admin=False).admin
+
+
+@pytest.mark.parametrize("without_key", [False, True])
+def test_prometheus_may_answer_without_a_key_alone(without_key):
+    from starlette.testclient import TestClient
+
+    from embedgate.api.http.app import create_app
+    from embedgate.api.settings import Settings
+
+    app = TestClient(create_app(Settings(api_keys=["api-1"], prometheus_without_key=without_key)))
+    # No gateway started behind the app: past the key check the answer is a 503.
+    assert app.get("/metrics/prometheus").status_code == (503 if without_key else 401)
+    assert app.get("/metrics").status_code == 401
+    assert app.get("/loaded_models").status_code == 401
