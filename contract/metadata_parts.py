@@ -6,7 +6,7 @@ as the contract is: the serving path imports it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -49,7 +49,10 @@ class GpuInfo(BaseModel):
     parity: ParityResult | ImageParityResult
 
 
-RouteTask = Literal["query", "document", "default"]
+RouteTask = Literal["default", "query", "document"]
+# Every task a route may take, as metadata.json names them: ``encode`` without one, then
+# ``encode_query``'s and ``encode_document``'s; the converter and the gateway read this.
+ROUTE_TASKS: tuple[RouteTask, ...] = get_args(RouteTask)
 
 
 class RouteInfo(BaseModel):

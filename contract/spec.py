@@ -22,6 +22,7 @@ from pydantic import (
 
 from embedgate.contract import kinds
 from embedgate.contract.kinds import KindRecord
+from embedgate.contract.kinds.clip import clip_part_names  # noqa: F401 - where the gateway and converters take it
 
 # The parts of metadata.json, in a module of their own; named here too, as ever. What a
 # kind records of its own is in its module (contract/kinds/<kind>.py).
@@ -29,6 +30,7 @@ from embedgate.contract.metadata_parts import (
     Calibration,
     GpuInfo,
     ImageParityResult,
+    ROUTE_TASKS,
     ParityResult,
     RouteInfo,
     RouteTask,
@@ -84,10 +86,6 @@ ROUTES_DIR = "routes"
 STATIC_WEIGHTS_FILE = "weights.npy"
 # The image tower of a CLIP model takes uint8 pixels [batch, height, width, 3] (RGB).
 PIXELS = "pixels"
-# A CLIP model is two Triton models: "<name>_text_encoder" and "<name>_image_encoder".
-TEXT_ENCODER_SUFFIX = "_text_encoder"
-IMAGE_ENCODER_SUFFIX = "_image_encoder"
-
 TritonForm = Literal["python", "onnxruntime"]
 # The library a load names. A sentence-transformers directory declares which of its classes
 # it is, and that decides the kind; OpenCLIP models are one kind.
@@ -111,11 +109,6 @@ def variant_model_name(model_name: str, variant: Variant | None) -> str:
     return model_name if variant is None else f"{model_name}{VARIANT_MARK}{variant}"
 
 
-def clip_part_names(triton_name: str) -> tuple[str, str]:
-    """The Triton names of a CLIP model's (text, image) towers."""
-    return triton_name + TEXT_ENCODER_SUFFIX, triton_name + IMAGE_ENCODER_SUFFIX
-
-
 # Bucket edges about 1.5x apart above 16 (powers of two below): padding to the next costs at
 # most half again the compute, where each bucket more costs a capture and its memory.
 GRAPH_ROWS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -131,7 +124,7 @@ class TritonConfigOptions(BaseModel):
     form: TritonForm = "python"
     max_batch_size: int = Field(64, ge=1, le=4096)
     # False: no dynamic batcher; Triton runs each request in the order it came, one per
-    # execution, and the gateway's coalescer (api/coalescing.py) is the model's batcher.
+    # execution, and the gateway's coalescer (api/compute/scheduling/coalescing.py) is the model's batcher.
     dynamic_batching: bool = True
     max_queue_delay_microseconds: int = Field(2000, ge=0)
     preferred_batch_sizes: list[int] = Field(default_factory=list)

@@ -82,8 +82,8 @@ def page_curl(page: str) -> tuple[str, dict]:
 
 
 def page_python_lines(page: str, url: str) -> list[list[str]]:
-    """A docs page's one Python example, run against ``url`` (for localhost:8000): the words
-    of each line it prints."""
+    """A docs page's one Python example, run against ``url`` (for localhost:8686, where
+    ``make serve`` listens): the words of each line it prints."""
     import contextlib
     import io
     import re
@@ -91,5 +91,5 @@ def page_python_lines(page: str, url: str) -> list[list[str]]:
     (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(python.replace("http://localhost:8000", url), {})  # noqa: S102 - the page's own example
+        exec(python.replace("http://localhost:8686", url), {})  # noqa: S102 - the page's own example
     return [line.split() for line in printed.getvalue().splitlines()]

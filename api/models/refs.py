@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embedgate.contract.kinds.clip import ClipMetadata
-from embedgate.contract.kinds.dense import DenseInfo, late_part_name
-from embedgate.contract.kinds.multimodal import MultimodalMetadata, multimodal_part_names
-from embedgate.contract.kinds.vision_language import VisionLanguageMetadata, vision_language_part_names
-from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant, clip_part_names
+from embedgate.contract import kinds
+from embedgate.contract.spec import ModelLibrary, ModelMetadata, Variant
 
+from ..compute.requests.kinds import KINDS as SERVED_KINDS
+from ..compute.requests.kinds import kind_of
 from .names import clip_key, clip_triton_name, split_clip_key, split_variant, to_triton_name
 
 
@@ -45,38 +44,29 @@ class ModelRef:
         return split_variant(self.model_name)[1] if self.library == "sentence_transformers" else None
 
     def parts(self) -> tuple[str, ...]:
-        """The Triton models it is published as, as far as its name tells: a CLIP model's two
-        towers; a sentence-transformers model's first (a multimodal one's image graph is
-        named by its metadata: ``parts_of``)."""
-        return clip_part_names(self.triton_name) if self.library == "open_clip" else (self.triton_name,)
+        """The Triton models it is published as, as far as its name tells: those every kind
+        of its library declares (a CLIP model's two towers; a sentence-transformers
+        model's graph). Which others it has, its metadata says: ``parts_of``."""
+        return kinds.first_parts(self.library, self.triton_name)
 
     def every_part(self) -> tuple[str, ...]:
-        """Every Triton model a model of this name may be published as, the first first:
-        ``parts``, and a sentence-transformers model's image graph (a multimodal one's) or
-        late-chunking graph (a dense one's)."""
-        if self.library == "open_clip":
-            return self.parts()
-        return (*multimodal_part_names(self.triton_name), late_part_name(self.triton_name))
+        """Every Triton model a model of this name may be published as, whatever its kind,
+        the first first (each kind declares its own: ``contract/kinds/``)."""
+        return kinds.every_part(self.library, self.triton_name)
 
     def parts_of(self, metadata: ModelMetadata) -> tuple[str, ...]:
-        """The Triton models the published model ``metadata`` describes is made of."""
-        if metadata.record_of(MultimodalMetadata) is not None:
-            return multimodal_part_names(self.triton_name)
-        if metadata.record_of(VisionLanguageMetadata) is not None:
-            return vision_language_part_names(self.triton_name)
-        dense = metadata.record_of(DenseInfo)
-        if dense is not None and dense.late_chunking is not None:
-            return (self.triton_name, late_part_name(self.triton_name))
-        return self.parts()
+        """The Triton models the published model ``metadata`` describes is made of, as its
+        kind says (a kind this gateway does not serve: those its name tells)."""
+        if metadata.kind not in SERVED_KINDS:
+            return self.parts()
+        return kind_of(metadata).parts(self.triton_name)
 
     def owns(self, metadata: ModelMetadata | None) -> bool:
         """Whether ``metadata`` (a part's in the repository) is this model's."""
         if metadata is None or metadata.model_name != self.model_name:
             return False
-        clip = metadata.record_of(ClipMetadata)
-        if self.pretrained is None:
-            return clip is None
-        return clip is not None and clip.pretrained == self.pretrained
+        record = metadata.record
+        return (record.pretrained_tag() if record is not None else None) == self.pretrained
 
     def described(self) -> str:
         return self.model_name if self.pretrained is None else f"{self.model_name} ({self.pretrained})"

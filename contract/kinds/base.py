@@ -4,6 +4,7 @@ what is the kind's own (:class:`KindRecord`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,6 +17,16 @@ class KindRecord(BaseModel):
 
     # The key metadata.json keeps it under ("cross_encoder", "clip"...).
     key: ClassVar[str]
+
+    def pretrained_tag(self) -> str | None:
+        """What a load names a model of this kind by besides its model_name (OpenCLIP's
+        pretrained); None for the kinds a model name alone names."""
+        return None
+
+
+def one_part(triton_name: str) -> tuple[str, ...]:
+    """A model that is one Triton model, named as the model is."""
+    return (triton_name,)
 
 
 @dataclass(frozen=True)
@@ -42,3 +53,9 @@ class Kind:
     # Whether its Transformer takes every input as chat messages (the ``message`` modality:
     # a vision-language model); such a directory is converted by this kind's converter.
     renders_messages: bool = False
+    # The Triton models (repository entries) a model of this kind may be published as, from
+    # its Triton name, the first first (published last, deleted first: it holds the tokenizer
+    # and makes the model visible): those its record may add besides (a dense model's
+    # late-chunking graph) too. Which of them one model has, its metadata says (the served
+    # kind's ``parts``); these are what a delete removes and a conversion replaces.
+    part_names: Callable[[str], tuple[str, ...]] = one_part

@@ -11,6 +11,15 @@ from pydantic import BaseModel, Discriminator, Field, Tag
 from embedgate.contract.kinds.base import Kind, KindRecord
 from embedgate.contract.metadata_parts import GpuInfo, ImageParityResult
 
+# A CLIP model is two Triton models: "<name>_text_encoder" and "<name>_image_encoder".
+TEXT_ENCODER_SUFFIX = "_text_encoder"
+IMAGE_ENCODER_SUFFIX = "_image_encoder"
+
+
+def clip_part_names(triton_name: str) -> tuple[str, str]:
+    """The Triton names of a CLIP model's (text, image) towers."""
+    return triton_name + TEXT_ENCODER_SUFFIX, triton_name + IMAGE_ENCODER_SUFFIX
+
 
 class ImagePreprocessing(BaseModel):
     """What the gateway does to a decoded image before the image tower: OpenCLIP's eval
@@ -103,7 +112,10 @@ class ClipMetadata(KindRecord):
     # GPU instances: the image tower's TorchScript graph (the text tower's is ModelMetadata.gpu).
     image_gpu: GpuInfo | None = None
 
+    def pretrained_tag(self) -> str | None:
+        return self.pretrained
+
 
 # A load names the library (its own kind: no class to read from a directory); its models
 # have no prompts.
-KIND = Kind("clip", record=ClipMetadata, library="open_clip", prompts=False)
+KIND = Kind("clip", record=ClipMetadata, library="open_clip", prompts=False, part_names=clip_part_names)

@@ -22,6 +22,12 @@ def late_part_name(triton_name: str) -> str:
     return triton_name + LATE_PART_SUFFIX
 
 
+def dense_part_names(triton_name: str) -> tuple[str, str]:
+    """The Triton names a dense model may have: its graph, and its late-chunking graph
+    (where its record says it has one)."""
+    return triton_name, late_part_name(triton_name)
+
+
 class PromptExclusion(BaseModel):
     """A Pooling with ``include_prompt=False`` (INSTRUCTOR-style models): the prompt's tokens
     go through the transformer, then are left out of the pooled vector. The library counts a
@@ -58,4 +64,4 @@ class DenseInfo(KindRecord):
     late_chunking_refusal: str | None = None
 
 
-KIND = Kind("sentence_transformer", record=DenseInfo, library_class="SentenceTransformer")
+KIND = Kind("sentence_transformer", record=DenseInfo, library_class="SentenceTransformer", part_names=dense_part_names)

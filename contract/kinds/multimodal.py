@@ -79,5 +79,6 @@ class MultimodalMetadata(KindRecord):
 
 
 KIND = Kind(
-    "multimodal", record=MultimodalMetadata, library_class="SentenceTransformer", takes_images=True
+    "multimodal", record=MultimodalMetadata, library_class="SentenceTransformer", takes_images=True,
+    part_names=multimodal_part_names,
 )

@@ -132,5 +132,5 @@ class VisionLanguageMetadata(KindRecord):
 
 KIND = Kind(
     "vision_language", record=VisionLanguageMetadata, library_class="SentenceTransformer", takes_images=True,
-    renders_messages=True,
+    renders_messages=True, part_names=vision_language_part_names,
 )

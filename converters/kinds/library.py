@@ -30,13 +30,13 @@ from embedgate.converters.library import routes as model_routes
 from embedgate.converters.library.declared import Declared
 from embedgate.converters.library.module_stack import Source
 from embedgate.converters.library.prompts import Prompts, read_prompts
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 
 
 @dataclass(frozen=True)
 class Loaded:
     model: Any
-    routes: list[Route]
+    routes: list[ModuleRoute]
     prompts: Prompts
 
     @property
@@ -74,7 +74,7 @@ class Exported:
     token_ids: list[list[int]]
 
 
-def task_of(route: Route) -> dict[str, Any]:
+def task_of(route: ModuleRoute) -> dict[str, Any]:
     """The keyword to encode and preprocess a route's texts with (none for a model without
     routes: the library's default)."""
     return {"task": route.task} if route.name else {}
@@ -129,7 +129,7 @@ class LibraryKind(KindConverter):
         prompts = read_prompts(model, modules, self.prompt_exclusion_refusal(found))
         return Loaded(model, found, prompts)
 
-    def route_refusal(self, route: Route) -> str | None:
+    def route_refusal(self, route: ModuleRoute) -> str | None:
         """Why a route cannot be served exactly as this kind, or None. By default a route is a
         graph over a text Transformer and what follows it (``refusal``)."""
         module_stack.text_transformer(route.modules)
@@ -142,7 +142,7 @@ class LibraryKind(KindConverter):
         """Why a module stack cannot be served exactly as this kind, or None."""
         return None
 
-    def prompt_exclusion_refusal(self, routes: list[Route]) -> str | None:
+    def prompt_exclusion_refusal(self, routes: list[ModuleRoute]) -> str | None:
         """Where a module leaves a prompt's tokens out of pooling (``include_prompt=False``):
         why this kind cannot serve prompts for these routes (its prompts are then refused),
         or None where its graph pools around them (``library/prompts.py``)."""
@@ -156,7 +156,7 @@ class LibraryKind(KindConverter):
         self,
         loaded: Loaded,
         out_dir: Path,
-        convert: Callable[[Route, Path | None, Path], Converted],
+        convert: Callable[[ModuleRoute, Path | None, Path], Converted],
     ) -> tuple[list[Converted], list[RouteInfo] | None]:
         """Each route converted by ``convert(route, version_dir, files_dir)``: its graph in
         the Triton version ``version_dir`` (None for a route the gateway computes, where
@@ -195,7 +195,7 @@ class LibraryKind(KindConverter):
         return converted, infos if loaded.routes[0].name or version == 0 else None
 
     def export_route(
-        self, model, route: Route, version_dir: Path, files_dir: Path, sentences: list[str], expected_ids,
+        self, model, route: ModuleRoute, version_dir: Path, files_dir: Path, sentences: list[str], expected_ids,
         max_length: int,
     ) -> Exported:
         """A route's module stack exported as ``version_dir``'s graph (``EMBEDDING`` out), its
@@ -212,7 +212,7 @@ class LibraryKind(KindConverter):
         strip_whitespace, token_ids = parity.check_tokenization(tokenizer_file, sentences, expected_ids)
         return Exported(onnx_file, tokenizer_file, example, zero_token_types, strip_whitespace, token_ids)
 
-    def is_static(self, route: Route) -> bool:
+    def is_static(self, route: ModuleRoute) -> bool:
         """Whether the gateway computes this route itself (no Triton version)."""
         return False
 

@@ -16,15 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embedgate.contract.errors import UnsupportedModelError
+from embedgate.contract.spec import ROUTE_TASKS
 
-# The tasks sentence-transformers encodes with, as metadata.json names them: encode_query,
-# encode_document, and encode without a task.
-TASKS: tuple[str, ...] = ("default", "query", "document")
 ROUTER = "Router"
 
 
 @dataclass(frozen=True)
-class Route:
+class ModuleRoute:
+    """A route as the converter sees it: the modules its tasks' texts go through (the
+    gateway's ``Route`` is the same route served: its tokenizer and Triton model)."""
+
     # The Router's name for it; "" for a model without a Router.
     name: str
     tasks: tuple[str, ...]
@@ -40,19 +41,19 @@ class Route:
         return f"route '{self.name}'" if self.name else "the model"
 
 
-def routes(model) -> list[Route]:
+def routes(model) -> list[ModuleRoute]:
     """``model``'s routes, the default route first; one route for every task where the model
     has no Router. Refused where a Router could not be served as the library runs it."""
     modules = list(model)
     at = [index for index, module in enumerate(modules) if _is_router(module)]
     if not at:
-        return [Route("", TASKS, tuple(modules))]
+        return [ModuleRoute("", ROUTE_TASKS, tuple(modules))]
     if len(at) > 1:
         raise UnsupportedModelError(f"unsupported model: it has {len(at)} Routers; embedgate serves models with one")
     router = modules[at[0]]
     before, after = modules[: at[0]], modules[at[0] + 1 :]
     taken: dict[str, list[str]] = {}
-    for task in TASKS:
+    for task in ROUTE_TASKS:
         name = _resolve(router, task)
         if name is not None:
             taken.setdefault(name, []).append(task)
@@ -66,11 +67,11 @@ def routes(model) -> list[Route]:
         nested = [type(module).__name__ for module in route_modules if _is_router(module)]
         if nested:
             raise UnsupportedModelError(f"unsupported model: its route '{name}' holds another Router")
-        found.append(Route(name, tuple(tasks), tuple(before + route_modules + after)))
-    return sorted(found, key=lambda route: TASKS.index(route.tasks[0]))
+        found.append(ModuleRoute(name, tuple(tasks), tuple(before + route_modules + after)))
+    return sorted(found, key=lambda route: ROUTE_TASKS.index(route.tasks[0]))
 
 
-def describe(found: list[Route]) -> str:
+def describe(found: list[ModuleRoute]) -> str:
     """The routes for a progress line: ``query (query), document (default, document)``."""
     return ", ".join(f"{route.name} ({', '.join(route.tasks)})" for route in found)
 

@@ -36,7 +36,7 @@ from embedgate.converters import calibration
 from embedgate.converters.kinds.dense import late, packed, prompt_exclusion, static, variants
 from embedgate.converters.kinds.library import Converted, Exported, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.library import module_stack, parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from embedgate.converters.triton_config import build_text_model_config
 
 
@@ -49,15 +49,15 @@ class DenseConverter(LibraryKind):
     # Where the late-chunking graph goes (its part's version directory), when asked for.
     late_dir: Path | None = None
 
-    def is_static(self, route: Route) -> bool:
+    def is_static(self, route: ModuleRoute) -> bool:
         return static.is_static(route)
 
-    def route_refusal(self, route: Route) -> str | None:
+    def route_refusal(self, route: ModuleRoute) -> str | None:
         if self.is_static(route):
             return static.refusal(route)
         return super().route_refusal(route)
 
-    def prompt_exclusion_refusal(self, routes: list[Route]) -> str | None:
+    def prompt_exclusion_refusal(self, routes: list[ModuleRoute]) -> str | None:
         return prompt_exclusion.refusal(routes)
 
     def parts(self) -> tuple[str, ...]:
@@ -122,7 +122,7 @@ class DenseConverter(LibraryKind):
         return DenseInfo(prompt_exclusion=exclusion, late_chunking=chunking, late_chunking_refusal=refusal)
 
     def _late(
-        self, route: Route, exported: Exported, sentences: list[str], model
+        self, route: ModuleRoute, exported: Exported, sentences: list[str], model
     ) -> tuple[LateChunking | None, str | None]:
         """The late-chunking graph of the first route, built and checked; or why not (the
         model is served without it: its own graph passed)."""
@@ -145,7 +145,7 @@ class DenseConverter(LibraryKind):
         self.step(f"late-chunking parity passed: min cosine {result.parity.min_cosine:.6f}")
         return result, None
 
-    def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
+    def _route(self, loaded: Loaded, route: ModuleRoute, version_dir: Path | None, files_dir: Path) -> Converted:
         spec, step, model = self.spec, self.step, loaded.model
         if version_dir is None:
             return static.convert(model, route, files_dir, spec.parity_threshold, step)

@@ -30,7 +30,7 @@ from embedgate.contract.preprocess.prompted import PromptedText, PromptMarkingTo
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS
 from embedgate.converters.library import parity
 from embedgate.converters.library.prompts import excluding
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 
 # Checked besides the model's own: an INSTRUCTOR instruction, one without a trailing space
 # (its last token may merge with the text's first), and one alone past most max lengths.
@@ -40,7 +40,7 @@ CHECKED_PROMPTS = (
 )
 
 
-def refusal(routes: list[Route]) -> str | None:
+def refusal(routes: list[ModuleRoute]) -> str | None:
     """Why prompts left out of pooling cannot be served for these routes, or None."""
     if routes[0].name:
         return "which embedgate serves for models without a Router"

@@ -23,7 +23,7 @@ from embedgate.contract.spec import STATIC_WEIGHTS_FILE, TOKENIZER_DIR
 from embedgate.contract.static import mean_vectors
 from embedgate.converters.kinds.library import Converted, task_of
 from embedgate.converters.library import parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 
 STATIC_MODULE = "StaticEmbedding"
 # A tokenizer without truncation cuts no text: a limit no text in a request body reaches
@@ -33,11 +33,11 @@ NO_LIMIT = 2**31 - 1
 LONG_TEXT_TOKENS = 256
 
 
-def is_static(route: Route) -> bool:
+def is_static(route: ModuleRoute) -> bool:
     return type(route.modules[0]).__name__ == STATIC_MODULE
 
 
-def refusal(route: Route) -> str | None:
+def refusal(route: ModuleRoute) -> str | None:
     """Why a route that starts with a StaticEmbedding cannot be computed by the gateway, or None."""
     names = [type(module).__name__ for module in route.modules]
     if names not in ([STATIC_MODULE], [STATIC_MODULE, "Normalize"]):
@@ -57,7 +57,7 @@ def max_length(module) -> int:
     return int(truncation["max_length"]) if truncation is not None else NO_LIMIT
 
 
-def convert(model, route: Route, files_dir: Path, threshold: float, step) -> Converted:
+def convert(model, route: ModuleRoute, files_dir: Path, threshold: float, step) -> Converted:
     """Save the route's tokenizer and vectors into ``files_dir`` and check the gateway's
     computation against ``model.encode`` with the route's task."""
     module = route.modules[0]

@@ -31,7 +31,7 @@ from embedgate.converters import calibration
 from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded
 from embedgate.converters.kinds.multimodal import image_graph, modalities, processor
 from embedgate.converters.library import gpu, image_parity, module_stack, parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from embedgate.converters.triton_config import build_clip_image_config, build_text_model_config
 
 
@@ -42,7 +42,7 @@ class MultimodalConverter(LibraryKind):
     def parts(self) -> tuple[str, ...]:
         return multimodal_part_names(self.spec.triton_name)
 
-    def route_refusal(self, route: Route) -> str | None:
+    def route_refusal(self, route: ModuleRoute) -> str | None:
         transformer = route.modules[0]
         if not any(cls.__name__ == "Transformer" for cls in type(transformer).__mro__):
             return f"the first module is {type(transformer).__name__}, not a Transformer"
@@ -92,7 +92,7 @@ class MultimodalConverter(LibraryKind):
             ),
         )
 
-    def _text(self, loaded: Loaded, route: Route, text_dir: Path, max_length: int) -> Converted:
+    def _text(self, loaded: Loaded, route: ModuleRoute, text_dir: Path, max_length: int) -> Converted:
         spec, model = self.spec, loaded.model
         sentences = parity.parity_sentences(max_length)
         self.step("computing reference text embeddings with sentence-transformers")

@@ -27,7 +27,7 @@ from embedgate.contract.spec import EMBEDDING, ModelMetadata
 from embedgate.converters.kinds.library import Converted, LibraryKind, Loaded, task_of, triton_versions
 from embedgate.converters.kinds.sparse import static
 from embedgate.converters.library import module_stack, parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from embedgate.converters.triton_config import build_text_model_config
 
 STATIC_MODULE = "SparseStaticEmbedding"
@@ -49,10 +49,10 @@ class SparseConverter(LibraryKind):
     noun = "sparse encoder"
     serves_routes = True
 
-    def is_static(self, route: Route) -> bool:
+    def is_static(self, route: ModuleRoute) -> bool:
         return type(route.modules[0]).__name__ == STATIC_MODULE
 
-    def route_refusal(self, route: Route) -> str | None:
+    def route_refusal(self, route: ModuleRoute) -> str | None:
         if self.is_static(route):
             return static.refusal(route)
         return super().route_refusal(route)
@@ -88,7 +88,7 @@ class SparseConverter(LibraryKind):
             ),
         )
 
-    def _route(self, loaded: Loaded, route: Route, version_dir: Path | None, files_dir: Path) -> Converted:
+    def _route(self, loaded: Loaded, route: ModuleRoute, version_dir: Path | None, files_dir: Path) -> Converted:
         model = loaded.model
         if version_dir is None:
             return static.convert(model, route, files_dir, self.spec.parity_threshold, self.step)

@@ -13,10 +13,10 @@ import numpy as np
 from embedgate.contract.spec import ATTENTION_MASK, INPUT_IDS, STATIC_WEIGHTS_FILE, TOKENIZER_DIR
 from embedgate.converters.kinds.library import Converted
 from embedgate.converters.library import module_stack, parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 
 
-def refusal(route: Route) -> str | None:
+def refusal(route: ModuleRoute) -> str | None:
     """Why a route that starts with static weights cannot be computed by the gateway, or None."""
     names = [type(module).__name__ for module in route.modules]
     if len(names) != 1:
@@ -30,7 +30,7 @@ def refusal(route: Route) -> str | None:
     return None
 
 
-def convert(model, route: Route, files_dir: Path, threshold: float, step) -> Converted:
+def convert(model, route: ModuleRoute, files_dir: Path, threshold: float, step) -> Converted:
     """Save the route's tokenizer and weights into ``files_dir`` and check the vectors of the
     gateway's tokenization against ``model.encode`` with the route's task."""
     import torch

@@ -47,7 +47,7 @@ from embedgate.converters.kinds.multimodal.converter import implied_max_length
 from embedgate.converters.kinds.multimodal.modalities import modalities
 from embedgate.converters.kinds.vision_language import graphs
 from embedgate.converters.library import image_parity, module_stack, parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from embedgate.converters.triton_config import build_request_config
 
 # The models whose every step the graphs replay.
@@ -63,7 +63,7 @@ class VisionLanguageConverter(LibraryKind):
     def parts(self) -> tuple[str, ...]:
         return vision_language_part_names(self.spec.triton_name)
 
-    def route_refusal(self, route: Route) -> str | None:
+    def route_refusal(self, route: ModuleRoute) -> str | None:
         transformer = route.modules[0]
         if not any(cls.__name__ == "Transformer" for cls in type(transformer).__mro__):
             return f"the first module is {type(transformer).__name__}, not a Transformer"

@@ -102,7 +102,7 @@ def test_a_multimodal_model_is_published_with_its_image_graph(tmp_path):
     # A dense model of the name needs no image graph.
     on_disk["org--mm"] = dense = fake_metadata("org/mm")
     assert find() == (OnDisk.PUBLISHED, dense)
-    assert ModelRef.named("org/mm").every_part() == ("org--mm", "org--mm---image", "org--mm---late")
+    assert ModelRef.named("org/mm").every_part() == ("org--mm", "org--mm---late", "org--mm---image")
 
 
 def test_a_dense_model_with_late_chunking_is_published_with_its_late_graph():
@@ -117,3 +117,25 @@ def test_a_dense_model_with_late_chunking_is_published_with_its_late_graph():
     assert found == (OnDisk.HALF_PUBLISHED, None)  # its late graph missing: converting again replaces it
     on_disk["org--m---late"] = metadata
     assert find_on_disk(lambda part: part in on_disk, on_disk.get, ref) == (OnDisk.PUBLISHED, metadata)
+
+
+def test_a_vision_language_model_is_published_with_the_parts_its_kind_declares():
+    from tests.api.compute.requests.kinds.test_vision_language import metadata as vision_language_metadata
+
+    on_disk = {}
+    ref = ModelRef.named("org/vl")
+    metadata = vision_language_metadata().model_copy(update={"model_name": "org/vl", "triton_name": "org--vl"})
+    assert ref.parts_of(metadata) == ("org--vl", "org--vl---image")
+    # Not loaded, and named only: every part any kind of its library declares is looked for.
+    assert set(ref.parts_of(metadata)) <= set(ref.every_part())
+    on_disk["org--vl"] = metadata
+    assert find_on_disk(lambda part: part in on_disk, on_disk.get, ref) == (OnDisk.HALF_PUBLISHED, None)
+    on_disk["org--vl---image"] = metadata
+    assert find_on_disk(lambda part: part in on_disk, on_disk.get, ref) == (OnDisk.PUBLISHED, metadata)
+
+
+def test_a_clip_models_parts_are_its_towers_whatever_it_holds():
+    ref = ModelRef.named("ViT-B-32", "tag")
+    assert ref.parts() == ref.every_part() == ("ViT-B-32_tag_text_encoder", "ViT-B-32_tag_image_encoder")
+    assert ref.parts_of(clip_metadata("ViT-B-32", "tag")) == ref.parts()
+    assert ModelRef.named("org/m").parts() == ("org--m",)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from embedgate.contract.errors import UnsupportedModelError
-from embedgate.converters.library.routes import TASKS, describe, routes
+from embedgate.contract.spec import ROUTE_TASKS
+from embedgate.converters.library.routes import describe, routes
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def names(route) -> list[str]:
 def test_a_model_without_a_router_is_one_route_for_every_task(modules):
     _, dense, normalize = modules
     (route,) = routes([dense(), normalize()])
-    assert route.name == "" and route.tasks == TASKS and route.task is None
+    assert route.name == "" and route.tasks == ROUTE_TASKS and route.task is None
     assert names(route) == ["Dense", "Normalize"]
 
 

@@ -11,7 +11,7 @@ from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.dense import prompt_exclusion
 from embedgate.converters.library import parity
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from tests import prompt_models
 from tests.converters.conftest import run_converter
 
@@ -57,10 +57,10 @@ class Pooling:
 
 
 def test_a_router_or_weighted_mean_pooling_refuses_prompts_left_out():
-    assert prompt_exclusion.refusal([Route("", ("default",), ("transformer", Pooling("mean")))]) is None
-    assert prompt_exclusion.refusal([Route("", ("default",), ("transformer", Pooling(("cls", "max"))))]) is None
-    assert "without a Router" in prompt_exclusion.refusal([Route("query", ("query",), ("transformer", Pooling("mean")))])
-    assert "weightedmean" in prompt_exclusion.refusal([Route("", ("default",), ("transformer", Pooling("weightedmean")))])
+    assert prompt_exclusion.refusal([ModuleRoute("", ("default",), ("transformer", Pooling("mean")))]) is None
+    assert prompt_exclusion.refusal([ModuleRoute("", ("default",), ("transformer", Pooling(("cls", "max"))))]) is None
+    assert "without a Router" in prompt_exclusion.refusal([ModuleRoute("query", ("query",), ("transformer", Pooling("mean")))])
+    assert "weightedmean" in prompt_exclusion.refusal([ModuleRoute("", ("default",), ("transformer", Pooling("weightedmean")))])
 
 
 def test_the_gpu_graph_pools_around_the_marks_too(converted, tmp_path):

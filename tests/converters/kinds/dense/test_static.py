@@ -8,7 +8,7 @@ import pytest
 
 from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.dense.static import NO_LIMIT, refusal
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from tests import static_models
 from tests.converters.conftest import run_converter
 
@@ -83,11 +83,11 @@ class Dense:
     ],
 )
 def test_a_static_embedding_is_computed_alone_or_then_normalized(modules, reason):
-    found = refusal(Route("", ("default",), modules))
+    found = refusal(ModuleRoute("", ("default",), modules))
     assert found is None if reason is None else reason in found
 
 
 def test_a_tokenizer_that_cuts_texts_from_the_left_is_refused():
     module = StaticEmbedding()
     module.tokenizer = _Tokenizer({"max_length": 8, "direction": "left"})
-    assert "cuts texts from the left" in refusal(Route("", ("default",), (module,)))
+    assert "cuts texts from the left" in refusal(ModuleRoute("", ("default",), (module,)))

@@ -8,7 +8,7 @@ import numpy as np
 from embedgate.contract.kinds.sparse import SparseInfo
 from embedgate.contract.spec import ModelMetadata
 from embedgate.converters.kinds.sparse.static import refusal
-from embedgate.converters.library.routes import Route
+from embedgate.converters.library.routes import ModuleRoute
 from embedgate.converters.triton_config import parse
 from tests import tiny_models
 from tests.converters.conftest import run_converter
@@ -41,6 +41,6 @@ class SpladePooling:
 
 
 def test_static_weights_are_computed_by_the_gateway_only_alone():
-    assert refusal(Route("query", ("query",), (SparseStaticEmbedding(),))) is None
-    reason = refusal(Route("query", ("query",), (SparseStaticEmbedding(), SpladePooling())))
+    assert refusal(ModuleRoute("query", ("query",), (SparseStaticEmbedding(),))) is None
+    reason = refusal(ModuleRoute("query", ("query",), (SparseStaticEmbedding(), SpladePooling())))
     assert "SparseStaticEmbedding -> SpladePooling" in reason
