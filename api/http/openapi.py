@@ -19,12 +19,13 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from ..endpoints.schemas.errors import ErrorResponse
 from ..endpoints.schemas.fields import FROM_SETTINGS
 from ..endpoints.schemas.openai import OpenAIErrorResponse
+from ..endpoints.schemas.tei import TeiErrorResponse
 from ..settings import Settings
 from .openai.errors import is_openai_path
-from .schemas import ErrorResponse
-from .tei.errors import TEI_WHY, TeiErrorResponse
+from .tei.errors import TEI_WHY
 
 _WHY = {
     400: "Malformed request: a body that does not parse, or a value the server cannot use.",

@@ -2,21 +2,19 @@
 batch's progress. Each crosses processes as it is (pickled to a workers' primary, to a Ray
 actor).
 
-A batch's fields are OpenAI's batch object's (``BatchFields``), declared once here: the
-store's record adds what only the store keeps (``BatchRecord``), and the object the Batch
-API answers (``http/openai/batch_schemas.py``) adds what it computes on the way out.
+A batch's fields are OpenAI's batch object's (``BatchFields``), declared once with the API's
+bodies (``endpoints/schemas/batches.py``): the store's record adds what only the store keeps
+(``BatchRecord``), and the object the Batch API answers adds what it computes on the way out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-BatchStatus = Literal[
-    "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"
-]
+from ..endpoints.schemas.batches import BatchFields
 
 
 @dataclass
@@ -29,30 +27,6 @@ class FileRecord:
     lines: int = 0
     # The keyed hash of the key that created it (a batch's output: the batch's owner's).
     owner: str | None = None
-
-
-class BatchFields(BaseModel):
-    """A batch's fields that OpenAI's batch object shows as the store keeps them, in
-    OpenAI's order."""
-
-    id: str
-    endpoint: str
-    input_file_id: str
-    completion_window: str
-    status: BatchStatus
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    created_at: int
-    in_progress_at: int | None = None
-    # Optional in OpenAI's object; every batch in the store has one (``BatchRecord``).
-    expires_at: int | None = None
-    finalizing_at: int | None = None
-    completed_at: int | None = None
-    failed_at: int | None = None
-    expired_at: int | None = None
-    cancelling_at: int | None = None
-    cancelled_at: int | None = None
-    metadata: dict[str, str] | None = None
 
 
 class BatchRecord(BatchFields):

@@ -207,3 +207,12 @@ class TeiInfo(BaseModel):
     version: str
     sha: str | None = None
     docker_label: str | None = None
+
+
+# TEI's error shape, on the TEI routes (its types and statuses: ``http/tei/errors.py``).
+ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
+
+
+class TeiErrorResponse(BaseModel):
+    error: str
+    error_type: ErrorType

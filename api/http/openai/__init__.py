@@ -1,3 +1,3 @@
-"""OpenAI compatibility: the request/response shapes of OpenAI's embeddings and models
-API, its error shape, and the vector encodings it offers. The routes are in
-``api/routes/openai.py``."""
+"""OpenAI compatibility on the HTTP face: which paths answer errors in OpenAI's shape
+(``errors.py``). OpenAI's bodies are with the other APIs' (``endpoints/schemas/openai.py``,
+``batches.py``); the routes are in ``http/paths/openai.py`` and ``batches.py``."""

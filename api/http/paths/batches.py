@@ -25,19 +25,24 @@ from fastapi import Path as PathParam
 from starlette.responses import StreamingResponse
 
 from ...compute.scheduling.tenants import Tenant
-from ...gateway import Gateway
-from ...jobs.records import FileRecord
-from ...jobs.service import BatchView
-from ...jobs.store import EVERYTHING, Access
-from ..auth import require_api_key
-from ..openai.batch_schemas import (
+from ...endpoints.schemas.batches import (
     BatchCreateRequest,
+    BatchError,
+    BatchErrors,
+    BatchFields,
     BatchList,
     BatchObject,
+    BatchUsage,
     FileDeleted,
     FileList,
     FileObject,
+    RequestCounts,
 )
+from ...gateway import Gateway
+from ...jobs.records import BatchRecord, FileRecord, Progress
+from ...jobs.service import BatchView
+from ...jobs.store import EVERYTHING, Access
+from ..auth import require_api_key
 from ..openapi import openai_errors
 from ..routing import BodyRoute
 from . import get_gateway
@@ -66,8 +71,22 @@ def _file(record: FileRecord) -> FileObject:
     )
 
 
+def batch_object(batch: BatchRecord, progress: Progress) -> BatchObject:
+    """OpenAI's batch object for ``batch``: the fields it shares with the store's record as
+    they are, what it adds worked out from its chunks' ``progress``."""
+    failed = progress.failed
+    if batch.status == "expired":  # requests that never ran count as failed, as OpenAI counts them
+        failed = batch.total - progress.completed
+    return BatchObject(
+        **{name: getattr(batch, name) for name in BatchFields.model_fields},
+        errors=BatchErrors(data=[BatchError(**error) for error in batch.errors]) if batch.errors else None,
+        request_counts=RequestCounts(total=batch.total, completed=progress.completed, failed=failed),
+        usage=BatchUsage(input_tokens=progress.tokens, total_tokens=progress.tokens),
+    )
+
+
 def _batch(view: BatchView) -> BatchObject:
-    return BatchObject.of(view.batch, view.progress)
+    return batch_object(view.batch, view.progress)
 
 
 @router.post("/files", response_model=FileObject, responses=openai_errors(400, 413, 415, 422, 500, 503))

@@ -3,11 +3,11 @@ inference runs."""
 
 from fastapi import APIRouter, Depends
 
+from ...endpoints.schemas.health import LiveResponse, NotReadyResponse, ReadyResponse
 from ...gateway import Gateway
 from ..errors import error_body
 from ..openapi import errors
 from ..responses import JSONResponse
-from ..schemas import LiveResponse, NotReadyResponse, ReadyResponse
 from . import get_gateway
 
 router = APIRouter(tags=["health"])

@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
+from ...endpoints.schemas.metrics import MetricsResponse
 from ...gateway import Gateway
 from ...models.names import from_triton_name
 from ..openapi import errors
 from ..responses import JSONResponse
-from ..schemas import MetricsResponse
 from . import get_gateway
 
 router = APIRouter(tags=["metrics"])

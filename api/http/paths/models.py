@@ -10,13 +10,8 @@ from embedgate.contract.spec import ModelMetadata
 
 from ...compute.requests.kinds import kind_of
 from ...compute.requests.served import ServedModel
-from ...gateway import Gateway
-from ...models.names import clip_key, clip_triton_name, validate_model_name
-from ...models.progress import Progress
-from ..listing_schemas import ModelInfo, ModelList, RouteListing
-from ..openapi import errors
-from ..routing import BodyRoute
-from ..schemas import (
+from ...endpoints.schemas.listings import ModelInfo, ModelList, RouteListing
+from ...endpoints.schemas.management import (
     LoadClipRequest,
     LoadClipResponse,
     LoadResponse,
@@ -24,6 +19,11 @@ from ..schemas import (
     MessageResponse,
     ModelRequest,
 )
+from ...gateway import Gateway
+from ...models.names import clip_key, clip_triton_name, validate_model_name
+from ...models.progress import Progress
+from ..openapi import errors
+from ..routing import BodyRoute
 from . import get_gateway
 from .progress_stream import STREAM_RESPONSE, progress_stream, wants_progress
 

@@ -1,4 +1,5 @@
-"""text-embeddings-inference (TEI) compatibility: TEI's request and answer shapes, its error
-shape and statuses, its ``/info``. The routes are in ``api/http/paths/tei.py``; each TEI
-base URL (``/tei`` for the default model, ``/tei/<model>`` for any loaded model) serves the
-routes TEI serves at its root."""
+"""text-embeddings-inference (TEI) compatibility on the HTTP face: TEI's error statuses
+(``errors.py``) and its ``/info`` (``info.py``). TEI's bodies are with the other APIs'
+(``endpoints/schemas/tei.py``); the routes are in ``http/paths/tei.py``, where each TEI base
+URL (``/tei`` for the default model, ``/tei/<model>`` for any loaded model) serves the routes
+TEI serves at its root."""

@@ -1,5 +1,5 @@
-"""TEI's error shape, ``{"error": str, "error_type": str}``, on the TEI routes (``/tei``,
-``/tei/...``) only, and the statuses TEI answers with.
+"""TEI's errors on the TEI routes (``/tei``, ``/tei/...``) only: its shape, ``{"error": str,
+"error_type": str}`` (``endpoints/schemas/tei.py``), and the statuses TEI answers with.
 
 TEI has six error types, each with one status (``router/src/http/server.rs``, 1.9):
 ``Empty`` 400, ``Validation`` and ``Tokenizer`` 422, ``Backend`` 424 (TEI's answer to a
@@ -12,12 +12,11 @@ another server error.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
+from ...endpoints.schemas.tei import ErrorType
 
 PREFIX = "/tei"
-ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
 
 # The project's error codes that TEI answers too: TEI's type and status for them.
 AS_TEI: dict[str, tuple[ErrorType, int]] = {
@@ -56,11 +55,6 @@ TEI_WHY = {
     503: "Unhealthy: starting, or Triton unavailable; try again after Retry-After seconds.",
     504: "The request's deadline passed.",
 }
-
-
-class TeiErrorResponse(BaseModel):
-    error: str
-    error_type: ErrorType
 
 
 def is_tei_path(path: str) -> bool:

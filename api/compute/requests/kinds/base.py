@@ -52,6 +52,9 @@ class ServedKind:
     pooling: ClassVar[str] = "model"
     # The listing's fields of this kind: name -> (type, pydantic FieldInfo), read by the schema.
     listing_fields: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    # What the metrics call each of its parts, in the order of ``parts``, where it has
+    # several (``part`` in ``GET /metrics``; the schema lists every kind's).
+    metric_parts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, metadata: ModelMetadata):
         self.metadata = metadata
@@ -69,7 +72,8 @@ class ServedKind:
     def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
         """Where a model has several parts: each part's Triton name -> what the metrics call
         it (besides the model's name)."""
-        return {}
+        parts = self.parts(triton_name)
+        return {} if len(parts) < 2 else {part: {"part": label} for part, label in zip(parts, self.metric_parts)}
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         """The model's routes, from its files: one per route of its Router (metadata.json's

@@ -27,6 +27,7 @@ class ClipKind(ServedKind):
     title = "an OpenCLIP model (text and image embeddings)"
     outputs = frozenset({Output.EMBED, Output.IMAGES})
     text_output = Output.EMBED
+    metric_parts = ("text_encoder", "image_encoder")
     listing_fields = {
         "pretrained": (str | None, Field(None, description="CLIP models: their pretrained.")),
         "image_size": IMAGE_SIZE_FIELD,
@@ -59,9 +60,8 @@ class ClipKind(ServedKind):
     def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
         clip = self.metadata.record_of(ClipMetadata)
         assert clip is not None
-        pretrained = clip.pretrained
-        labels = ("text_encoder", "image_encoder")
-        return {part: {"pretrained": pretrained, "part": label} for part, label in zip(self.parts(triton_name), labels)}
+        labelled = super().part_labels(triton_name)
+        return {part: {"pretrained": clip.pretrained, **labels} for part, labels in labelled.items()}
 
     def tokenizer(self, files: Files, triton_name: str) -> AnyClipTokenizer:
         clip = self.metadata.record_of(ClipMetadata)

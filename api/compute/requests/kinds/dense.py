@@ -40,6 +40,8 @@ class DenseKind(ServedKind):
     title = "a sentence-transformer (dense text embeddings)"
     outputs = frozenset({Output.EMBED})
     text_output = Output.EMBED
+    # Where it has its late-chunking graph beside its own.
+    metric_parts = ("model", "late_chunking")
     listing_fields = {
         "precisions": PRECISIONS_FIELD,
         "late_chunking": (
@@ -83,10 +85,6 @@ class DenseKind(ServedKind):
         if started is None:
             return super().noop_output(tensors)
         return np.zeros((len(started), int(started.max()), self.metadata.embedding_dim), dtype=np.float32)
-
-    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
-        parts = self.parts(triton_name)
-        return {} if len(parts) == 1 else dict(zip(parts, ({"part": "model"}, {"part": "late_chunking"})))
 
     def static_route(self, directory: Path, info: RouteInfo) -> MeanVectors:
         # Mapped, not read: a large vocabulary's vectors are one copy in the page cache for

@@ -24,6 +24,7 @@ class MultimodalKind(ServedKind):
     title = "a multimodal sentence-transformer (text and image embeddings)"
     outputs = frozenset({Output.EMBED, Output.IMAGES})
     text_output = Output.EMBED
+    metric_parts = ("text", "image")
     listing_fields = {
         "image_size": IMAGE_SIZE_FIELD,
         "modalities": (
@@ -48,9 +49,6 @@ class MultimodalKind(ServedKind):
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         return multimodal_part_names(triton_name)
-
-    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
-        return {part: {"part": label} for part, label in zip(self.parts(triton_name), ("text", "image"))}
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         """The text graph's route, and the image graph's, which takes images."""

@@ -43,6 +43,7 @@ class VisionLanguageKind(ServedKind):
     title = "a vision-language sentence-transformer (text and image embeddings)"
     outputs = frozenset({Output.EMBED, Output.IMAGES})
     text_output = Output.EMBED
+    metric_parts = ("language", "vision")
     listing_fields = {"modalities": MultimodalKind.listing_fields["modalities"], "precisions": PRECISIONS_FIELD}
 
     @property
@@ -53,9 +54,6 @@ class VisionLanguageKind(ServedKind):
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         return vision_language_part_names(triton_name)
-
-    def part_labels(self, triton_name: str) -> dict[str, dict[str, str]]:
-        return {part: {"part": label} for part, label in zip(self.parts(triton_name), ("language", "vision"))}
 
     def tokenizer(self, files: Files, triton_name: str) -> MessageTokenizer:
         tokenizer_file = self.tokenizer_file(files, triton_name)

@@ -1,8 +1,10 @@
-"""OpenAI's batch object, built from the store's record: the fields they share pass as they
-are, the store's own stay out, and what the object adds is worked out from the progress."""
+"""OpenAI's batch object, built from the store's record (``batch_object``): the fields they
+share pass as they are, the store's own stay out, and what the object adds is worked out
+from the progress."""
 
-from embedgate.api.http.openai.batch_schemas import BatchObject
-from embedgate.api.jobs.records import BatchFields, BatchRecord, Progress
+from embedgate.api.endpoints.schemas.batches import BatchFields, BatchObject
+from embedgate.api.http.paths.batches import batch_object
+from embedgate.api.jobs.records import BatchRecord, Progress
 
 # OpenAI's batch object, as the official client reads it.
 OPENAI_FIELDS = {
@@ -23,7 +25,7 @@ def record(**changes) -> BatchRecord:
 
 def test_the_shared_fields_pass_as_they_are_and_the_stores_own_stay_out():
     batch = record(output_file_id="file-1-output")
-    answer = BatchObject.of(batch, Progress(chunks=2, done=1, completed=3, failed=1, tokens=40)).model_dump()
+    answer = batch_object(batch, Progress(chunks=2, done=1, completed=3, failed=1, tokens=40)).model_dump()
     assert set(answer) == OPENAI_FIELDS
     assert {name: answer[name] for name in BatchFields.model_fields} == batch.model_dump(include=set(BatchFields.model_fields))
     assert answer["object"] == "batch" and answer["errors"] is None
@@ -32,13 +34,13 @@ def test_the_shared_fields_pass_as_they_are_and_the_stores_own_stay_out():
 
 
 def test_an_expired_batch_counts_what_never_ran_as_failed():
-    answer = BatchObject.of(record(status="expired", expired_at=90_000), Progress(3, 1, 2, 0, 7))
+    answer = batch_object(record(status="expired", expired_at=90_000), Progress(3, 1, 2, 0, 7))
     assert answer.request_counts.model_dump() == {"total": 5, "completed": 2, "failed": 3}
 
 
 def test_a_failed_batch_shows_its_errors_as_a_list_object():
     errors = [{"code": "mismatched_url", "message": "not the batch's endpoint", "line": 2, "param": "url"}]
-    answer = BatchObject.of(record(status="failed", failed_at=11, errors=errors), Progress(0, 0, 0, 0, 0))
+    answer = batch_object(record(status="failed", failed_at=11, errors=errors), Progress(0, 0, 0, 0, 0))
     assert answer.model_dump()["errors"] == {"object": "list", "data": errors}
 
 

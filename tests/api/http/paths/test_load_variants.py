@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from embedgate.api.cli.client import EmbedgateClient
-from embedgate.api.http.schemas import LoadSentenceTransformerRequest
+from embedgate.api.endpoints.schemas.management import LoadSentenceTransformerRequest
 from embedgate.api.models.control import LoadOutcome
 from embedgate.api.models.names import to_triton_name
 from embedgate.contract.spec import ParityResult, VariantInfo
