@@ -56,7 +56,7 @@ class MessageImages:
         sources = [part.source for parts in items for part in parts if isinstance(part, ImageInput)]
         # Where each input's images begin among all of them.
         starts = np.cumsum([0] + [sum(isinstance(part, ImageInput) for part in parts) for parts in items]).tolist()
-        with self.backlogs.admitted(model, route.part, lambda: float(len(sources)), timeout_s):
+        with self.backlogs.admitted(model, route.part, len, sources, timeout_s):
             started = time.perf_counter()
             prepared = await self.images.load_patches(sources, spec) if sources else []
             loaded = time.perf_counter()

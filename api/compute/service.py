@@ -51,7 +51,9 @@ from .scheduling.backlog import Backlogs
 from .scheduling.batching import BatchingPolicy
 from .scheduling.coalescing import Coalescer
 from .scheduling.concurrency import run_all
-from .scheduling.pacing import MIN_READ_COST, Pace, items_cost
+from .requests.costs import MIN_READ_COST, items_cost
+from .scheduling.cost_admission import CostAdmission
+from .scheduling.pacing import Pace
 from .scheduling.rates import KeyRates, Standing
 from .scheduling.threads import OffLoopThreads
 from .tokens import Tokens
@@ -134,7 +136,7 @@ class EmbeddingService(BulkLane, MessageImages):
         tokens they run), the rows through the model's late-chunking graph in slices."""
         part = model.kind.late_part(model.name, model.triton_name)
         inputs = plan.runs[0].inputs
-        with self.backlogs.admitted(model, part, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
+        with self.backlogs.admitted(model, part, items_cost, inputs, timeout_s, MIN_READ_COST):
             began = time.perf_counter()
             texts, layout, calls = await laid_out(self._pool, model, plan, self.settings.max_chunks_per_request)
             # Charged for its texts when it came in; its rows' tokens (windows overlap): charged now.
@@ -183,7 +185,7 @@ class EmbeddingService(BulkLane, MessageImages):
     ) -> Embeddings:
         """The route's outputs for ``inputs``: merged with other requests' where they fit
         one call, else tokenized in the pool and sent in slices."""
-        with self.backlogs.admitted(model, route.part, lambda: items_cost(inputs), timeout_s, MIN_READ_COST):
+        with self.backlogs.admitted(model, route.part, items_cost, inputs, timeout_s, MIN_READ_COST):
             if len(inputs) <= self.batching.coalesced_texts(model.metadata):
                 # A prompt is part of each text: prompted texts merge with anyone's. These
                 # are a few texts, prefixed on the loop; a large request's, in the pool.
@@ -211,8 +213,7 @@ class EmbeddingService(BulkLane, MessageImages):
         if known is None or known[0] is not route:
             settings = self.settings
             coalescer = Coalescer(
-                lambda texts, timeout_s: self._tokenize_and_embed(model, route, texts, timeout_s),
-                Embedded.share,
+                _Sender(lambda texts, timeout_s: self._tokenize_and_embed(model, route, texts, timeout_s)),
                 max_rows=model.metadata.max_batch_size,
                 max_in_flight=self.batching.calls_in_flight(model.metadata),
                 bulk_slots=model.metadata.instance_count,
@@ -220,19 +221,19 @@ class EmbeddingService(BulkLane, MessageImages):
                 bulk_idle_rows=settings.bulk_idle_texts,
                 quiet_s=settings.bulk_quiet_s,
                 fair_share=settings.key_fair_share,
-                **self._pacing(model),
+                admission=self._pacing(model),
             )
             known = self._coalescers[key] = (route, coalescer)
         return known[1]
 
-    def _pacing(self, model: ServedModel) -> dict[str, Any]:
+    def _pacing(self, model: ServedModel) -> CostAdmission | None:
         """Admission by cost, where the coalescer is the model's only batcher (it then sees
         all of the model's online work but the largest requests')."""
         share = self.settings.admission_deadline_share
         if not share or model.metadata.dynamic_batching:
-            return {}
+            return None
         pace = Pace(model.metadata.instance_count)
-        return {"pace": pace, "cost": items_cost, "deadline_share": share, "name": f"model '{model.name}'"}
+        return CostAdmission(pace, items_cost, deadline_share=share, name=f"model '{model.name}'")
 
     async def _tokenize_and_embed(
         self, model: ServedModel, route: Route, inputs: list[TextInput], timeout_s: float, prefix: str = ""
@@ -302,7 +303,7 @@ class EmbeddingService(BulkLane, MessageImages):
         """Images as URLs, data URIs or bytes through an image route: fetched and decoded
         in the image threads, then sent in slices (one per CPU instance at least: the model
         runs each on one core)."""
-        with self.backlogs.admitted(model, route.part, lambda: float(len(images)), timeout_s):
+        with self.backlogs.admitted(model, route.part, len, images, timeout_s):
             started = time.perf_counter()
             pixels = await self.images.load(images, route.images)
             loaded = time.perf_counter()
@@ -323,6 +324,13 @@ class EmbeddingService(BulkLane, MessageImages):
         # Preparing images is what tokenizing is to texts.
         return Embeddings(vectors, [0] * len(images), 0, tokenize_ms=(loaded - started) * 1000,
                           inference_ms=(finished - loaded) * 1000)
+
+
+class _Sender:
+    def __init__(self, send):
+        self.send = send
+
+    share = staticmethod(Embedded.share)
 
 
 async def _within(timeout_s: float, work: Awaitable[T]) -> T:

@@ -14,8 +14,9 @@ the model's throughput; at low load it is less (a lone request pays a whole call
 cost on one instance), which only makes the forecast cautious, and at low load the
 backlog is short. Work that failed (its deadline, an error) counts its busy time and no
 units, so a model falling behind is read slower. Small work (texts of less than
-``pacing.MIN_READ_COST`` estimated tokens) is not read: its time is mostly what any call
-costs, and read per unit it would make a burst of large requests look many times slower.
+``MIN_READ_COST`` estimated tokens, ``requests/costs.py``) is not read: its time is mostly
+what any call costs, and read per unit it would make a burst of large requests look many
+times slower.
 
 A request is refused at once (503 with Retry-After) when the backlog and itself, at that
 rate, would take more than ``deadline_share`` of its deadline; never while nothing else is
@@ -29,13 +30,16 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .pacing import past_share
 
 if TYPE_CHECKING:
     from ..requests.served import ServedModel
 
+T = TypeVar("T")
+# Nothing to admit: one for every caller (it keeps no state).
+_NOTHING = contextlib.nullcontext()
 # Busy seconds the rate is read over: long enough to span a few of a large model's calls,
 # short enough to follow the machine's speed.
 BUSY_WINDOW_S = 10.0
@@ -123,18 +127,20 @@ class Backlogs:
         self._known: dict[str, tuple[ServedModel, Backlog]] = {}
 
     def admitted(
-        self, model: ServedModel, part: str, cost: Callable[[], float], timeout_s: float, min_read: float = 0.0
+        self, model: ServedModel, part: str | None, cost: Callable[[T], float], work: T, timeout_s: float,
+        min_read: float = 0.0,
     ) -> contextlib.AbstractContextManager[None]:
-        """Work of ``cost()`` admitted for the model's Triton model ``part`` (its text graph,
-        a CLIP image tower), where Triton batches the model; else nothing to do. Work of
-        less than ``min_read`` is not read for the rate."""
-        if not self.deadline_share or not model.metadata.dynamic_batching:
-            return contextlib.nullcontext()
+        """``work`` of ``cost(work)`` admitted for the model's Triton model ``part`` (its text
+        graph, a CLIP image tower), where Triton batches the model; else (or where ``part`` is
+        None: work the gateway does itself) nothing to do. Work of less than ``min_read`` is
+        not read for the rate."""
+        if part is None or not self.deadline_share or not model.metadata.dynamic_batching:
+            return _NOTHING
         known = self._known.get(part)
         if known is None or known[0] is not model:
             backlog = Backlog(f"model '{model.name}'", self.deadline_share, min_read=min_read)
             known = self._known[part] = (model, backlog)
-        return known[1].admitted(cost(), timeout_s)
+        return known[1].admitted(cost(work), timeout_s)
 
     def __getitem__(self, triton_name: str) -> Backlog:
         return self._known[triton_name][1]

@@ -5,7 +5,7 @@ a tokenizer thread, an HTTP round trip, Triton's bookkeeping and its Python stub
 load, many one-sentence requests wait at the same time; sent as one call they pay those
 costs once. Where the model has Triton's dynamic batcher, it still merges the calls that
 reach it together; where it has none, the coalescer is the model's batcher, with one call
-in flight per model instance and one more (``api/embedding.py``).
+in flight per model instance and one more (``batching.py``).
 
 There is no timer. A merged call leaves as soon as one of ``max_in_flight`` slots is free,
 with the requests that waited meanwhile, first come first served, up to ``max_rows`` texts
@@ -16,7 +16,9 @@ ones take the stragglers, and the calls stay lopsided: one model instance runs a
 batch while the other runs small ones and waits between them.
 A request that is cancelled (its client went away, its deadline passed) before its call
 leaves is dropped from it; one cancelled after gets no answer, and the others still do.
-A failed call fails each of its requests with the same error.
+A failed call fails each of its requests with the same error. The calls go to a
+:class:`Sender` (one route's, ``requests/steps.py``): one call for the items of several
+requests, and each request's share of its answer.
 
 Bulk work (``submit_bulk``: a batch job's texts) waits in a lane of its own and
 only takes what online requests leave: a bulk call leaves only when no online request waits,
@@ -25,13 +27,13 @@ never takes the last slot (an online request arriving finds one free), and is sm
 small call; after ``quiet_s`` without any, bulk calls grow to ``bulk_idle_rows``, which run
 at full speed.
 
-With a ``pace`` (``pacing.py``), online requests are admitted by cost
-(``cost_admission.py``): refused at once, or while they wait, when their call would finish
-past ``deadline_share`` of their deadline.
+With a :class:`~.cost_admission.CostAdmission` (where the coalescer is the model's only
+batcher), online requests are admitted by cost: refused at once, or while they wait, when
+their call would finish past a share of their deadline.
 
-With keys, a request goes into the queue where ``fair_queue.py`` places it: a key under its
-share of the queued work ahead of the keys over theirs, whose requests are then the ones
-refused when the queue grows past the deadlines.
+With keys, a request goes into the queue (``waiting.py``) where ``fair_queue.py`` places
+it: a key under its share of the queued work ahead of the keys over theirs, whose requests
+are then the ones refused when the queue grows past the deadlines.
 """
 
 from __future__ import annotations
@@ -40,45 +42,37 @@ import asyncio
 import copy
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Awaitable
+from typing import Generic, Protocol, TypeVar
 
 from . import tenants
 from .cost_admission import CostAdmission, Running
-from .fair_queue import KeyShares
-from .pacing import Pace
+from .waiting import Waiter, Waiting
 
 Item = TypeVar("Item")
 Merged = TypeVar("Merged")
 Share = TypeVar("Share")
 
 
-@dataclass
-class Waiter(Generic[Item, Share]):
-    items: list[Item]
-    deadline: float  # event-loop time
-    arrived: float  # perf_counter time
-    future: asyncio.Future[Share]
-    cost: float = 0.0  # estimated tokens (with a pace)
-    admitted: bool = False  # a later part of a request admitted whole: never refused
-    key: str | None = None  # its key's keyed hash, where keys share the queue
+class Sender(Protocol[Item, Merged, Share]):
+    """Where a coalescer's calls go."""
 
-    @property
-    def weight(self) -> float:
-        """What it counts for in its key's share of the queue: its cost, else its rows."""
-        return self.cost or float(len(self.items))
+    def send(self, items: list[Item], timeout_s: float) -> Awaitable[Merged]:
+        """One call for the items of several requests, in order."""
+        ...
+
+    def share(self, merged: Merged, rows: slice, arrived: float) -> Share:
+        """One request's part of a call's answer: its ``rows``, and the perf_counter time it
+        arrived (for its queue time)."""
+        ...
 
 
-class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
-    """``work(items, timeout_s)`` does one call for the items of several requests;
-    ``share(merged, rows, arrived)`` cuts out one request's part (its rows, and the
-    perf_counter time it arrived, for its queue time)."""
+class Coalescer(Generic[Item, Merged, Share]):
+    """Several requests' items merged into calls to ``sender``."""
 
     def __init__(
         self,
-        work: Callable[[list[Item], float], Awaitable[Merged]],
-        share: Callable[[Merged, slice, float], Share],
+        sender: Sender[Item, Merged, Share],
         *,
         max_rows: int,
         max_in_flight: int,
@@ -86,14 +80,11 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
         bulk_busy_rows: int = 8,
         bulk_idle_rows: int = 64,
         quiet_s: float = 0.25,
-        pace: Pace | None = None,
-        cost: Callable[[list[Item]], float] | None = None,
-        deadline_share: float = 0.8,
-        name: str = "the model",
+        admission: CostAdmission[Item, Share] | None = None,
         fair_share: bool = True,
     ):
-        self._work = work
-        self._share = share
+        self._send = sender.send
+        self._share = sender.share
         self.max_rows = max_rows
         self.max_in_flight = max_in_flight
         # Bulk calls in flight at most: never the last slot (where there is more than one).
@@ -102,23 +93,15 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
         self.bulk_busy_rows = bulk_busy_rows
         self.bulk_idle_rows = min(bulk_idle_rows, max_rows)
         self.quiet_s = quiet_s
-        self._waiting: deque[Waiter[Item, Share]] = deque()
+        self.admission = admission
+        self.fair_share = fair_share
+        self._waiting: Waiting[Item, Share] = Waiting()
         self._bulk: deque[Waiter[Item, Share]] = deque()
         self._in_flight = 0
         self._bulk_in_flight = 0
         self._in_flight_rows = 0
-        self._waiting_rows = 0
         self._last_online = float("-inf")
         self._calls: set[asyncio.Task[None]] = set()
-        self.pace = pace if cost is not None else None
-        self._cost = cost
-        self.deadline_share = deadline_share
-        self.name = name
-        self._waiting_cost = 0.0
-        self._in_flight_cost = 0.0
-        self._running: list[Running] = []  # in the order sent
-        self.fair_share = fair_share
-        self._shares = KeyShares()
 
     @property
     def in_flight(self) -> int:
@@ -132,19 +115,17 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
         tenant = tenants.current() if self.fair_share else None
-        cost = self._cost(items) if self.pace is not None and self._cost is not None else 0.0
+        admission = self.admission
+        cost = admission.cost(items) if admission is not None else 0.0
         waiter = Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
-                         tenant.owner if tenant is not None else None)
-        at = len(self._waiting) if waiter.key is None else self._shares.place(self._waiting, waiter.key, waiter.weight)
-        self._admit(items, cost, timeout_s, admitted, at)
-        if at == len(self._waiting):
-            self._waiting.append(waiter)
-        else:
-            self._waiting.insert(at, waiter)
-        self._waiting_rows += len(items)
-        self._waiting_cost += cost
-        if waiter.key is not None:
-            self._shares.add(waiter.key, waiter.weight)
+                        tenant.owner if tenant is not None else None)
+        waiting = self._waiting
+        at = waiting.place(waiter)
+        if admission is not None:
+            admission.admit(
+                waiting, self._in_flight, items, cost, timeout_s, admitted, at, self._call_rows(len(items))
+            )
+        waiting.add(waiter, at)
         self._send_waiting()
         # Cancelling the caller cancels the future: its call leaves without it, or ignores it.
         return await future
@@ -168,14 +149,14 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
     def close(self) -> None:
         for call in list(self._calls):
             call.cancel()
-        for queue in (self._waiting, self._bulk):
-            while queue:
-                queue.popleft().future.cancel()
+        self._waiting.cancel()
+        while self._bulk:
+            self._bulk.popleft().future.cancel()
 
     def _send_waiting(self) -> None:
         while self._in_flight < self.max_in_flight:
             bulk = False
-            taken = self._take()
+            taken = self._waiting.take(self._call_rows()) if self._waiting.queue else []
             if not taken:
                 if self._bulk_in_flight >= self.bulk_slots or self._in_flight >= self.max_in_flight - self._reserved:
                     return
@@ -185,12 +166,10 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
                 return
             rows = sum(len(waiter.items) for waiter in taken)
             running = None
-            if self.pace is not None and self._cost is not None:
-                cost = self._cost([item for w in taken for item in w.items]) if bulk else sum(w.cost for w in taken)
-                started = sum(call.started is not None for call in self._running) < self.pace.instances
-                running = Running(asyncio.get_running_loop().time() if started else None, cost)
-                self._running.append(running)
-                self._in_flight_cost += cost
+            admission = self.admission
+            if admission is not None:
+                cost = admission.cost([item for w in taken for item in w.items]) if bulk else sum(w.cost for w in taken)
+                running = admission.sent(cost)
             self._in_flight += 1
             self._bulk_in_flight += bulk
             self._in_flight_rows += 0 if bulk else rows
@@ -219,30 +198,7 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
 
     def _call_rows(self, extra: int = 0) -> int:
         """The most texts the next call takes: an equal share of all there are per slot."""
-        return min(self.max_rows, -(-(self._waiting_rows + extra + self._in_flight_rows) // self.max_in_flight))
-
-    def _take(self) -> list[Waiter[Item, Share]]:
-        taken: list[Waiter[Item, Share]] = []
-        rows = 0
-        limit = self._call_rows()
-        while self._waiting:
-            waiter = self._waiting[0]
-            if waiter.future.done():  # cancelled while it waited
-                self._waiting.popleft()
-                self._waiting_rows -= len(waiter.items)
-                self._waiting_cost -= waiter.cost
-                if waiter.key is not None:
-                    self._shares.remove(waiter.key, waiter.weight)
-                continue
-            if taken and rows + len(waiter.items) > limit:
-                break
-            taken.append(self._waiting.popleft())
-            rows += len(waiter.items)
-            self._waiting_rows -= len(waiter.items)
-            self._waiting_cost -= waiter.cost
-            if waiter.key is not None:
-                self._shares.remove(waiter.key, waiter.weight)
-        return taken
+        return min(self.max_rows, -(-(self._waiting.rows + extra + self._in_flight_rows) // self.max_in_flight))
 
     async def _call(
         self, taken: list[Waiter[Item, Share]], row_count: int, bulk: bool = False, running: Running | None = None,
@@ -253,7 +209,7 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
             items = taken[0].items if len(taken) == 1 else [item for w in taken for item in w.items]
             # Long enough for the most patient request; each request keeps its own deadline.
             timeout_s = max(0.001, max(w.deadline for w in taken) - loop.time())
-            merged = await self._work(items, timeout_s)
+            merged = await self._send(items, timeout_s)
             finished = True
         except asyncio.CancelledError:
             for waiter in taken:
@@ -279,5 +235,5 @@ class Coalescer(CostAdmission[Item, Share], Generic[Item, Merged, Share]):
             self._bulk_in_flight -= bulk
             self._in_flight_rows -= 0 if bulk else row_count
             if running is not None:
-                self._ended(running, finished)
+                self.admission.ended(running, finished, self._waiting, self._call_rows())  # type: ignore[union-attr]
             self._send_waiting()

@@ -9,7 +9,7 @@ it, sent after the calls queued before it, would finish past a share of its dead
 a request still waiting when that stops being true (the model ran slower than measured) is
 refused then, before any work is done for it.
 
-Work is counted in estimated tokens (:func:`text_cost`): the same estimate on both sides,
+Work is counted in estimated tokens (``requests/costs.py``): the same estimate on both sides,
 the queue's and the measured speed's, so its bias cancels out.
 
 The speed (:class:`Pace`) is each call's service time, from the moment an instance took it
@@ -34,20 +34,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ...errors import Overloaded
+from ..requests.costs import MIN_READ_COST
 
 # The model's first calls, which pay for onnxruntime's first runs: not read.
 SKIPPED_CALLS = 1
 # The last calls read: the slowest of them counts.
 RECENT_CALLS = 5
-# Calls of less cost are not read (about five short sentences; a call's fixed cost is a
-# few milliseconds, a short sentence's share of a merged call a fraction of one).
-MIN_READ_COST = 64.0
-# Characters per token of an English text, about; a token or two for the special tokens.
-CHARS_PER_TOKEN = 4
-SPECIAL_TOKENS = 2
 
 
 def past_share(name: str, needed_s: float, deadline_share: float, timeout_s: float, what: str) -> Overloaded:
@@ -59,17 +54,6 @@ def past_share(name: str, needed_s: float, deadline_share: float, timeout_s: flo
         f"{deadline_share:.0%} of its {timeout_s:g}s deadline; retry in {retry}s",
         retry_after_s=retry,
     )
-
-
-def text_cost(item: str | tuple[str, ...]) -> float:
-    """A text's (or a pair's) estimated tokens."""
-    if isinstance(item, str):
-        return len(item) / CHARS_PER_TOKEN + SPECIAL_TOKENS
-    return sum(len(part) for part in item) / CHARS_PER_TOKEN + SPECIAL_TOKENS + 1
-
-
-def items_cost(items: Sequence[str | tuple[str, ...]]) -> float:
-    return sum(text_cost(item) for item in items)
 
 
 class Pace:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from ...errors import RateLimited
 from ...telemetry import count_inputs
+from ..requests.costs import items_cost
 from . import tenants
-from .pacing import items_cost
 from .tenants import Tenant
 
 MINUTE_S = 60.0

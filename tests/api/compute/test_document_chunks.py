@@ -19,7 +19,7 @@ from embedgate.api.compute.requests.chunking import Chunking
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
 from embedgate.api.compute.scheduling import tenants
-from embedgate.api.compute.scheduling.pacing import items_cost
+from embedgate.api.compute.requests.costs import items_cost
 from embedgate.api.compute.scheduling.rates import KeyRates
 from embedgate.api.compute.scheduling.threads import OffLoopThreads
 from embedgate.api.compute.service import EmbeddingService

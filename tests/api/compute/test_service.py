@@ -339,9 +339,9 @@ def test_requests_are_admitted_by_cost_where_the_coalescer_is_the_models_only_ba
     model = ServedModel("m", "m", Meta(dynamic_batching=dynamic_batching, instance_count=2), tokenizer)
     try:
         coalescer = service._coalescer(model, model.routes[0])
-        assert (coalescer.pace is not None) == paced
+        assert (coalescer.admission is not None) == paced
         if paced:
-            assert coalescer.pace.instances == 2 and coalescer.deadline_share == share
+            assert coalescer.admission.pace.instances == 2 and coalescer.admission.deadline_share == share
     finally:
         service.close()
 

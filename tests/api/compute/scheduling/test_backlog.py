@@ -116,23 +116,33 @@ class Model:
 def test_each_triton_part_has_its_own_backlog_and_a_model_loaded_again_a_new_one():
     backlogs = Backlogs(0.8)
     model = Model()
-    with backlogs.admitted(model, "m_image_encoder", lambda: 8.0, 30):
+    with backlogs.admitted(model, "m_image_encoder", float, 8, 30):
         assert backlogs["m_image_encoder"].cost == 8
-        with backlogs.admitted(model, "m_text_encoder", lambda: 20.0, 30):
+        with backlogs.admitted(model, "m_text_encoder", float, 20, 30):
             assert backlogs["m_text_encoder"].cost == 20
     first = backlogs["m_image_encoder"]
     assert first.rate is not None
-    with backlogs.admitted(Model(), "m_image_encoder", lambda: 8.0, 30):
+    with backlogs.admitted(Model(), "m_image_encoder", float, 8, 30):
         assert backlogs["m_image_encoder"] is not first and backlogs["m_image_encoder"].requests == 1
 
 
 @pytest.mark.parametrize(("share", "dynamic_batching"), [(0.0, True), (0.8, False)])
 def test_nothing_is_kept_without_a_share_or_where_the_gateway_batches(share, dynamic_batching):
     backlogs = Backlogs(share)
-    with backlogs.admitted(Model(dynamic_batching), "m_image_encoder", lambda: pytest.fail("no cost is asked for"), 30):
+    def cost(work):
+        pytest.fail("no cost is asked for")
+
+    with backlogs.admitted(Model(dynamic_batching), "m_image_encoder", cost, ["an image"], 30):
         pass
     with pytest.raises(KeyError):
         backlogs["m_image_encoder"]
+
+
+def test_the_gateways_own_work_is_not_admitted():
+    backlogs = Backlogs(0.8)
+    with backlogs.admitted(Model(), None, float, 8, 30):
+        pass
+    assert not backlogs._known
 
 
 def test_small_work_is_not_read(clock):

@@ -7,9 +7,15 @@ import pytest
 from embedgate.api.compute.scheduling.coalescing import Coalescer
 
 
+def share(merged, rows, arrived):
+    return merged[rows]
+
+
 class Calls:
-    """A fake ``work``: records each call's items and timeout; each call waits for its
-    own release, so a test decides when calls finish."""
+    """A fake sender: records each call's items and timeout; each call waits for its own
+    release, so a test decides when calls finish."""
+
+    share = staticmethod(share)
 
     def __init__(self):
         self.items: list[list[str]] = []
@@ -17,7 +23,7 @@ class Calls:
         self.releases: list[asyncio.Event] = []
         self.fail_with: Exception | None = None
 
-    async def work(self, items, timeout_s):
+    async def send(self, items, timeout_s):
         self.items.append(list(items))
         self.timeouts.append(timeout_s)
         release = asyncio.Event()
@@ -32,12 +38,8 @@ class Calls:
             await asyncio.sleep(0)
 
 
-def share(merged, rows, arrived):
-    return merged[rows]
-
-
 def coalescer(calls, *, max_rows=100, max_in_flight=1):
-    return Coalescer(calls.work, share, max_rows=max_rows, max_in_flight=max_in_flight)
+    return Coalescer(calls, max_rows=max_rows, max_in_flight=max_in_flight)
 
 
 async def behind_a_busy_call(calls, merged, *waiting, first_timeout=5):
@@ -195,7 +197,7 @@ async def test_close_cancels_calls_and_waiting_requests():
 def bulk_coalescer(calls, **options):
     settings = {"max_rows": 100, "max_in_flight": 3, "bulk_slots": 2, "bulk_busy_rows": 2, "bulk_idle_rows": 6,
                 "quiet_s": 0.0, **options}
-    return Coalescer(calls.work, share, **settings)
+    return Coalescer(calls, **settings)
 
 
 async def settle():

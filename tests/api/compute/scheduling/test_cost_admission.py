@@ -7,10 +7,11 @@ import asyncio
 import pytest
 
 from embedgate.api.compute.scheduling.coalescing import Coalescer
+from embedgate.api.compute.scheduling.cost_admission import CostAdmission
 from embedgate.api.compute.scheduling.pacing import Pace
 from embedgate.api.compute.scheduling.tenants import Tenant, serve_as
 from embedgate.api.errors import Overloaded
-from tests.api.compute.scheduling.test_coalescing import Calls, coalescer, share
+from tests.api.compute.scheduling.test_coalescing import Calls, coalescer
 
 
 class FixedPace(Pace):
@@ -31,10 +32,8 @@ def units(items):
 
 
 def paced(calls, unit_s, *, instances=1, max_rows=100, deadline_share=0.8):
-    return Coalescer(
-        calls.work, share, max_rows=max_rows, max_in_flight=instances, pace=FixedPace(unit_s, instances),
-        cost=units, deadline_share=deadline_share, name="model 'm'",
-    )
+    admission = CostAdmission(FixedPace(unit_s, instances), units, deadline_share=deadline_share, name="model 'm'")
+    return Coalescer(calls, max_rows=max_rows, max_in_flight=instances, admission=admission)
 
 
 async def test_a_request_whose_call_would_finish_past_its_deadline_is_refused_at_once():
@@ -91,17 +90,17 @@ async def test_the_last_call_of_the_queue_is_counted_on_one_instance():
 async def test_a_call_waiting_in_tritons_queue_is_timed_from_when_an_instance_takes_it():
     calls = Calls()
     pace = FixedPace(0.001, instances=1)
-    merged = Coalescer(calls.work, share, max_rows=1, max_in_flight=2, pace=pace, cost=units)
+    merged = Coalescer(calls, max_rows=1, max_in_flight=2, admission=CostAdmission(pace, units))
     first = asyncio.create_task(merged.submit(["x" * 10], 30))
     second = asyncio.create_task(merged.submit(["y" * 20], 30))
     await calls.started(2)  # both sent: the second waits in Triton's queue
-    assert [call.started is not None for call in merged._running] == [True, False]
+    assert [call.started is not None for call in merged.admission.running] == [True, False]
     await asyncio.sleep(0.05)  # the second call has waited this long
     loop = asyncio.get_running_loop()
     freed = loop.time()
     calls.releases[0].set()
     await first
-    assert merged._running[0].started is not None and merged._running[0].started >= freed
+    assert merged.admission.running[0].started is not None and merged.admission.running[0].started >= freed
     calls.releases[1].set()
     await second
     ended = loop.time()
@@ -118,7 +117,7 @@ async def test_a_waiting_request_that_can_no_longer_make_its_deadline_is_refused
     late = asyncio.create_task(merged.submit(["y" * 20], 1.0))  # 0.5 + 0.2 s: admitted
     patient = asyncio.create_task(merged.submit(["z" * 10], 30))
     await asyncio.sleep(0)
-    merged.pace.unit_s = 0.1  # the model turned out slower: their call now takes 3 s, past 1 s
+    merged.admission.pace.unit_s = 0.1  # the model turned out slower: their call now takes 3 s, past 1 s
     calls.releases[0].set()
     with pytest.raises(Overloaded) as shed:
         await late
@@ -165,8 +164,7 @@ async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed(
     # 40 x 0.1 s, past 80% of 1 s, though the merged calls that serve it take 10 ms.
     calls = Calls()
     merged = Coalescer(
-        calls.work, share, max_rows=100, max_in_flight=1, pace=Pace(1), cost=units, deadline_share=0.8,
-        name="model 'm'",
+        calls, max_rows=100, max_in_flight=1, admission=CostAdmission(Pace(1), units, name="model 'm'")
     )
     for lone in range(3):  # the first is never read; the others are lone sentences
         task = asyncio.create_task(merged.submit(["s" * 12], 30))
@@ -174,7 +172,7 @@ async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed(
         await asyncio.sleep(0.1)
         calls.releases[lone].set()
         await task
-    assert merged.pace.unit_s is None
+    assert merged.admission.pace.unit_s is None
     first = asyncio.create_task(merged.submit(["s" * 12], 1.0))
     await calls.started(4)
     burst = [asyncio.create_task(merged.submit([f"{i:02d}" + "s" * 10], 1.0)) for i in range(40)]
@@ -186,7 +184,7 @@ async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed(
     assert await first == ["S" * 12]
     assert await asyncio.gather(*burst) == [[f"{i:02d}" + "S" * 10] for i in range(40)]
     assert len(calls.items[4]) == 40  # the burst went in one merged call
-    assert merged.pace.unit_s == pytest.approx(0.0, abs=0.01)  # and that call, of 480 units, was read
+    assert merged.admission.pace.unit_s == pytest.approx(0.0, abs=0.01)  # and that call, of 480 units, was read
 
 
 def as_key(tenant, submit):
@@ -222,8 +220,8 @@ async def test_a_light_key_goes_ahead_of_a_flooding_keys_queue_and_is_answered_i
 
 async def test_without_fair_share_a_light_key_waits_its_turn_and_is_refused():
     calls = Calls()
-    merged = Coalescer(calls.work, share, max_rows=1, max_in_flight=1, pace=FixedPace(0.01), cost=units,
-                       name="model 'm'", fair_share=False)
+    admission = CostAdmission(FixedPace(0.01), units, name="model 'm'")
+    merged = Coalescer(calls, max_rows=1, max_in_flight=1, admission=admission, fair_share=False)
     flood, light = Tenant("a-hash", "a"), Tenant("b-hash", "b")
     first = as_key(flood, lambda: merged.submit(["x" * 50], 5))
     await calls.started(1)

@@ -1,21 +1,8 @@
-"""A model's measured speed (each call's time on its instance over its cost), the forecast
-of when calls sent from now on finish, and the cost estimate both sides count in."""
+"""A model's measured speed (each call's time on its instance over its cost), and the
+forecast of when calls sent from now on finish."""
 
-from embedgate.api.compute.scheduling.pacing import (
-    MIN_READ_COST,
-    RECENT_CALLS,
-    SKIPPED_CALLS,
-    Pace,
-    Schedule,
-    items_cost,
-    text_cost,
-)
-
-
-def test_a_text_costs_its_estimated_tokens():
-    assert text_cost("abcd" * 10) == 10 + 2
-    assert text_cost(("abcd" * 3, "abcd" * 2)) == 5 + 3  # a pair has one more separator
-    assert items_cost(["abcd", "abcd" * 2]) == (1 + 2) + (2 + 2)
+from embedgate.api.compute.requests.costs import MIN_READ_COST
+from embedgate.api.compute.scheduling.pacing import RECENT_CALLS, SKIPPED_CALLS, Pace, Schedule
 
 
 def test_no_speed_until_a_call_is_read():
