@@ -13,11 +13,11 @@ from ..gateway import Cluster, Gateway
 from ..settings import Settings
 from ..telemetry import MetricsMiddleware
 from . import openapi
-from .auth import KeyRing, key_guard, require_api_key
+from .auth import KeyRing, key_guard
 from .errors import install_error_handlers
-from .fast_lane import FastLane
+from .fast_path import FastPath
 from .middleware import CancelOnDisconnect, RequestLimits
-from .openapi import openai_errors, tei_errors
+from .openapi import openai_errors
 from .paths import batches, cohere, health, inference, metrics, models, openai, predict, prometheus, rerank, tei
 from .responses import JSONResponse
 
@@ -65,18 +65,21 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
     # Health stays open (probes carry no keys), TEI's too; management needs an admin key when set.
     for router in (health.router, tei.health, tei.named_health):
         app.include_router(router)
-    for router in (inference.router, rerank.router, predict.router, cohere.router, metrics.router, models.listing):
+    # The routers of endpoint routes (route_table.py) check their keys themselves.
+    for endpoint_router in (inference.router, rerank.router, predict.router, cohere.router):
+        endpoint_router.include_in(app, settings)
+    for router in (metrics.router, models.listing):
         app.include_router(router, **key_guard(settings))
     app.include_router(prometheus.router, **({} if settings.prometheus_without_key else key_guard(settings)))
-    for router in (openai.router, rerank.v1_router, batches.router):
-        app.include_router(router, **key_guard(settings, documented=openai_errors))
+    for endpoint_router in (openai.router, rerank.v1_router):
+        endpoint_router.include_in(app, settings)
+    app.include_router(batches.router, **key_guard(settings, documented=openai_errors))
     # The default model's before any model's: /tei/{model} would take /tei/embed as a model.
-    for router in (tei.router, tei.named_router):
-        app.include_router(router, **key_guard(settings, documented=tei_errors))
+    for endpoint_router in (tei.router, tei.named_router):
+        endpoint_router.include_in(app, settings)
     app.include_router(models.router, **key_guard(settings, admin=True))
     # Innermost: inside the body limits and the cancelling of a request whose client left.
-    # The lane's routes are all included with the API key check (key_guard).
-    app.add_middleware(FastLane, routes=lambda: app.routes, checks=(require_api_key,))
+    app.add_middleware(FastPath, routes=lambda: app.routes)
     app.add_middleware(CancelOnDisconnect, paths=INFERENCE_PATHS, prefixes=INFERENCE_PREFIXES)
     app.add_middleware(
         RequestLimits,

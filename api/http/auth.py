@@ -10,7 +10,7 @@ Keys are compared in constant time (digests of equal length through
 ``hmac.compare_digest``), and every configured key is compared, so timing reveals neither
 which key matched nor how much of one did.
 
-A key that matched is the request's tenant (``compute/tenants.py``): its keyed hash
+A key that matched is the request's tenant (``compute/scheduling/tenants.py``): its keyed hash
 (HMAC-SHA256 with ``EMBEDGATE_KEY_HASH_SECRET``) owns the bulk-job files and batches it
 creates, and its name (or a short keyed hash) labels its metrics. Both are computed once, at
 startup; the key itself is kept nowhere but in the settings.
@@ -124,12 +124,21 @@ _bearer = HTTPBearer(auto_error=False, scheme_name="apiKey", description="An API
 def key_guard(
     settings: Settings, *, admin: bool = False, documented: Callable[..., dict] = errors
 ) -> dict[str, Any]:
-    """``include_router`` arguments for routes behind keys: the check, and, where the
-    server has keys, what the document says of them (in the routes' error shape,
-    ``documented``): bearer security, 401, and 403 on the management routes when an API key
-    can be refused there."""
+    """``include_router`` arguments for routes behind keys: the check, and what the document
+    says of it (:func:`key_documentation`)."""
+    documentation = key_documentation(settings, admin=admin, documented=documented)
     check = require_admin_key if admin else require_api_key
+    return {**documentation, "dependencies": [*documentation.get("dependencies", ()), Depends(check)]}
+
+
+def key_documentation(
+    settings: Settings, *, admin: bool = False, documented: Callable[..., dict] = errors
+) -> dict[str, Any]:
+    """``include_router`` arguments that document routes behind keys, where the server has
+    keys (in the routes' error shape, ``documented``): bearer security, 401, and 403 on the
+    management routes when an API key can be refused there. For a router whose routes run
+    their check themselves (``route_table.EndpointRouter``); :func:`key_guard` adds it."""
     if not (settings.api_keys or settings.admin_keys):
-        return {"dependencies": [Depends(check)]}
+        return {}
     statuses = [401, 403] if admin and settings.admin_keys and settings.api_keys else [401]
-    return {"dependencies": [Security(_bearer), Depends(check)], "responses": documented(*statuses)}
+    return {"dependencies": [Security(_bearer)], "responses": documented(*statuses)}

@@ -58,7 +58,7 @@ def test_batched_embeddings_match_pytorch(http, minilm_loaded, minilm):
 
 
 def test_binary_answers_carry_the_models_vectors(http, minilm_loaded, minilm):
-    # Through the real server (the fast lane answers /infer; TEI's /embed goes through FastAPI).
+    # Through the real server (the fast path answers /infer and TEI's /embed).
     texts = [f"binary: {sentence}" for sentence in SENTENCES[:4]]
     reference = minilm.encode(texts, convert_to_numpy=True)
     npy = computed(http.post("/infer", json={"model_name": MINILM, "text": texts}, headers={"accept": "application/x-npy"}))

@@ -1,19 +1,16 @@
 """FastAPI's path operations, one module per concern, and what they share: the gateway a
-request is served by, a model named in a path, the request's deadline."""
+request is served by, a model named in a path, the request's deadline. The routes that hand
+their body to an endpoint are declared in ``http/route_table.py``'s terms."""
 
 import math
 import re
-from collections.abc import Callable
-from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import Path, Request
 
 from ...endpoints.schemas import patterns
 from ...endpoints.schemas.fields import FROM_SETTINGS, name_of
 from ...errors import InvalidInput, NotReady
 from ...gateway import Gateway
-from ..lane import Lane
-from ..responses import answered
 
 # Dependencies are coroutines: FastAPI runs a plain ``def`` dependency in its thread pool,
 # a thread hop on every request for a few attribute reads.
@@ -78,21 +75,3 @@ async def request_timeout(request: Request) -> float:
         )
     return value
 
-
-def endpoint_route(
-    router: APIRouter, path: str, body: type, endpoint_of: Callable[[Any], Any], *, name: str, **documented: Any
-) -> None:
-    """A POST path operation that hands its body to the gateway's endpoint (``endpoint_of``
-    its endpoints) with the request's deadline, and answers what the endpoint answers."""
-
-    async def operation(
-        http: Request,
-        request: body,  # type: ignore[valid-type]
-        gateway: Gateway = Depends(get_gateway),
-        timeout_s: float = Depends(request_timeout),
-    ) -> Response:
-        answer = await endpoint_of(gateway.endpoints)(request, timeout_s)
-        return answered(answer, http.headers.get("accept"))
-
-    operation.lane = Lane(body, endpoint_of)  # type: ignore[attr-defined]
-    router.post(path, name=name, openapi_extra=TAKES_A_DEADLINE, **documented)(operation)

@@ -3,7 +3,7 @@ in the seed's shape, answered by their endpoints (``endpoints/embed.py``)."""
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFile
+from fastapi import Depends, File, Form, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
@@ -15,10 +15,10 @@ from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
 from ..openapi import errors
 from ..responses import BINARY_CONTENT, answered
-from ..routing import BodyRoute
-from . import TAKES_A_DEADLINE, endpoint_route, get_gateway, request_timeout
+from ..route_table import EndpointRoute, EndpointRouter
+from . import TAKES_A_DEADLINE, get_gateway, request_timeout
 
-router = APIRouter(tags=["inference"], route_class=BodyRoute)
+router = EndpointRouter(tags=["inference"])
 
 # The answer is built by hand (orjson straight from the arrays, no pydantic on the way out):
 # response_model documents it and FastAPI does not re-validate a returned Response.
@@ -28,10 +28,7 @@ ANSWERS = {
 }
 
 
-endpoint_route(
-    router, "/infer", InferRequest, lambda endpoints: endpoints.infer, name="infer",
-    response_model=InferResponse, responses=ANSWERS,
-)
+router.endpoint_route(EndpointRoute("/infer", "infer", InferRequest, "infer", InferResponse, ANSWERS))
 
 
 class ImageUploads(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
 from ...compute.requests.served import ServedModel
 from ...endpoints.envelope import served_by_key
@@ -20,10 +20,10 @@ from ...endpoints.schemas.openai import EmbeddingsRequest, EmbeddingsResponse, M
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
 from ..openapi import openai_errors
-from ..routing import BodyRoute
-from . import ModelKey, endpoint_route, get_gateway
+from ..route_table import EndpointRoute, EndpointRouter
+from . import ModelKey, get_gateway
 
-router = APIRouter(prefix="/v1", tags=["openai"], route_class=BodyRoute)
+router = EndpointRouter(prefix="/v1", tags=["openai"], errors=openai_errors)
 
 OWNER = "embedgate"
 # Like /infer, the answer is built by hand and response_model only documents it.
@@ -33,9 +33,10 @@ EMBEDDINGS_ANSWERS = {
 }
 
 
-endpoint_route(
-    router, "/embeddings", EmbeddingsRequest, lambda endpoints: endpoints.embeddings, name="create_embeddings",
-    response_model=EmbeddingsResponse, responses=EMBEDDINGS_ANSWERS,
+router.endpoint_route(
+    EndpointRoute(
+        "/embeddings", "create_embeddings", EmbeddingsRequest, "embeddings", EmbeddingsResponse, EMBEDDINGS_ANSWERS
+    )
 )
 
 

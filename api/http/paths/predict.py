@@ -4,22 +4,16 @@ answered by its endpoint (``endpoints/predict.py``): each label's score, best fi
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from ...endpoints.schemas.predict import PredictRequest, PredictResponse
 from ...endpoints.timing import documented_headers
 from ..openapi import errors
-from ..routing import BodyRoute
-from . import endpoint_route
+from ..route_table import EndpointRoute, EndpointRouter
 
-router = APIRouter(tags=["predict"], route_class=BodyRoute)
+router = EndpointRouter(tags=["predict"])
 ANSWERS = {
     200: {"headers": documented_headers(text_always=True)},
     **errors(400, 404, 409, 413, 415, 422, 429, 500, 502, 503, 504),
 }
 
 
-endpoint_route(
-    router, "/predict", PredictRequest, lambda endpoints: endpoints.predict, name="predict",
-    response_model=PredictResponse, responses=ANSWERS,
-)
+router.endpoint_route(EndpointRoute("/predict", "predict", PredictRequest, "predict", PredictResponse, ANSWERS))

@@ -4,22 +4,18 @@ errors in OpenAI's shape like the other ``/v1`` routes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from ...endpoints.schemas.rerank import RerankRequest, RerankResponse
 from ...endpoints.timing import documented_headers
-from ..openapi import errors, openai_errors
-from ..routing import BodyRoute
-from . import endpoint_route
+from ..openapi import openai_errors
+from ..route_table import EndpointRoute, EndpointRouter
 
-router = APIRouter(tags=["rerank"], route_class=BodyRoute)
-v1_router = APIRouter(prefix="/v1", tags=["rerank"], route_class=BodyRoute)
+router = EndpointRouter(tags=["rerank"])
+v1_router = EndpointRouter(prefix="/v1", tags=["rerank"], errors=openai_errors)
 STATUSES = (400, 404, 409, 413, 415, 422, 429, 500, 502, 503, 504)
 ANSWER = {200: {"headers": documented_headers(text_always=True)}}
 
 
-for on, documented_errors in ((router, errors), (v1_router, openai_errors)):
-    endpoint_route(
-        on, "/rerank", RerankRequest, lambda endpoints: endpoints.rerank, name="rerank",
-        response_model=RerankResponse, responses={**ANSWER, **documented_errors(*STATUSES)},
+for on in (router, v1_router):
+    on.endpoint_route(
+        EndpointRoute("/rerank", "rerank", RerankRequest, "rerank", RerankResponse, {**ANSWER, **on.errors(*STATUSES)})
     )

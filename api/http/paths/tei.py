@@ -29,8 +29,7 @@ from starlette.responses import Response
 
 from ...compute.requests.asks import Output
 from ...compute.requests.served import ServedModel
-from ...endpoints import TeiEndpoints
-from ...endpoints.envelope import Endpoint, served_by_key
+from ...endpoints.envelope import served_by_key
 from ...endpoints.schemas.predict import PredictResponse
 from ...endpoints.schemas.tei import (
     Rank,
@@ -50,10 +49,9 @@ from ...endpoints.tei import default_model as tei_default_model
 from ...endpoints.tei import documented_tei_headers
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
-from ..lane import Lane
 from ..openapi import tei_errors
 from ..responses import BINARY_CONTENT, JSONResponse, answered
-from ..routing import BodyRoute
+from ..route_table import EndpointRoute, EndpointRouter, ModelOf
 from ..tei.errors import PREFIX, tei_error
 from ..tei.info import info
 from . import TAKES_A_DEADLINE, ModelKey, get_gateway, request_timeout
@@ -69,24 +67,37 @@ EMBED = {**INFERENCE, 200: {**INFERENCE[200], "content": BINARY_CONTENT}, **tei_
 TOKENS = tei_errors(400, 404, 409, 413, 415, 422, 424, 500, 503)
 
 
+# The model of a base URL, found for FastAPI and for the fast path alike (``route_table.ModelOf``).
 async def default_model(gateway: Gateway = Depends(get_gateway)) -> ServedModel:
     """The model ``/tei`` serves: EMBEDGATE_TEI_MODEL, else the only loaded model."""
     return tei_default_model(gateway.registry, gateway.settings)
 
 
 async def named_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> ServedModel:
+    """The model ``/tei/<model>`` names."""
     return served_by_key(gateway.registry, model)
 
 
+# TEI's routes under a base URL, each answered by TEI's endpoint of its name: its body, its
+# answer, its summary and what it may answer. First those that run the model:
+MODEL_ROUTES = (
+    ("embed", TeiEmbedRequest, list[list[float]], "Dense embeddings (TEI)", EMBED),
+    ("embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], "A sparse encoder's non-zero weights (TEI)",
+     INFERENCE),
+    ("embed_all", TeiEmbedAllRequest, list[list[list[float]]], "A multi-vector model's token vectors (TEI)", INFERENCE),
+    ("similarity", TeiSimilarityRequest, list[float], "Cosine similarities (TEI)", INFERENCE),
+    ("rerank", TeiRerankRequest, list[Rank], "Texts ranked against a query (TEI)", INFERENCE),
+    ("predict", TeiPredictRequest, PredictResponse, "Label scores (TEI)", INFERENCE),
+)
+# Then those that run only its tokenizer: no deadline, nothing charged.
+TOKEN_ROUTES = (
+    ("tokenize", TeiTokenizeRequest, list[list[SimpleToken]], "Tokens (TEI)", TOKENS),
+    ("decode", TeiDecodeRequest, list[str], "Texts of token ids (TEI)", TOKENS),
+)
+
+
 # The route each body is, at a base URL (TEI's "/" route): the route of the body's shape.
-ROUTE_OF_BODY: dict[type[BaseModel], str] = {
-    TeiEmbedRequest: "embed",
-    TeiEmbedSparseRequest: "embed_sparse",
-    TeiEmbedAllRequest: "embed_all",
-    TeiSimilarityRequest: "similarity",
-    TeiRerankRequest: "rerank",
-    TeiPredictRequest: "predict",
-}
+ROUTE_OF_BODY: dict[type[BaseModel], str] = {body: name for name, body, *_ in MODEL_ROUTES}
 # What TEI answers at its base URL for a model, by what the model is for.
 BODY_OF_OUTPUT: dict[Output, type[BaseModel]] = {
     Output.EMBED: TeiEmbedRequest,
@@ -129,8 +140,7 @@ def _schema(answer: Any) -> dict[str, Any]:
 
 
 # What the base URL answers: one of the routes' answers.
-ROOT_ANSWER = {"anyOf": [_schema(answer) for answer in (
-    list[list[float]], list[list[SparseValue]], list[list[list[float]]], list[float], list[Rank], PredictResponse)]}
+ROOT_ANSWER = {"anyOf": [_schema(answer) for _, _, answer, *_ in MODEL_ROUTES]}
 
 
 class BaseUrlConvertor(PathConvertor):
@@ -144,50 +154,19 @@ class BaseUrlConvertor(PathConvertor):
 register_url_convertor("tei_base_url", BaseUrlConvertor())
 
 
-def tei_router(
-    prefix: str, base_url: str, model_of: Callable[..., Awaitable[ServedModel]],
-    lane_model: Callable[[Gateway, dict[str, Any]], ServedModel],
-) -> APIRouter:
-    """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of``
-    gives (``lane_model``: the same, for the fast lane, from the gateway and the path's parameters)."""
-    router = APIRouter(tags=["tei"], route_class=BodyRoute)
+def tei_router(prefix: str, base_url: str, model_of: ModelOf) -> EndpointRouter:
+    """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of`` finds."""
+    router = EndpointRouter(tags=["tei"], errors=tei_errors)
     Model = Annotated[ServedModel, Depends(model_of)]
     Served = Annotated[Gateway, Depends(get_gateway)]
     Deadline = Annotated[float, Depends(request_timeout)]
 
-    def endpoint_of(gateway: Gateway, route: str) -> Endpoint:
-        tei: TeiEndpoints = gateway.endpoints.tei
-        return getattr(tei, route)
-
-    def route(path: str, request: type[BaseModel], answer: Any, name: str, summary: str, responses: dict) -> None:
-        inference = responses is INFERENCE or responses is EMBED
-        if inference:
-            async def endpoint(
-                http: Request, body: request, model: Model, gateway: Served, timeout_s: Deadline  # type: ignore[valid-type]
-            ) -> Response:
-                answer = await endpoint_of(gateway, name)(body, timeout_s, model)
-                return answered(answer, http.headers.get("accept"))
-        else:  # no model runs: no deadline
-            async def endpoint(body: request, model: Model, gateway: Served) -> JSONResponse:  # type: ignore[valid-type,misc]
-                answered = await endpoint_of(gateway, name)(body, 0.0, model)
-                return JSONResponse(answered.body, headers=answered.headers)
-
-        if inference:
-            endpoint.lane = Lane(request, lambda endpoints: getattr(endpoints.tei, name), lane_model)  # type: ignore[attr-defined]
-        router.post(path, response_model=answer, responses=responses, openapi_extra=TAKES_A_DEADLINE if inference else None,
-                    summary=summary, name=f"tei_{name}" if inference else name)(endpoint)
-
-    route(f"{prefix}/embed", TeiEmbedRequest, list[list[float]], "embed", "Dense embeddings (TEI)", EMBED)
-    route(f"{prefix}/embed_sparse", TeiEmbedSparseRequest, list[list[SparseValue]], "embed_sparse",
-          "A sparse encoder's non-zero weights (TEI)", INFERENCE)
-    route(f"{prefix}/embed_all", TeiEmbedAllRequest, list[list[list[float]]], "embed_all",
-          "A multi-vector model's token vectors (TEI)", INFERENCE)
-    route(f"{prefix}/similarity", TeiSimilarityRequest, list[float], "similarity", "Cosine similarities (TEI)",
-          INFERENCE)
-    route(f"{prefix}/rerank", TeiRerankRequest, list[Rank], "rerank", "Texts ranked against a query (TEI)", INFERENCE)
-    route(f"{prefix}/predict", TeiPredictRequest, PredictResponse, "predict", "Label scores (TEI)", INFERENCE)
-    route(f"{prefix}/tokenize", TeiTokenizeRequest, list[list[SimpleToken]], "tokenize", "Tokens (TEI)", TOKENS)
-    route(f"{prefix}/decode", TeiDecodeRequest, list[str], "decode", "Texts of token ids (TEI)", TOKENS)
+    for routes, runs_model in ((MODEL_ROUTES, True), (TOKEN_ROUTES, False)):
+        for name, body, answer, summary, responses in routes:
+            router.endpoint_route(EndpointRoute(
+                f"{prefix}/{name}", f"tei_{name}" if runs_model else name, body, f"tei.{name}", answer, responses,
+                summary=summary, model_of=model_of, runs_model=runs_model,
+            ))
 
     @router.get(f"{prefix}/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503),
                 summary="The model (TEI)")
@@ -207,7 +186,7 @@ def tei_router(
         http: Request, body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
     ) -> Response:
         name, parsed = root_route(model, body)
-        answer = await endpoint_of(gateway, name)(parsed, timeout_s, model)
+        answer = await getattr(gateway.endpoints.tei, name)(parsed, timeout_s, model)
         return answered(answer, http.headers.get("accept"))
 
     return router
@@ -231,12 +210,7 @@ def health_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) 
 
 
 NAMED = f"{PREFIX}/{{model:path}}"
-router = tei_router(
-    PREFIX, PREFIX, default_model, lambda gateway, params: tei_default_model(gateway.registry, gateway.settings)
-)
-named_router = tei_router(
-    NAMED, f"{PREFIX}/{{model:tei_base_url}}", named_model,
-    lambda gateway, params: served_by_key(gateway.registry, params["model"]),
-)
+router = tei_router(PREFIX, PREFIX, default_model)
+named_router = tei_router(NAMED, f"{PREFIX}/{{model:tei_base_url}}", named_model)
 health = health_router(PREFIX, default_model)
 named_health = health_router(NAMED, named_model)

@@ -1,6 +1,6 @@
-"""The fast lane answers exactly as the application does: every route it serves, with every
+"""The fast path answers exactly as the application does: every route it serves, with every
 option, good and bad bodies, keys or none, answers the same status, body and headers (timings
-aside) with the lane and without it; and the requests it can serve do not reach FastAPI."""
+aside) with the fast path and without it; and the requests it can serve do not reach FastAPI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from embedgate.api.endpoints.envelope import Endpoint
 from embedgate.api.http.app import create_app
-from embedgate.api.http.fast_lane import FastLane
+from embedgate.api.http.fast_path import FastPath
 from embedgate.api.settings import Settings
 
 from ..conftest import FakeGateway
@@ -21,7 +21,7 @@ IMAGE = "data:image/png;base64,AAAA"
 MULTI_VECTOR = {"kind": "multi_vector_encoder"}
 SPARSE = {"kind": "sparse_encoder"}
 
-# (path, body): every route of the lane, each option, and bodies it must hand to the application.
+# (path, body): every route of the fast path, each option, and bodies it must hand to the application.
 CASES = [
     ("/infer", {"model_name": "org/loaded", "text": ["a", "b c"]}),
     ("/infer", {"model_name": "org/loaded", "text": "one", "normalize": False, "precision": "binary"}),
@@ -79,7 +79,7 @@ CASES = [
 TIMINGS = ("-time", "-time-ms")
 
 
-def lane_gateway(settings: Settings) -> FakeGateway:
+def fast_path_gateway(settings: Settings) -> FakeGateway:
     """The fake gateway, with a multimodal model (texts and images) and a reranker beside its dense one."""
     gateway = FakeGateway(settings)
     gateway.registry.loaded_names |= {"org/mm", "org/reranker"}
@@ -87,21 +87,21 @@ def lane_gateway(settings: Settings) -> FakeGateway:
     return gateway
 
 
-def app_with(settings: Settings, gateway: FakeGateway, *, lane: bool):
+def app_with(settings: Settings, gateway: FakeGateway, *, fast_path: bool):
     app = create_app(settings)
-    if not lane:
-        app.user_middleware = [middleware for middleware in app.user_middleware if middleware.cls is not FastLane]
+    if not fast_path:
+        app.user_middleware = [middleware for middleware in app.user_middleware if middleware.cls is not FastPath]
     app.state.gateway = gateway
     return app
 
 
-def app_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> TestClient:
-    return TestClient(app_with(settings, gateway, lane=lane), raise_server_exceptions=False)
+def app_client(settings: Settings, gateway: FakeGateway, *, fast_path: bool) -> TestClient:
+    return TestClient(app_with(settings, gateway, fast_path=fast_path), raise_server_exceptions=False)
 
 
-def async_client(settings: Settings, gateway: FakeGateway, *, lane: bool) -> httpx.AsyncClient:
+def async_client(settings: Settings, gateway: FakeGateway, *, fast_path: bool) -> httpx.AsyncClient:
     """The application in this event loop (TestClient starts a loop in a thread per request)."""
-    transport = httpx.ASGITransport(app=app_with(settings, gateway, lane=lane), raise_app_exceptions=False)
+    transport = httpx.ASGITransport(app=app_with(settings, gateway, fast_path=fast_path), raise_app_exceptions=False)
     return httpx.AsyncClient(transport=transport, base_url="http://testserver")
 
 
@@ -121,13 +121,13 @@ def answered(response) -> tuple[int, object, dict[str, str]]:
 
 @pytest.mark.parametrize("keys", [False, True])
 @pytest.mark.parametrize(("path", "body"), CASES)
-async def test_the_lane_answers_as_the_application(path, body, keys):
+async def test_the_fast_path_answers_as_the_application(path, body, keys):
     settings = Settings(max_texts_per_request=4, **({"api_keys": ["k1"]} if keys else {}))
     headers = {"authorization": "Bearer k1"} if keys else {}
     json_type = {**headers, "content-type": "application/json"}
     answers = []
-    for lane in (True, False):
-        async with async_client(settings, lane_gateway(settings), lane=lane) as client:
+    for fast_path in (True, False):
+        async with async_client(settings, fast_path_gateway(settings), fast_path=fast_path) as client:
             answers.append(answered(await client.post(path, json=body, headers=headers)))
             answers.append(answered(await client.post(path, json=body)))  # no key (refused where keys are set)
             answers.append(answered(await client.post(path, content=b"{", headers=json_type)))
@@ -146,7 +146,7 @@ def test_the_requests_it_serves_do_not_reach_fastapi(monkeypatch, settings):
         return await original(self, *args, **kwargs)
 
     monkeypatch.setattr(Endpoint, "__call__", spied)
-    client = app_client(settings, lane_gateway(settings), lane=True)
+    client = app_client(settings, fast_path_gateway(settings), fast_path=True)
     served = 0
     for path, body in CASES:
         before = len(through_fastapi)

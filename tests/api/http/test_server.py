@@ -117,7 +117,7 @@ class Working:
         if scope["type"] != "http":
             return
         self.told = DISCONNECTS in scope.get("extensions", {})
-        while (await receive()).get("more_body"):  # the whole body, as the fast lane reads it
+        while (await receive()).get("more_body"):  # the whole body, as the fast path reads it
             pass
         self.started.set()
         try:
