@@ -2,7 +2,7 @@
 ``POST /v2/rerank``, as Cohere's client (``cohere.ClientV2`` pointed at this server) calls them.
 
 ``/v2/embed`` embeds texts, images or inputs of content parts in one ask: a CLIP or
-multimodal model plans its texts and images each through its own route (``media.py``) and
+multimodal model plans its texts and images each through its own route (``compute/requests/media.py``) and
 answers them in the inputs' order. Its embeddings are unit length, in every type asked for
 from one float32 run: ``int8``/``uint8`` on the model's calibrated ranges (texts only),
 ``binary``/``ubinary`` packed as sentence-transformers' ``quantize_embeddings`` packs them,

@@ -1,6 +1,6 @@
 """OpenAI's rate-limit headers (``x-ratelimit-limit-requests``, ``-remaining-``, ``-reset-``,
 and the same for tokens), from a key's standing with its per-minute limits
-(``compute/rates.py``). Sent on every inference answer of a key with limits, and on its 429s."""
+(``compute/scheduling/rates.py``). Sent on every inference answer of a key with limits, and on its 429s."""
 
 from __future__ import annotations
 
