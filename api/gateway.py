@@ -15,14 +15,13 @@ from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
 from .jobs.service import JobService
 from .models.control import ModelControl
-from .models.host import ModelHost, Triton
+from .models.host import ModelHost
 from .models.registry import ModelRegistry
 from .settings import Settings
 from .telemetry import scrape
-from .triton.client import TritonClient
+from .triton.server import TritonServer
 
 log = logging.getLogger("embedgate.gateway")
-
 
 
 class Cluster(Protocol):
@@ -31,7 +30,7 @@ class Cluster(Protocol):
     unloads go through it, not the manifest; and where bulk jobs are coordinated, for
     every gateway's chunk runner."""
 
-    def triton(self) -> Triton | None:
+    def triton(self) -> TritonServer | None:
         """The Triton this gateway serves through when another process runs it; None:
         the gateway's own, as the settings say."""
         ...
@@ -54,9 +53,9 @@ class Gateway:
     def __init__(self, settings: Settings, cluster: Cluster | None = None):
         self.settings = settings
         self.cluster = cluster
-        self.host = ModelHost(settings, restore=cluster is None, triton=cluster.triton() if cluster else None)
-        self.triton = self.host.triton
-        self.client: TritonClient
+        self.host = ModelHost(settings, restore=cluster is None)
+        # What runs the models (Triton, or with no-op inference no model at all).
+        self.backend: Backend
         self.registry: ModelRegistry
         # Loads, unloads and deletes: this gateway's registry, or the cluster's desired state.
         self.models: ModelControl
@@ -71,26 +70,27 @@ class Gateway:
         return self.host.restoring
 
     async def start(self) -> None:
-        await self.host.start()
-        self.client = self.host.client
+        triton = await TritonBackend.started(self.settings, self.cluster.triton() if self.cluster else None)
+        self.backend = self._backend(triton)
+        await self.host.start(self.backend)
         self.registry = self.host.registry
         # With a cluster, it hands this gateway its models (Ray Serve's reconfigure, a
         # worker's primary), which ends the restoring (``cluster_models_applied``).
         self.models = self.registry if self.cluster is None else self.cluster.control(self.registry)
-        self.embeddings = EmbeddingService(self.settings, self._backend())
+        # A call that met a model's dead process: whoever loads models here loads it again.
+        triton.reload_lost = self.models.reload_lost
+        self.embeddings = EmbeddingService(self.settings, self.backend)
         self.endpoints = Endpoints(self.registry, self.embeddings, self.settings)
         self.jobs = self._jobs()
         self.jobs.start()
         if self.cluster is not None:
             await self.cluster.attached(self)
 
-    def _backend(self) -> Backend:
+    def _backend(self, triton: TritonBackend) -> Backend:
         if self.settings.noop_inference:
             log.warning("no-op inference is on: embeddings are zero vectors and no model runs")
-            return NoopBackend()
-        backend = TritonBackend(self.client, self.triton)
-        backend.reload_lost = self.models.reload_lost
-        return backend
+            return NoopBackend(triton)  # models still loaded in Triton, as the server reports them
+        return triton
 
     def _jobs(self) -> JobService:
         settings = self.settings
@@ -118,7 +118,7 @@ class Gateway:
         self.host.restoring = False
 
     async def triton_ready(self) -> bool:
-        return await self.host.triton_ready()
+        return await self.backend.ready()
 
     def saturated(self) -> bool:
         limit = self.settings.max_inflight_requests
@@ -133,7 +133,7 @@ class Gateway:
                 for m in self.registry.loaded()
             ],
             inflight_limit=self.settings.max_inflight_requests,
-            triton_restarts=self.triton.restarts,
+            triton_restarts=self.backend.restarts,
             triton_ready=await self.triton_ready(),
             triton_scraped=triton_scraped,
             cache=None if cache is None else scrape.cache_state(cache.stats()),
@@ -145,13 +145,13 @@ class Gateway:
         Triton's metrics; empty where no loaded model has GPU instances (nothing asked)."""
         if not any(m.metadata.gpu is not None for m in self.registry.loaded()):
             return {}
-        text = await scrape.fetch_triton_metrics(self.triton.metrics_url)
+        text = await self.backend.metrics_text()
         return scrape.gpu_memory_by_model(text) if text else {}
 
     async def metrics_text(self) -> bytes:
         """One scrape of the whole server: every gateway process's metrics (summed where
         several serve), then Triton's."""
-        triton_text = await scrape.fetch_triton_metrics(self.triton.metrics_url)
+        triton_text = await self.backend.metrics_text()
         own = await self.own_metrics(triton_scraped=triton_text is not None)
         texts = [own] if self.cluster is None else await self.cluster.gather_metrics(own)
         return scrape.merged(texts) + (triton_text or b"")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from embedgate.contract.repository import ModelRepository, RepositoryError
 from embedgate.contract.spec import ConversionSpec, ModelMetadata
 
+from ..children import tied_to_parent
 from ..errors import (
     ConversionCrashed,
     ConversionFailed,
@@ -34,7 +35,6 @@ from ..errors import (
 )
 from ..settings import Settings
 from ..telemetry.metrics import observe_conversion
-from ..triton.children import tied_to_parent
 from .progress import Progress
 from .warm_converter import ConverterProcess, WarmConverter
 

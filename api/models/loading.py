@@ -18,13 +18,12 @@ from typing import Any
 from embedgate.contract.repository import ModelRepository
 from embedgate.contract.spec import ModelMetadata
 
-from ..compute.backend.resend import Restartable
+from ..compute.backend.base import Backend
 from ..compute.requests.kinds import kind_of
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.batching import BatchingPolicy
-from ..errors import ModelConflict, ModelNotFound, TritonConnectionLost
+from ..errors import ModelConflict, ModelNotFound
 from ..settings import Settings
-from ..triton.client import TritonClient
 from .control import LoadOutcome
 from .conversion import convert
 from .on_disk import OnDisk
@@ -43,8 +42,7 @@ class Loading:
     lookups, notifications, unloads and manifest."""
 
     settings: Settings
-    client: TritonClient
-    triton: Restartable | None
+    backend: Backend
     repository: ModelRepository
     batching: BatchingPolicy
     _served: dict[str, ServedModel]
@@ -187,18 +185,8 @@ class Loading:
         has loaded the new one, and this registry until then too. ``new_files``: just
         converted, so a copy an external Triton holds already is an older one."""
         model = await self._model(name, triton_name, metadata)
-        restarts = self.triton.restarts if self.triton is not None else 0
-        reload = new_files or replacing is not None
         try:
-            try:
-                await self._load_parts(model, reload=reload)
-            except TritonConnectionLost:
-                # Triton died under the load (or was ended for a load that hung): once its
-                # supervisor has it back, load again, so the caller sees a slower success.
-                if self.triton is None or not await self.triton.wait_restarted(restarts):
-                    raise
-                log.warning("triton restarted while loading %s; loading it again", name)
-                await self._load_parts(model, reload=reload)
+            await self.backend.load(model.triton_names, fresh=new_files or replacing is not None)
         except BaseException:
             if replacing is not None:
                 # Its parts in Triton are now the new copy's, or none: the old one is no
@@ -238,28 +226,3 @@ class Loading:
             if state is OnDisk.PUBLISHED and metadata is not None and metadata != served.metadata:
                 log.info("model %s was converted again by another process; loading the new copy", key)
                 await self._activate(ref.key, ref.triton_name, metadata, replacing=served)
-
-    async def _already_served(self, model: ServedModel) -> bool:
-        """An external Triton that already serves every part of the model (another
-        gateway loaded it): loading it again would replace its instances under that
-        gateway's requests."""
-        if self.triton is None or getattr(self.triton, "embedded", True):
-            return False
-        states = await self.client.repository_states()
-        return all(states.get(part) == "READY" for part in model.triton_names)
-
-    async def _load_parts(self, model: ServedModel, *, reload: bool = False) -> None:
-        """``reload``: parts Triton holds already are of an older copy: load them anew."""
-        if not reload and await self._already_served(model):
-            log.info("model %s is already loaded in the external Triton; serving it as it is", model.name)
-            return
-        loads = [asyncio.create_task(self.client.load(part)) for part in model.triton_names]
-        outcomes = await asyncio.gather(*loads, return_exceptions=True)
-        failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
-        if failure is not None:
-            # A CLIP model is served whole or not at all.
-            for part, outcome in zip(model.triton_names, outcomes):
-                if not isinstance(outcome, BaseException):
-                    await asyncio.gather(self.client.unload(part), return_exceptions=True)
-            raise failure
-

@@ -10,17 +10,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from ..compute.backend.base import Backend
 from ..compute.requests.served import ServedModel
 from ..errors import EmbedgateError, ModelNotLoaded, TritonConnectionLost
-from ..triton.client import TritonClient
 
 log = logging.getLogger("embedgate.registry")
 
 
 class Registry(Protocol):
-    """What of the registry this needs: its loaded models, their locks, its client."""
+    """What of the registry this needs: its loaded models, their locks, its backend."""
 
-    client: TritonClient
+    backend: Backend
 
     def held(self, key: str) -> ServedModel | None: ...
 
@@ -54,11 +54,11 @@ class LostProcesses:
             if registry.held(key) is not model:
                 raise ModelNotLoaded(f"model '{key}' is no longer loaded")
             log.warning("model %s lost its process in Triton (%s); loading it again", key, part)
-            await registry.client.reload(part)
+            await registry.backend.reload(part)
             replaced_at = self._reloaded_at[part] = time.monotonic()
             log.info("model %s has a new process in Triton", key)
         # What the dead process held is never answered: sent again by its callers.
-        registry.client.abandon(part, replaced_at)
+        registry.backend.abandon(part, replaced_at)
         if self.on_replaced is not None:
             await self.on_replaced(part, replaced_at)
 

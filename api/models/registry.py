@@ -18,13 +18,12 @@ from collections.abc import Awaitable, Callable
 
 from embedgate.contract.spec import ModelMetadata
 
-from ..compute.backend.resend import Restartable, unloaded
+from ..compute.backend.base import Backend
 from ..compute.requests.kinds import KINDS, kind_of
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.batching import BatchingPolicy
 from ..errors import EmbedgateError, InvalidInput, ModelNotFound, ModelNotLoaded
 from ..settings import Settings
-from ..triton.client import TritonClient
 from .loading import Loading
 from .lost import LostProcesses
 from .manifest import Manifest
@@ -38,22 +37,13 @@ log = logging.getLogger("embedgate.registry")
 
 
 class ModelRegistry(Loading):
-    def __init__(
-        self,
-        settings: Settings,
-        client: TritonClient,
-        triton: Restartable | None = None,
-        *,
-        keep_manifest: bool = True,
-    ):
+    def __init__(self, settings: Settings, backend: Backend, *, keep_manifest: bool = True):
         self.settings = settings
-        self.client = client
-        # The supervisor of an embedded Triton: a load that Triton died under is made again
-        # once it is back.
-        self.triton = triton
+        # What runs the models: their parts are loaded, reloaded and unloaded through it.
+        self.backend = backend
         self.repository = open_for(settings)
         self._manifest = Manifest(self.repository, kept=keep_manifest)
-        self.batching = BatchingPolicy(settings)
+        self.batching = BatchingPolicy(settings, gpu=lambda: backend.has_gpu())
         self._served: dict[str, ServedModel] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._running: dict[str, Progress] = {}
@@ -167,17 +157,8 @@ class ModelRegistry(Loading):
             log.info("model %s deleted from the repository", ref.key)
 
     async def _unload(self, model: ServedModel) -> None:
-        # Waiting for Triton to let go of each part (it drains what it holds of the model
-        # first) takes half the deadline at most, shared between the parts: a model slow to
-        # let go is logged and answered as unloaded (the gateway no longer serves it); the
-        # rest of the deadline is for a Triton being brought back.
-        timeout_s = self.settings.request_timeout_s
-        drain_s = timeout_s / 2 / max(1, len(model.triton_names))  # (a static model has none)
-
-        async def unload(part: str) -> None:
-            await self.client.unload(part, wait_s=drain_s)
-
-        await unloaded(unload, model.triton_names, model.name, self.triton, timeout_s)
+        # A model slow to let go is answered as unloaded: the gateway no longer serves it.
+        await self.backend.unload(model.triton_names, timeout_s=self.settings.request_timeout_s)
 
     def lock(self, triton_name: str) -> asyncio.Lock:
         """The lock that serializes the loads, unloads and deletes of one model."""
@@ -194,14 +175,10 @@ class ModelRegistry(Loading):
         await self._reload(list(self._served.values()))
 
     async def reload_missing(self) -> None:
-        """An external Triton that restarted has forgotten its models: load again the
-        served ones it no longer has."""
-        states = await self.client.repository_states()
-        lost = [
-            model
-            for model in self._served.values()
-            if not all(states.get(part) in ("READY", "LOADING") for part in model.triton_names)
-        ]
+        """A server nobody here watches (an external Triton) that restarted has forgotten
+        its models: load again the served ones it no longer has."""
+        held = await self.backend.held()
+        lost = [model for model in self._served.values() if not all(part in held for part in model.triton_names)]
         for model in lost:
             log.warning("triton no longer has %s (restarted?); loading it again", model.name)
         await self._reload(lost)
@@ -212,8 +189,7 @@ class ModelRegistry(Loading):
                 if self._served.get(model.name) is not model:
                     continue  # unloaded meanwhile
                 try:
-                    for part in model.triton_names:
-                        await self.client.load(part)
+                    await self.backend.load_again(model.triton_names)
                     log.info("reloaded %s", model.name)
                 except EmbedgateError as exc:
                     log.error("could not reload %s: %s", model.name, exc.message)

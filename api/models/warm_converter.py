@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 
-from ..triton.children import tied_to_parent
+from ..children import tied_to_parent
 
 log = logging.getLogger("embedgate.conversion")
 # The warm converter's first answer comes once it has imported its libraries.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .supervisor import LostListener, RestartListener
+from .server import LostListener, RestartListener
 
 log = logging.getLogger("embedgate.triton")
 

@@ -16,10 +16,17 @@ where Triton's own handling of a stub that did not start has come first).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import re
+import signal
+from collections.abc import Callable
 
+from ..settings import Settings
 from .instances import stubs_of
+
+log = logging.getLogger("embedgate.triton")
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 # Past the stub start-up timeout, one idle poll is enough after this long: Triton's own
@@ -52,3 +59,53 @@ def stub_cpu_seconds(triton_pid: int, triton_name: str) -> float | None:
 def is_idle(before: float | None, after: float | None) -> bool:
     """Whether the stubs seen at two looks one poll apart did (almost) nothing between them."""
     return before is not None and after is not None and after - before < IDLE_CPU_S
+
+
+async def end_a_hung_load(
+    current: Callable[[], asyncio.subprocess.Process | None], triton_name: str, settings: Settings
+) -> None:
+    """Run beside a load of ``triton_name`` in the tritonserver ``current`` gives: when the
+    load is still pending past ``EMBEDGATE_TRITON_LOAD_TIMEOUT_S``, or the model's stubs sit
+    idle while it is (a stub handshake that hangs), kill that tritonserver; the watchdog
+    starts a new one, and the load fails as if Triton had died under it (the registry then
+    makes it once more). Returns only after killing it, or once it is no longer the one
+    running."""
+    proc = current()
+    if proc is None:
+        return
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + settings.triton_load_timeout_s
+    timed_out_at = started + settings.triton_stub_timeout_s + GRACE_S
+    next_look = started + min(EARLY_LOOK_S, settings.triton_stub_timeout_s + GRACE_S)
+    before, idle_polls = None, 0
+    while True:
+        await asyncio.sleep(max(0.0, min(next_look, deadline) - loop.time()))
+        if proc.returncode is not None or proc is not current():
+            return
+        if loop.time() >= deadline:
+            log.error(
+                "tritonserver has not finished loading %s in %.0fs (EMBEDGATE_TRITON_LOAD_TIMEOUT_S): "
+                "a load that hangs; restarting tritonserver",
+                triton_name,
+                settings.triton_load_timeout_s,
+            )
+            break
+        now = await asyncio.to_thread(stub_cpu_seconds, proc.pid, triton_name)
+        idle_polls = idle_polls + 1 if is_idle(before, now) else 0
+        if idle_polls >= (1 if loop.time() >= timed_out_at else IDLE_POLLS):
+            log.error(
+                "tritonserver has not finished loading %s, and the model's stubs have been idle for %.0fs: "
+                "a stub handshake that hangs; restarting tritonserver",
+                triton_name,
+                idle_polls * POLL_S,
+            )
+            break
+        before = now
+        next_look = loop.time() + POLL_S
+    # Its stubs too (they share its process group): a stuck one may never notice that
+    # its parent is gone, and would hold Triton's output open.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,96 +1,95 @@
-"""The supervisor's two watches over a running tritonserver: the watchdog, which restarts
-a tritonserver that exited and has the listeners load its models again, and the stub
-watch, which tells the listeners each model that lost an instance's stub process while
-its tritonserver runs on. A mixin of ``TritonSupervisor``, whose state they read."""
+"""The supervisor's two watches over a running tritonserver, each an object it owns: the
+watchdog, which restarts a tritonserver that exited and has the listeners load its models
+again, and the stub watch, which tells the listeners each model that lost an instance's
+stub process while its tritonserver runs on."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 from ..settings import Settings
 from . import instances
+from .server import LostListener, RestartListener
 
 log = logging.getLogger("embedgate.triton")
 
-RestartListener = Callable[[], Awaitable[None]]
-# Told the Triton model (a part) one of whose instances lost its stub process.
-LostListener = Callable[[str], Awaitable[None]]
-
 # How often the supervisor looks at its Triton's stubs.
 STUB_POLL_S = 0.5
-# How often the watchdog looks whether tritonserver has exited.
-EXIT_POLL_S = 0.1
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> int:
-    """Its exit code, as soon as the process has exited. ``Process.wait()`` also waits
-    until the output pipe closes, which a stub that outlived tritonserver (in its process
-    group, never told its parent is gone) holds open: seen after a model was unloaded and
-    loaded again, the watchdog then never restarted a killed tritonserver."""
-    while proc.returncode is None:
-        await asyncio.sleep(EXIT_POLL_S)
-    return proc.returncode
+class Restartable(Protocol):
+    """What the watchdog needs of the process it restarts (``process.py``)."""
+
+    async def exited(self) -> int: ...
+
+    async def terminate(self, graceful: bool) -> None: ...
+
+    async def spawn(self) -> None: ...
 
 
-class Watches:
-    """The two watches; what they read and call of the supervisor is declared here (the
-    supervisor's ``pid`` property, ``_spawn`` and ``_terminate`` among it)."""
+class Watchdog:
+    """Restarts a tritonserver that exited (first after the restart backoff, doubling on
+    failure), then has the listeners load its models again. ``serving`` is set while
+    Triton runs with its models loaded: cleared from its exit until the listeners are done."""
 
-    settings: Settings
-    restarts: int
-    pid: int | None
-    _proc: asyncio.subprocess.Process | None
-    _stopping: bool
-    _ready: bool
-    _serving: asyncio.Event
-    _listeners: list[RestartListener]
-    _lost_listeners: list[LostListener]
-    _told: set[asyncio.Task]
-    _spawn: Callable[[], Awaitable[None]]
-    _terminate: Callable[[bool], Awaitable[None]]
+    def __init__(self, process: Restartable, settings: Settings, stopping: Callable[[], bool]):
+        self.process = process
+        self.settings = settings
+        self.stopping = stopping
+        self.restarts = 0
+        self.serving = asyncio.Event()
+        self.listeners: list[RestartListener] = []
 
-    async def _watch(self) -> None:
+    async def run(self) -> None:
         backoff = self.settings.triton_restart_backoff_s
-        while not self._stopping:
-            proc = self._proc
-            assert proc is not None
-            code = await _exited(proc)
-            if self._stopping:
+        while not self.stopping():
+            code = await self.process.exited()
+            if self.stopping():
                 return
-            self._ready = False
-            self._serving.clear()
+            self.serving.clear()
             started = time.monotonic()
             log.error("tritonserver exited unexpectedly (code %s); restarting", code)
-            await self._terminate(graceful=False)
+            await self.process.terminate(graceful=False)
             await asyncio.sleep(backoff)
             try:
-                await self._spawn()
+                await self.process.spawn()
             except Exception:
                 log.exception("tritonserver restart failed")
                 backoff = min(max(backoff * 2, 0.5), 30.0)
                 continue
             self.restarts += 1
             backoff = self.settings.triton_restart_backoff_s
-            for listener in self._listeners:
+            for listener in self.listeners:
                 try:
                     await listener()
                 except Exception:
                     log.exception("restart listener failed")
-            self._serving.set()
+            self.serving.set()
             log.info("tritonserver restarted in %.1fs", time.monotonic() - started)
 
-    async def _watch_stubs(self) -> None:
-        """Tell the listeners each model that lost an instance's stub while its
-        tritonserver runs on (a Triton that dies is the watchdog's)."""
+
+class StubWatch:
+    """Tells the listeners each model that lost an instance's stub while its tritonserver
+    runs on (a Triton that dies is the watchdog's). ``pid``: the running tritonserver's;
+    ``serving``: whether it runs with its models loaded (stubs come and go otherwise)."""
+
+    def __init__(self, pid: Callable[[], int | None], serving: Callable[[], bool]):
+        self.pid = pid
+        self.serving = serving
+        self.listeners: list[LostListener] = []
+        self._told: set[asyncio.Task] = set()
+
+    async def run(self) -> None:
         seen: set[tuple[str, str]] = set()
         seen_pid = None
-        while not self._stopping:
+        while True:
             await asyncio.sleep(STUB_POLL_S)
-            pid = self.pid
-            if pid is None or not self._serving.is_set():
+            pid = self.pid()
+            if pid is None or not self.serving():
                 seen, seen_pid = set(), None
                 continue
             try:
@@ -98,12 +97,12 @@ class Watches:
             except Exception:  # noqa: BLE001 - the watch must outlive one bad look
                 log.exception("could not read the stubs of tritonserver %d", pid)
                 continue
-            lost = instances.lost(seen, now) if pid == seen_pid and self.pid == pid else set()
+            lost = instances.lost(seen, now) if pid == seen_pid and self.pid() == pid else set()
             seen, seen_pid = now, pid
             for part in sorted(lost):
                 # An unload ends its stubs too: the listeners tell a loss from that.
                 log.debug("a stub of model %s exited", part)
-                for listener in self._lost_listeners:
+                for listener in self.listeners:
                     told = asyncio.create_task(listener(part), name=f"lost-process-{part}")
                     self._told.add(told)
                     told.add_done_callback(self._told.discard)

@@ -25,7 +25,7 @@ from ..models.progress import Event, Progress
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from ..triton import instances
-from ..triton.supervisor import LostListener, RestartListener
+from ..triton.server import LostListener, RestartListener
 from .channel import Peer
 
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ class WorkerCluster:
         """The primary replaced a model's lost process: this worker's calls to the old one
         go again."""
         if self._gateway is not None:
-            self._gateway.client.abandon(part, at)
+            self._gateway.backend.abandon(part, at)
 
     async def _relay_progress(self, progress_id: int, event: Event) -> None:
         progress = self._progress.get(progress_id)

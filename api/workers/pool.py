@@ -2,7 +2,7 @@
 replaced when one dies.
 
 Each worker is ``python -m embedgate.api.workers.worker``, tied to the primary
-(``triton/children.py``: it dies with it), listening on the server's port beside the
+(``api/children.py``: it dies with it), listening on the server's port beside the
 others (``SO_REUSEPORT``), with the settings on its standard input (they may hold keys:
 never on a command line). A worker that dies is started again at once, then with a
 growing delay while new ones keep dying soon after they start.
@@ -18,9 +18,9 @@ import signal
 import sys
 import time
 
+from ..children import tied_to_parent
 from ..settings import Settings
 from ..triton import gpus
-from ..triton.children import tied_to_parent
 
 log = logging.getLogger("embedgate.workers")
 # A worker that lived this long before dying was not failing at startup: no delay.

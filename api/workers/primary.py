@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..compute.backend.triton import TritonBackend, triton_for
 from ..errors import EmbedgateError
 from ..jobs.checkpoint import open_coordinator
 from ..jobs.queue import LocalQueue, forwarded
@@ -30,6 +31,7 @@ from ..models.progress import Progress
 from ..models.refs import ModelRef
 from ..settings import Settings
 from ..telemetry import scrape
+from ..triton.server import TritonServer
 from .channel import Peer
 from .pool import WorkerPool
 from .sockets import reserve_port
@@ -48,6 +50,7 @@ class Primary:
         self.settings = settings
         self.workers = workers
         self.host = ModelHost(settings)
+        self.triton: TritonServer = triton_for(settings)
         self.peers: dict[Peer, int] = {}
         self.revision = 0
         self._control_dir = Path(tempfile.mkdtemp(prefix="embedgate-control-"))
@@ -65,7 +68,7 @@ class Primary:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await self.host.start()
+        await self.host.start(await TritonBackend.started(self.settings, self.triton))
         self.host.registry.on_change = self.publish
         self.host.registry.lost.on_replaced = self._process_replaced
         settings = self.settings
@@ -116,7 +119,7 @@ class Primary:
         # Registered before the models are read, with no await between: every change
         # after this answer reaches the worker as a sync of its own.
         self.peers[peer] = index
-        triton = self.host.triton
+        triton = self.triton
         log.info("gateway worker %d (pid %d) joined", index, pid)
         return {
             "triton": (triton.url, triton.grpc_url, triton.metrics_url),
@@ -199,9 +202,9 @@ class Primary:
 
     # --- Triton's state, told to every worker
     async def _read_state(self) -> dict[str, Any]:
-        triton = self.host.triton
+        triton = self.triton
         return {
-            "ready": await self.host.triton_ready(),
+            "ready": await self.host.backend.ready(),
             "serving": triton.serving,
             "restarts": triton.restarts,
             "triton_pid": triton.pid,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.requests.asks import ENDPOINTS, Output
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
@@ -207,6 +208,12 @@ class FakeGateway:
         self.restoring = False
         self.ready = True
         self.busy = False
+
+    @property
+    def backend(self):
+        # The real Triton backend over these fakes: its statistics from the fake client, its
+        # restarts and metrics from the Triton a test gives (``gateway.triton``).
+        return TritonBackend(self.client, getattr(self, "triton", None))
 
     async def triton_ready(self):
         return self.ready

@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from embedgate.api.triton.children import tied_to_parent
+from embedgate.api.children import tied_to_parent
 
 READY_TIMEOUT_S = 600.0
 # The warm converter ends when its control socket closes (this process ending), not idle.

@@ -81,11 +81,7 @@ async def surviving(
 
 
 async def unloaded(
-    unload: Callable[[str], Awaitable[None]],
-    parts: Sequence[str],
-    model: str,
-    triton: Restartable | None,
-    timeout_s: float,
+    unload: Callable[[str], Awaitable[None]], parts: Sequence[str], triton: Restartable | None, timeout_s: float
 ) -> None:
     """Each of a model's ``parts`` unloaded from Triton (``unload``); where Triton is down or
     being brought back, once it is (its restart may load them again: the manifest it read
@@ -93,6 +89,6 @@ async def unloaded(
     try:
         async with asyncio.timeout(timeout_s):
             for part in parts:
-                await surviving(lambda part=part: unload(part), model, triton, None)
+                await surviving(lambda part=part: unload(part), part, triton, None)
     except TimeoutError:
         raise TritonConnectionLost("the inference server did not come back; retry shortly") from None

@@ -16,7 +16,7 @@ sentences at 256 clients 32% slower (the stub answers each request of a batch on
 image requests are not merged in the gateway), and so do the native form and any model
 published with ``gateway_batching`` off; for them the coalescer merges only small requests.
 
-Inside a Triton call the Python-backend model (``triton/python_backend_model.py``) sorts
+Inside a Triton call the Python-backend model (``python_backend/model.py``) sorts
 texts by length and cuts sub-batches, or packs short texts into shared rows; the
 parameters it uses (``sub_batch_size``, ``run_overhead_tokens``, ``pack_width``) are set
 here, in the model's config, when it is converted.
@@ -25,11 +25,11 @@ here, in the model's config, when it is converted.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from embedgate.contract.spec import ModelLibrary, ModelMetadata, TritonConfigOptions, Variant
 
 from ...settings import Settings
-from ...triton import gpus
 
 # GPU instances of the python form (PyTorch on the GPU): two per model, so one instance
 # copies inputs and pads while the other computes; four, each a process with its own CUDA
@@ -43,12 +43,16 @@ EAGER_GPU_RUN_OVERHEAD_TOKENS = 4096.0
 
 
 class BatchingPolicy:
-    def __init__(self, settings: Settings):
+    """``gpu``: whether what runs the models serves on a GPU here (the backend's answer,
+    ``api/compute/backend/``; it may block the first time); none: it does not."""
+
+    def __init__(self, settings: Settings, gpu: Callable[[], bool] | None = None):
         self.settings = settings
+        self._gpu = gpu or (lambda: False)
 
     def instance_kind(self, library: ModelLibrary, variant: Variant | None = None) -> str:
         """``gpu`` or ``cpu`` for a new model. auto: the native form's are GPU instances; the
-        python form's are where this host has a GPU PyTorch can use (``triton/gpus.py``),
+        python form's are where the backend serves on a GPU (Triton's: one PyTorch can use),
         for the models it traces for the GPU (sentence-transformers and both OpenCLIP
         towers; not variants, which stay ONNX graphs on CPU instances)."""
         s = self.settings
@@ -57,7 +61,7 @@ class BatchingPolicy:
         if variant is not None:
             return "cpu"
         if s.instance_kind == "auto":
-            return "gpu" if gpus.available() else "cpu"
+            return "gpu" if self._gpu() else "cpu"
         return s.instance_kind
 
     def triton_options(self, library: ModelLibrary, variant: Variant | None = None) -> TritonConfigOptions:

@@ -49,7 +49,7 @@ def part_names(gateway: Gateway) -> dict[str, dict[str, str]]:
 
 @router.get("/metrics", response_model=MetricsResponse, responses=errors(500, 502, 503))
 async def metrics(gateway: Gateway = Depends(get_gateway)) -> JSONResponse:
-    stats = await gateway.client.statistics()
+    stats = await gateway.backend.statistics()
     parts = part_names(gateway)
     cache = gateway.embeddings.cache
     return JSONResponse(

@@ -1,5 +1,5 @@
 """A model whose process died in Triton is loaded again, also when the loss is seen while
-its lock is held by something else (fakes for the registry and Triton's client)."""
+its lock is held by something else (fakes for the registry and its backend)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from embedgate.api.errors import TritonConnectionLost, TritonUnavailable
 from embedgate.api.models.lost import LostProcesses
 
 
-class FakeClient:
+class FakeBackend:
     def __init__(self):
         self.reloaded: list[str] = []
         self.abandoned: list[str] = []
@@ -28,7 +28,7 @@ class FakeClient:
 
 class FakeRegistry:
     def __init__(self):
-        self.client = FakeClient()
+        self.backend = FakeBackend()
         self.model = SimpleNamespace(name="org/m", triton_name="org--m", triton_names=("org--m",))
         self.models = {"org/m": self.model}
         self.locks = collections.defaultdict(asyncio.Lock)
@@ -47,10 +47,10 @@ async def test_a_lost_process_is_loaded_again_once():
     registry = FakeRegistry()
     lost = LostProcesses(registry)
     await lost.exited("org--m")
-    assert registry.client.reloaded == ["org--m"] and registry.client.abandoned == ["org--m"]
+    assert registry.backend.reloaded == ["org--m"] and registry.backend.abandoned == ["org--m"]
     # Requests sent before that reload, failing now, do not load it again.
     await lost.reload("org/m", "org--m", sent_at=0.0)
-    assert registry.client.reloaded == ["org--m"]
+    assert registry.backend.reloaded == ["org--m"]
 
 
 async def test_a_loss_seen_while_the_lock_is_held_is_not_dropped():
@@ -60,10 +60,10 @@ async def test_a_loss_seen_while_the_lock_is_held_is_not_dropped():
     await lock.acquire()  # a load call that finds the model loaded, say
     told = asyncio.create_task(lost.exited("org--m"))
     await asyncio.sleep(0.05)
-    assert registry.client.reloaded == []
+    assert registry.backend.reloaded == []
     lock.release()
     await asyncio.wait_for(told, 5)
-    assert registry.client.reloaded == ["org--m"]
+    assert registry.backend.reloaded == ["org--m"]
 
 
 async def test_a_loss_from_an_unload_under_way_loads_nothing():
@@ -76,7 +76,7 @@ async def test_a_loss_from_an_unload_under_way_loads_nothing():
     registry.models.clear()
     lock.release()
     await asyncio.wait_for(told, 5)
-    assert registry.client.reloaded == []
+    assert registry.backend.reloaded == []
 
 
 async def test_a_loss_that_took_tritonserver_down_is_left_to_its_restart(caplog):
@@ -84,18 +84,18 @@ async def test_a_loss_that_took_tritonserver_down_is_left_to_its_restart(caplog)
     lock): the reload finds no server, which is no error of the model's; the restart that
     follows loads every model again."""
     registry = FakeRegistry()
-    registry.client.failure = TritonConnectionLost("the inference server is unavailable; retry shortly")
+    registry.backend.failure = TritonConnectionLost("the inference server is unavailable; retry shortly")
     lost = LostProcesses(registry)
     with caplog.at_level("INFO", logger="embedgate.registry"):
         await lost.exited("org--m")
-    assert registry.client.abandoned == []
+    assert registry.backend.abandoned == []
     assert [r.levelname for r in caplog.records if "went down with the process" in r.message] == ["INFO"]
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 async def test_a_reload_that_fails_otherwise_is_logged_as_an_error(caplog):
     registry = FakeRegistry()
-    registry.client.failure = TritonUnavailable("model 'org--m' is not available in the inference server right now")
+    registry.backend.failure = TritonUnavailable("model 'org--m' is not available in the inference server right now")
     lost = LostProcesses(registry)
     with caplog.at_level("INFO", logger="embedgate.registry"):
         await lost.exited("org--m")

@@ -1,7 +1,7 @@
 """The registry's decision on a load whose source differs from the repository's copy, over a
 real repository (a directory, or an S3 bucket on moto_server) with a fake conversion (it
-publishes what the converter would, recording the source as the converter does) and a fake
-Triton client."""
+publishes what the converter would, recording the source as the converter does) and the
+Triton backend over a fake Triton client."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
+from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.errors import SourceChanged, TritonError
 from embedgate.api.models import loading
 from embedgate.api.models.registry import ModelRegistry
@@ -74,7 +75,7 @@ def source_dir(path, config: str = '{"pooling": "max"}'):
 
 def registry_on(repository: str, tmp_path) -> ModelRegistry:
     settings = Settings(model_repository=repository, triton_work_dir=tmp_path / "work", instance_kind="cpu")
-    return ModelRegistry(settings, FakeTritonClient())
+    return ModelRegistry(settings, TritonBackend(FakeTritonClient()))
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -129,7 +130,7 @@ async def test_a_loaded_model_retrained_in_place_is_replaced_with_new_serials(tm
     new = registry.held(NAME)
     assert new is outcome.model is not old
     # Loaded again in Triton (from the new files); never unloaded in between.
-    assert registry.client.loads == [PART, PART] and registry.client.unloads == []
+    assert registry.backend.client.loads == [PART, PART] and registry.backend.client.unloads == []
     # The response cache keys rows by route serial: the new copy's are its own.
     assert {route.serial for route in new.routes}.isdisjoint(route.serial for route in old.routes)
     assert registry.manifest() == [NAME]
@@ -140,11 +141,11 @@ async def test_a_replacement_triton_cannot_load_leaves_the_model_unserved(tmp_pa
     registry = registry_on(str(tmp_path / "repository"), tmp_path)
     await registry.load_sentence_transformer(NAME, b)
     (tmp_path / "b" / "config.json").write_text('{"pooling": "cls"}')
-    registry.client.failing = True
+    registry.backend.client.failing = True
     with pytest.raises(TritonError):
         await registry.load_sentence_transformer(NAME, b)
     # Never the old copy's tokenizer and metadata over what Triton holds now.
-    assert registry.held(NAME) is None and registry.client.unloads == [PART] and registry.manifest() == []
+    assert registry.held(NAME) is None and registry.backend.client.unloads == [PART] and registry.manifest() == []
 
 
 async def test_a_load_by_name_alone_or_a_restore_serves_the_repositorys_copy(tmp_path, conversions):
@@ -179,24 +180,24 @@ async def test_another_process_serving_the_old_copy_takes_the_new_one_on_refresh
     await deciding.load_sentence_transformer(NAME, source_dir(tmp_path / "a"))
     old = await following.restore(NAME)
     await following.refresh(NAME)
-    assert following.held(NAME) is old.model and following.client.loads == [PART]  # the same copy: nothing to do
+    assert following.held(NAME) is old.model and following.backend.client.loads == [PART]  # the same copy: nothing to do
 
     await deciding.load_sentence_transformer(NAME, source_dir(tmp_path / "b", '{"pooling": "weightedmean"}'))
     await following.refresh(NAME)
     assert following.held(NAME).metadata.made_from.location == str(tmp_path / "b")
-    assert following.client.loads == [PART, PART] and len(conversions) == 2
+    assert following.backend.client.loads == [PART, PART] and len(conversions) == 2
 
 
 async def test_a_copy_converted_again_is_loaded_even_where_an_external_triton_holds_the_old(tmp_path, conversions):
     """Another gateway on the same external Triton serves the old copy: it is loaded anew."""
     registry = registry_on(str(tmp_path / "repository"), tmp_path)
-    registry.triton = SimpleNamespace(embedded=False, restarts=0, serving=True)
-    registry.client.ready.add(PART)
+    registry.backend.triton = SimpleNamespace(embedded=False, restarts=0, serving=True)
+    registry.backend.client.ready.add(PART)
     await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "a"))
-    assert registry.client.loads == [PART]  # just converted: whatever Triton held is older
+    assert registry.backend.client.loads == [PART]  # just converted: whatever Triton held is older
     await registry.unload(NAME)
     await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "a"))
-    assert registry.client.loads == [PART]  # the same copy, READY there: served as it is
+    assert registry.backend.client.loads == [PART]  # the same copy, READY there: served as it is
     await registry.unload(NAME)
     await registry.load_sentence_transformer(NAME, source_dir(tmp_path / "b", '{"pooling": "cls"}'))
-    assert registry.client.loads == [PART, PART]
+    assert registry.backend.client.loads == [PART, PART]

@@ -66,7 +66,7 @@ class NoNetwork:
 
 
 def test_a_request_for_a_model_not_loaded_never_calls_the_bucket(tmp_path):
-    registry = ModelRegistry(Settings(model_repository="s3://127.0.0.1:9/b/m", triton_work_dir=tmp_path), client=None)
+    registry = ModelRegistry(Settings(model_repository="s3://127.0.0.1:9/b/m", triton_work_dir=tmp_path), backend=None)
     registry.repository._client = NoNetwork()
     with pytest.raises(ModelNotFound):
         registry.served("org/unknown")
@@ -81,7 +81,7 @@ def test_a_request_for_a_model_not_loaded_never_calls_the_bucket(tmp_path):
 
 
 async def test_listing_and_manifest_over_s3(s3_bucket, tmp_path):
-    registry = ModelRegistry(Settings(model_repository=s3_bucket.url, triton_work_dir=tmp_path), client=None)
+    registry = ModelRegistry(Settings(model_repository=s3_bucket.url, triton_work_dir=tmp_path), backend=None)
     for name in ("org--one", "two"):
         with registry.repository.stage(name) as stage:
             write_model(stage.path, name)
@@ -97,7 +97,7 @@ async def test_listing_and_manifest_over_s3(s3_bucket, tmp_path):
 
 
 async def test_an_unreachable_bucket_fails_listing_with_503_and_never_startup(s3_bucket, tmp_path, caplog):
-    registry = ModelRegistry(Settings(model_repository=closed_url(s3_bucket.name), triton_work_dir=tmp_path), client=None)
+    registry = ModelRegistry(Settings(model_repository=closed_url(s3_bucket.name), triton_work_dir=tmp_path), backend=None)
     with pytest.raises(RepositoryUnavailable) as failed:
         await registry.on_disk()
     assert SECRET_ACCESS_KEY not in failed.value.message

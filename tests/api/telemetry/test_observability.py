@@ -176,7 +176,7 @@ async def test_conversions_are_timed_by_library_and_outcome():
 
 
 def test_only_loaded_models_name_a_requests_metrics(tmp_path):
-    registry = ModelRegistry(Settings(model_repository=tmp_path), client=None)
+    registry = ModelRegistry(Settings(model_repository=tmp_path), backend=None)
     registry._served["org/loaded"] = SimpleNamespace(name="org/loaded", metadata=SimpleNamespace(model_name="org/loaded"))
     gateway = SimpleNamespace(registry=registry)
     record = RequestRecord()

@@ -128,7 +128,7 @@ def quick_looks(monkeypatch):
 
 def supervisor(tmp_path, triton: asyncio.subprocess.Process, stub_timeout_s: int = 1) -> TritonSupervisor:
     running = TritonSupervisor(Settings(model_repository=tmp_path, triton_stub_timeout_s=stub_timeout_s), tmp_path)
-    running._proc = triton
+    running.process.proc = triton
     return running
 
 
@@ -179,7 +179,7 @@ async def test_a_load_past_its_deadline_ends_tritonserver_even_with_busy_stubs(t
         running = TritonSupervisor(
             Settings(model_repository=tmp_path, triton_stub_timeout_s=300, triton_load_timeout_s=1.0), tmp_path
         )
-        running._proc = triton
+        running.process.proc = triton
         started = time.monotonic()
         await asyncio.wait_for(running.watch_load("m"), 30)
         assert time.monotonic() - started < 10

@@ -128,7 +128,7 @@ async def test_a_model_unloaded_while_triton_restarts_is_unloaded_from_the_trito
         if len(unloads) == 1:
             raise TritonConnectionLost("the inference server is unavailable; retry shortly")
 
-    await unloaded(unload, ["m_text", "m_image"], "m", FakeTriton(), timeout_s=5)
+    await unloaded(unload, ["m_text", "m_image"], FakeTriton(), timeout_s=5)
     assert unloads == ["m_text", "m_text", "m_image"]
 
 
@@ -142,4 +142,4 @@ async def test_an_unload_whose_triton_does_not_come_back_in_time_is_a_lost_conne
         raise TritonConnectionLost("gone")
 
     with pytest.raises(TritonConnectionLost, match="did not come back"):
-        await unloaded(unload, ["m"], "m", NeverBack(), timeout_s=0.1)
+        await unloaded(unload, ["m"], NeverBack(), timeout_s=0.1)

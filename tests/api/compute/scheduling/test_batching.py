@@ -11,16 +11,23 @@ from embedgate.api.compute.scheduling.batching import BatchingPolicy
 from embedgate.api.settings import Settings
 
 
+# Whether the backend serves on a GPU, as the policy is told.
+HOST = {"gpu": False}
+
+
 @pytest.fixture(autouse=True)
-def host_gpu(monkeypatch):
+def host_gpu():
     """The host has no GPU unless a test says it has: the policy, not this machine, is tested."""
-    state = {"gpu": False}
-    monkeypatch.setattr(batching.gpus, "available", lambda: state["gpu"])
-    return state
+    HOST["gpu"] = False
+    return HOST
+
+
+def on_this_host(settings: Settings) -> BatchingPolicy:
+    return BatchingPolicy(settings, gpu=lambda: HOST["gpu"])
 
 
 def options(library="sentence_transformers", **settings):
-    return BatchingPolicy(Settings(**settings)).triton_options(library)
+    return on_this_host(Settings(**settings)).triton_options(library)
 
 
 def published(dynamic_batching: bool, instance_count: int = 2, max_batch_size: int = 256, gpu=None):
@@ -102,7 +109,7 @@ def test_on_a_gpu_host_sentence_transformers_get_two_gpu_instances_running_whole
 
 def test_on_a_gpu_host_clip_towers_go_to_the_gpu_and_variants_stay_on_cpu_instances(host_gpu):
     host_gpu["gpu"] = True
-    policy = BatchingPolicy(Settings())
+    policy = on_this_host(Settings())
     clip = policy.triton_options("open_clip")
     assert (clip.instance_kind, clip.instance_count, clip.dynamic_batching) == ("gpu", 2, True)
     assert policy.triton_options("sentence_transformers", "int8").instance_kind == "cpu"

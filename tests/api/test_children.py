@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from embedgate.api.triton.children import tied_to_parent
+from embedgate.api.children import tied_to_parent
 
 
 def test_the_child_is_the_command_with_its_memory_capped():
@@ -39,7 +39,7 @@ def test_the_child_dies_with_its_parent(tmp_path):
     pid_file = tmp_path / "child.pid"
     parent_code = (
         "import subprocess, sys, time\n"
-        "from embedgate.api.triton.children import tied_to_parent\n"
+        "from embedgate.api.children import tied_to_parent\n"
         "child = subprocess.Popen(tied_to_parent(['/bin/sleep', '60']))\n"
         f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(60)\n"
