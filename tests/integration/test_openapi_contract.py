@@ -1,5 +1,6 @@
 """The OpenAPI document is a truthful contract: schemathesis, every check, against the real
-gateway with MiniLM, a reranker and a classifier loaded (settings and the narrow exceptions:
+gateway with MiniLM, a reranker, a classifier and a multimodal model (a model of two Triton
+models: GET /metrics answers an entry per part) loaded (settings and the narrow exceptions:
 schemathesis.toml).
 
 Excluded: the routes that load, unload or delete models (they change the session's state
@@ -15,6 +16,7 @@ import pytest
 from embedgate.api.endpoints.schemas.predict import PredictRequest
 from embedgate.api.endpoints.schemas.rerank import RerankRequest
 from tests import tiny_models
+from tests.multimodal_models import clip_form_model
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -24,6 +26,8 @@ CHANGES_STATE = ["/load_sentence_transformer_model", "/load_clip_model", "/unloa
 RERANKER = RerankRequest.model_fields["model"].examples[0]
 # Likewise the classifier /predict's example names.
 CLASSIFIER = PredictRequest.model_fields["model"].examples[0]
+# A model of several parts, each with its own entry in GET /metrics.
+MULTIMODAL = "tiny/multimodal"
 
 
 @pytest.fixture
@@ -31,6 +35,7 @@ def examples_loaded(gateway, tmp_path):
     directories = {
         RERANKER: tiny_models.cross_encoder(tmp_path / "reranker"),
         CLASSIFIER: tiny_models.classifier(tmp_path / "classifier"),
+        MULTIMODAL: clip_form_model(tmp_path / "multimodal"),
     }
     with gateway.client(timeout=600) as http:
         for name, directory in directories.items():
@@ -42,6 +47,10 @@ def examples_loaded(gateway, tmp_path):
 
 
 def test_every_answer_keeps_the_openapi_contract(gateway, minilm_loaded, examples_loaded):
+    with gateway.client() as http:
+        stats = http.get("/metrics").json()["model_stats"]
+    # What the document's /metrics must describe: a part's entry names its part.
+    assert {entry.get("part") for entry in stats if entry["name"] == MULTIMODAL} == {"text", "image"}
     command = [
         sys.executable, "-m", "schemathesis.cli",
         "--config-file", str(HERE / "schemathesis.toml"),

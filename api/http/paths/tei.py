@@ -18,7 +18,6 @@ something else; errors have TEI's shape and statuses (``api/http/tei/errors.py``
 
 # No ``from __future__ import annotations``: the routes' parameters are typed by the factory's
 # locals, which FastAPI could not resolve from strings.
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
@@ -192,7 +191,7 @@ def tei_router(prefix: str, base_url: str, model_of: ModelOf) -> EndpointRouter:
     return router
 
 
-def health_router(prefix: str, model_of: Callable[..., Awaitable[ServedModel]]) -> APIRouter:
+def health_router(prefix: str, model_of: ModelOf) -> APIRouter:
     """TEI's ``GET /health``: 200 with no body while the model is loaded and Triton ready,
     else 503 (TEI's shape); open, as TEI's is."""
     router = APIRouter(prefix=prefix, tags=["tei"])
