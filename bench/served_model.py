@@ -3,7 +3,7 @@
 The repository's own ``model.py`` (with ``batch_layout.py`` and ``torch_graphs.py`` copied beside it) is
 imported with a stand-in for ``triton_python_backend_utils`` and handed batches of
 tokenized sentences as Triton hands them: each a request of ``rows`` texts, from as many
-threads as the stub runs side by side (``worker_count`` in the model's config), as its
+threads as the stub runs side by side (``batch_threads`` in the model's config), as its
 threads run them. The process's CPU time per text is then the model's own share of what the server
 spends per text (its graph, its packing and sub-batching), measured apart from Triton,
 the stub's transport and the gateway.
@@ -112,7 +112,8 @@ def open_stub(model_dir: Path):
             sys.modules[PB_UTILS] = saved
     instance = module.TritonPythonModel()
     instance.initialize({"model_config": json.dumps(config), "model_repository": str(model_dir), "model_version": "1"})
-    return instance, max(1, int(parameters.get("worker_count") or 1))
+    # (``worker_count`` in the configs of models converted before it was named so)
+    return instance, max(1, int(parameters.get("batch_threads") or parameters.get("worker_count") or 1))
 
 
 def core_ms_per_text(model: LocalModel, texts: list[str], rows: int) -> dict | None:

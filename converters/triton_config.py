@@ -36,8 +36,9 @@ TEXT_INPUTS = (INPUT_IDS, ATTENTION_MASK)
 # Parameter names follow Triton's native onnxruntime backend, so both forms read the same keys.
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
-# Python form, CPU: the batches one instance's model.py runs at once (one thread each).
-WORKER_PARAMETER = "worker_count"
+# Python form, CPU: the batches one instance's model.py runs at once, one thread each (a
+# "worker" is a gateway process: EMBEDGATE_WORKERS).
+BATCH_THREADS_PARAMETER = "batch_threads"
 # Tells the Python-backend model.py which file in the version directory to open.
 ONNX_FILE_PARAMETER = "onnx_file"
 # Python form, text models: the input whose non-zero count is a row's real length, the
@@ -209,7 +210,7 @@ def _model_config(
         # of its own; decoupled, so that execute may return before its answers are sent.
         config.model_transaction_policy.decoupled = True
         config.instance_group.add(count=1, kind=kind)
-        parameters[WORKER_PARAMETER] = str(options.instance_count)
+        parameters[BATCH_THREADS_PARAMETER] = str(options.instance_count)
     else:
         config.instance_group.add(count=options.instance_count, kind=kind)
     for key, value in parameters.items():

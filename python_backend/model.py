@@ -21,7 +21,7 @@ text per row.
 Otherwise the batch is ONE onnxruntime call. Outputs are split back by ``n_i`` (a per-token
 one also cut to each request's width); a malformed request gets its own error response.
 Where the config makes the model decoupled (CPU models), one instance runs
-``worker_count`` batches at once, each on a thread of its own, through ONE onnxruntime
+``batch_threads`` batches at once, each on a thread of its own, through ONE onnxruntime
 session (single-threaded runs, one copy of the weights and of the kernels' repacked
 weights, whatever the count). ``execute`` hands its batch to the threads (a merged batch
 cut into parts, ``split_requests``) and returns once another thread is free, so
@@ -84,7 +84,7 @@ TORCH_DEVICE_PARAMETER = "torch_device"
 INTRA_OP_PARAMETER = "intra_op_thread_count"
 INTER_OP_PARAMETER = "inter_op_thread_count"
 # How many threads run batches side by side (PartThreads), by the name published configs carry.
-WORKER_PARAMETER = "worker_count"
+BATCH_THREADS_PARAMETER = "batch_threads"
 # Config data types of the tensors we publish.
 DTYPES = {
     "TYPE_INT64": np.int64,
@@ -140,7 +140,7 @@ class TritonPythonModel:
         self.whole = int(config.get("max_batch_size", 0)) == 0
         self.inputs = [_Input(entry, not self.whole) for entry in config["input"]]
         if config.get("model_transaction_policy", {}).get("decoupled", False):
-            count = max(1, int(_parameter(config, WORKER_PARAMETER, "1")))
+            count = max(1, int(_parameter(config, BATCH_THREADS_PARAMETER, "1")))
             part_rows = 0 if any(spec.ragged for spec in self.inputs) else PART_ROWS
             self.part_threads = PartThreads(
                 count, self.answer, self._rows, part_rows, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL, _error_response

@@ -14,11 +14,11 @@ from embedgate.contract.spec import (
     TritonConfigOptions,
 )
 from embedgate.converters.triton_config import (
+    BATCH_THREADS_PARAMETER,
     INTER_OP_PARAMETER,
     INTRA_OP_PARAMETER,
     ONNX_FILE_PARAMETER,
     PACK_WIDTH_PARAMETER,
-    WORKER_PARAMETER,
     build_clip_image_config,
     build_text_model_config,
     render,
@@ -95,7 +95,7 @@ def test_cpu_instances_are_workers_of_one_decoupled_instance_and_thread_paramete
     # One stub process and one onnxruntime session run three batches at once.
     assert [(g.kind, g.count) for g in config.instance_group] == [(pb.ModelInstanceGroup.KIND_CPU, 1)]
     assert config.model_transaction_policy.decoupled
-    assert config.parameters[WORKER_PARAMETER].string_value == "3"
+    assert config.parameters[BATCH_THREADS_PARAMETER].string_value == "3"
     assert config.parameters[INTRA_OP_PARAMETER].string_value == "2"
     assert config.parameters[INTER_OP_PARAMETER].string_value == "1"
 
@@ -118,7 +118,7 @@ def test_python_form_on_gpu_runs_the_torchscript_graph_without_packing():
     assert config.instance_group[0].kind == pb.ModelInstanceGroup.KIND_CPU
     assert config.instance_group[0].count == 2
     assert not config.model_transaction_policy.decoupled
-    assert WORKER_PARAMETER not in config.parameters
+    assert BATCH_THREADS_PARAMETER not in config.parameters
     assert config.parameters["torch_file"].string_value == TORCH_FILE
     assert config.parameters["torch_device"].string_value == "cuda"
     assert config.parameters["pack_width"].string_value == "0"
