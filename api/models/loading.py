@@ -3,17 +3,16 @@ or holds a copy made from another source), restored from the manifest, adopted f
 another process loaded into the same Triton, or refreshed where another process converted
 it again; its parts loaded into Triton whole or not at all.
 
-The registry (``registry.py``) owns what is served and the per-model locks; this is its
-part that brings models in.
+The registry (``registry.py``) owns what is served and the per-model locks; it holds
+these loads (:class:`Loads`), which bring models in through the narrow part of it they need
+(:class:`Registry`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from embedgate.contract.repository import ModelRepository
 from embedgate.contract.spec import ModelMetadata
@@ -37,25 +36,47 @@ from .specs import conversion_spec
 log = logging.getLogger("embedgate.registry")
 
 
-class Loading:
-    """The registry's loads, on the registry's own state (set by its ``__init__``) and its
-    lookups, notifications, unloads and manifest."""
+class Registry(Protocol):
+    """What of the registry the loads need: its settings, backend and repository, the
+    served models and their locks, where a model stands in the repository, and what it does
+    once a model is served or is no longer."""
 
     settings: Settings
     backend: Backend
     repository: ModelRepository
     batching: BatchingPolicy
-    _served: dict[str, ServedModel]
-    _locks: defaultdict[str, asyncio.Lock]
-    # The progress of the load running now, by Triton name: a load that waits for it follows it.
-    _running: dict[str, Progress]
-    _seen: set[str]
-    _find: Callable[[ModelRef], tuple[OnDisk, ModelMetadata | None]]
-    _changed: Callable[[], Awaitable[None]]
-    _stop_serving: Callable[[ServedModel], Awaitable[None]]
-    _write_manifest: Callable[[], Awaitable[None]]
 
-    async def load_sentence_transformer(
+    def held(self, key: str) -> ServedModel | None: ...
+
+    def lock(self, triton_name: str) -> asyncio.Lock: ...
+
+    def find(self, ref: ModelRef) -> tuple[OnDisk, ModelMetadata | None]:
+        """Where ``ref`` stands in the repository (blocking)."""
+        ...
+
+    def saw(self, parts: tuple[str, ...]) -> None:
+        """``parts`` are in the repository now."""
+        ...
+
+    async def serve(self, model: ServedModel, *, announce: bool = True) -> None:
+        """Serve ``model`` from now on (``announce``: tell the registry's listeners)."""
+        ...
+
+    async def stop_serving(self, model: ServedModel) -> None: ...
+
+    async def write_manifest(self) -> None: ...
+
+
+class Loads:
+    """The registry's loads, adoptions and refreshes, each under the model's lock."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+        self.settings = registry.settings
+        # The progress of the load running now, by Triton name: a load that waits for it follows it.
+        self._running: dict[str, Progress] = {}
+
+    async def sentence_transformer(
         self,
         name: str,
         model_path: str | None = None,
@@ -73,7 +94,7 @@ class Loading:
         source = {"model_path": model_path, "trust_remote_code": trust_remote_code, "revision": revision}
         return await self._load(ref, progress, on_source_change, **source)
 
-    async def load_clip(
+    async def clip(
         self,
         model_name: str,
         pretrained: str,
@@ -103,7 +124,7 @@ class Loading:
     ) -> LoadOutcome:
         """``on_source_change`` None: a restore, which does not compare sources."""
         progress = progress or Progress(ref.key)
-        lock = self._locks[ref.triton_name]
+        lock = self.registry.lock(ref.triton_name)
         running = self._running.get(ref.triton_name) if lock.locked() else None
         if running is not None:
             # Its client follows the load under way (its steps, as they come) until its turn.
@@ -127,11 +148,12 @@ class Loading:
         self, ref: ModelRef, progress: Progress, on_source_change: OnSourceChange | None, **source: Any
     ) -> LoadOutcome:
         """:meth:`_load` with the model's lock held."""
-        served = self._served.get(ref.key)
+        registry = self.registry
+        served = registry.held(ref.key)
         if served is not None and on_source_change is None:
             return LoadOutcome(served, already_loaded=True, converted=False)
         # A loaded model is compared as it is served.
-        state, metadata = (OnDisk.PUBLISHED, served.metadata) if served else await off_loop(self._find, ref)
+        state, metadata = (OnDisk.PUBLISHED, served.metadata) if served else await off_loop(registry.find, ref)
         if state is OnDisk.CONFLICT:
             raise ModelConflict(
                 f"repository entries {' and '.join(ref.parts())} hold another model, or no embedgate model"
@@ -151,16 +173,16 @@ class Loading:
         if metadata is None:
             # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
             spec = await asyncio.to_thread(
-                conversion_spec, self.settings, self.repository.location, self.batching, ref, replace=replace, **source
+                conversion_spec, self.settings, registry.repository.location, registry.batching, ref, replace=replace, **source
             )
-            metadata = await convert(spec, self.settings, self.repository, ref.every_part(), progress)
-            self._seen.update(ref.parts_of(metadata))
+            metadata = await convert(spec, self.settings, registry.repository, ref.every_part(), progress)
+            registry.saw(ref.parts_of(metadata))
         elif served is not None:
             return LoadOutcome(served, already_loaded=True, converted=False)
         progress.step("loading into Triton")
         model = await self._activate(ref.key, ref.triton_name, metadata, replacing=served, new_files=converted)
         progress.step("ready")
-        await self._write_manifest()
+        await registry.write_manifest()
         return LoadOutcome(model, already_loaded=False, converted=converted)
 
     async def _model(self, name: str, triton_name: str, metadata: ModelMetadata) -> ServedModel:
@@ -168,7 +190,7 @@ class Loading:
         # route's static weights), so a gateway worker that adopts it serves it the same. A
         # remote repository's files come from the gateway's cache, fetched when the bucket
         # holds a conversion the cache has no copy of.
-        routes = await off_loop(kind_of(metadata).routes, self.repository.fetch, triton_name)
+        routes = await off_loop(kind_of(metadata).routes, self.registry.repository.fetch, triton_name)
         return ServedModel(name, triton_name, metadata, routes[0].tokenizer, routes=routes)
 
     async def _activate(
@@ -186,17 +208,16 @@ class Loading:
         converted, so a copy an external Triton holds already is an older one."""
         model = await self._model(name, triton_name, metadata)
         try:
-            await self.backend.load(model.triton_names, fresh=new_files or replacing is not None)
+            await self.registry.backend.load(model, fresh=new_files or replacing is not None)
         except BaseException:
             if replacing is not None:
                 # Its parts in Triton are now the new copy's, or none: the old one is no
                 # longer served as it was, and the new one is not ready.
-                await self._stop_serving(replacing)
+                await self.registry.stop_serving(replacing)
             raise
         # New routes, so new serials: the response cache never answers from the old copy's rows.
-        self._served[name] = model
         log.info("model %s loaded (triton %s)", name, ", ".join(model.triton_names) or "none: the gateway computes it")
-        await self._changed()
+        await self.registry.serve(model)
         return model
 
     async def adopt(self, key: str) -> ServedModel:
@@ -204,12 +225,12 @@ class Loading:
         (a gateway worker's, loaded by its primary): read its metadata and tokenizer, and
         never load it in Triton."""
         ref = ModelRef.from_key(key)
-        async with self._locks[ref.triton_name]:
-            state, metadata = await off_loop(self._find, ref)
+        async with self.registry.lock(ref.triton_name):
+            state, metadata = await off_loop(self.registry.find, ref)
             if state is not OnDisk.PUBLISHED or metadata is None:
                 raise ModelNotFound(f"model '{ref.described()}' is not in the repository")
             model = await self._model(ref.key, ref.triton_name, metadata)
-            self._served[ref.key] = model
+            await self.registry.serve(model, announce=False)
             return model
 
     async def refresh(self, key: str) -> None:
@@ -218,11 +239,11 @@ class Loading:
         the new copy in this Triton in place of the old one. Each conversion's metadata is
         its own (its creation time, its source), so another metadata is another copy."""
         ref = ModelRef.from_key(key)
-        async with self._locks[ref.triton_name]:
-            served = self._served.get(ref.key)
+        async with self.registry.lock(ref.triton_name):
+            served = self.registry.held(ref.key)
             if served is None:
                 return
-            state, metadata = await off_loop(self._find, ref)
+            state, metadata = await off_loop(self.registry.find, ref)
             if state is OnDisk.PUBLISHED and metadata is not None and metadata != served.metadata:
                 log.info("model %s was converted again by another process; loading the new copy", key)
                 await self._activate(ref.key, ref.triton_name, metadata, replacing=served)

@@ -6,7 +6,9 @@ and deletes of one model are serialized by a per-model lock, so concurrent loads
 model convert it once.
 
 What is served, the lookups, unloads, deletes and reloads after Triton restarts are here;
-loads (converting, restoring, adopting, refreshing) are in ``loading.py``.
+loads (converting, restoring, adopting, refreshing) are its ``Loads`` (``loading.py``), and
+models whose process died its ``LostProcesses`` (``lost.py``): objects it holds, each given
+the part of it they need.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from embedgate.contract.spec import ModelMetadata
 
@@ -24,19 +27,19 @@ from ..compute.requests.served import ServedModel
 from ..compute.scheduling.batching import BatchingPolicy
 from ..errors import EmbedgateError, InvalidInput, ModelNotFound, ModelNotLoaded
 from ..settings import Settings
-from .loading import Loading
+from .control import LoadOutcome
+from .loading import Loads
 from .lost import LostProcesses
 from .manifest import Manifest
 from .names import clip_key, is_triton_name
 from .on_disk import OnDisk, find_on_disk
-from .progress import Progress
 from .refs import ModelRef
 from .repository import off_loop, open_for
 
 log = logging.getLogger("embedgate.registry")
 
 
-class ModelRegistry(Loading):
+class ModelRegistry:
     def __init__(self, settings: Settings, backend: Backend, *, keep_manifest: bool = True):
         self.settings = settings
         # What runs the models: their parts are loaded, reloaded and unloaded through it.
@@ -46,13 +49,14 @@ class ModelRegistry(Loading):
         self.batching = BatchingPolicy(settings, gpu=lambda: backend.has_gpu())
         self._served: dict[str, ServedModel] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._running: dict[str, Progress] = {}
         # Remote repository: the models this registry has seen there (a request for a model
         # that is not loaded is answered from this, never by a call to the bucket).
         self._seen: set[str] = set()
         # Told after the set of served models changed (a model added, or taken out before
         # Triton unloads it): the primary of several gateway workers tells them all.
         self.on_change: Callable[[], Awaitable[None]] | None = None
+        # How models come to be served.
+        self.loads = Loads(self)
         # Models whose process died in Triton, loaded again.
         self.lost = LostProcesses(self)
 
@@ -75,7 +79,7 @@ class ModelRegistry(Loading):
         the answer is whether this registry has seen the model there."""
         if self.repository.remote:
             return all(part in self._seen for part in ref.parts())
-        return self._find(ref)[0] is OnDisk.PUBLISHED
+        return self.find(ref)[0] is OnDisk.PUBLISHED
 
     def loaded(self) -> list[ServedModel]:
         return list(self._served.values())
@@ -97,8 +101,13 @@ class ModelRegistry(Loading):
             self._seen.add(triton_name)
         return metadata
 
-    def _find(self, ref: ModelRef) -> tuple[OnDisk, ModelMetadata | None]:
+    def find(self, ref: ModelRef) -> tuple[OnDisk, ModelMetadata | None]:
+        """Where ``ref`` stands in the repository (blocking)."""
         return find_on_disk(self.repository.exists, self.read_metadata, ref)
+
+    def saw(self, parts: tuple[str, ...]) -> None:
+        """``parts`` are in the repository now (just published)."""
+        self._seen.update(parts)
 
     async def on_disk(self) -> list[ModelMetadata]:
         return await off_loop(self._scan)
@@ -116,7 +125,34 @@ class ModelRegistry(Loading):
                     found.append(metadata)
         return found
 
-    # --- management (loads, adopt, refresh: loading.py)
+    # --- loads (loading.py)
+    async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome:
+        """A sentence-transformers model of any of its classes (``Loads.sentence_transformer``)."""
+        return await self.loads.sentence_transformer(name, model_path, **options)
+
+    async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome:
+        """An OpenCLIP model: one model here, two Triton models (``Loads.clip``)."""
+        return await self.loads.clip(model_name, pretrained, **options)
+
+    async def restore(self, key: str) -> LoadOutcome:
+        """A model named as in the manifest, served as the repository holds it."""
+        return await self.loads.restore(key)
+
+    async def adopt(self, key: str) -> ServedModel:
+        """Serve a model another process loaded into the Triton this registry shares."""
+        return await self.loads.adopt(key)
+
+    async def refresh(self, key: str) -> None:
+        """Serve a loaded model as the repository holds it now."""
+        await self.loads.refresh(key)
+
+    # --- management
+    async def serve(self, model: ServedModel, *, announce: bool = True) -> None:
+        """Serve ``model`` (loaded) from now on; ``announce``: tell ``on_change``."""
+        self._served[model.name] = model
+        if announce:
+            await self._changed()
+
     async def _changed(self) -> None:
         if self.on_change is not None:
             await self.on_change()
@@ -130,25 +166,25 @@ class ModelRegistry(Loading):
         async with self._locks[ref.triton_name]:
             if ref.key not in self._served:
                 self.served(name, pretrained)  # raises 404 or 409 with the right message
-            await self._stop_serving(self._served[ref.key])
+            await self.stop_serving(self._served[ref.key])
             log.info("model %s unloaded", ref.key)
 
-    async def _stop_serving(self, model: ServedModel) -> None:
+    async def stop_serving(self, model: ServedModel) -> None:
         """Taken out of the served models (the lock held), then unloaded from Triton."""
         self._served.pop(model.name, None)
-        await self._write_manifest()
+        await self.write_manifest()
         await self._changed()
         await self._unload(model)
 
     async def delete(self, name: str, pretrained: str | None = None) -> None:
         ref = ModelRef.named(name, pretrained)
         async with self._locks[ref.triton_name]:
-            state, _ = await off_loop(self._find, ref)
+            state, _ = await off_loop(self.find, ref)
             if state in (OnDisk.ABSENT, OnDisk.CONFLICT):
                 raise ModelNotFound(f"model '{ref.described()}' is not in the repository")
             model = self._served.get(ref.key)
             if model is not None:
-                await self._stop_serving(model)
+                await self.stop_serving(model)
             # The first part first: without it the model is no longer listed.
             for part in ref.every_part():
                 # A missing part (of an interrupted publish) is no error.
@@ -158,7 +194,7 @@ class ModelRegistry(Loading):
 
     async def _unload(self, model: ServedModel) -> None:
         # A model slow to let go is answered as unloaded: the gateway no longer serves it.
-        await self.backend.unload(model.triton_names, timeout_s=self.settings.request_timeout_s)
+        await self.backend.unload(model, timeout_s=self.settings.request_timeout_s)
 
     def lock(self, triton_name: str) -> asyncio.Lock:
         """The lock that serializes the loads, unloads and deletes of one model."""
@@ -189,7 +225,7 @@ class ModelRegistry(Loading):
                 if self._served.get(model.name) is not model:
                     continue  # unloaded meanwhile
                 try:
-                    await self.backend.load_again(model.triton_names)
+                    await self.backend.load_again(model)
                     log.info("reloaded %s", model.name)
                 except EmbedgateError as exc:
                     log.error("could not reload %s: %s", model.name, exc.message)
@@ -199,5 +235,5 @@ class ModelRegistry(Loading):
         """The models to bring back (blocking: call it off the event loop)."""
         return self._manifest.read()
 
-    async def _write_manifest(self) -> None:
+    async def write_manifest(self) -> None:
         await self._manifest.write(list(self._served))

@@ -13,7 +13,7 @@ model's process dies under a call or a load is the backend's own business (Trito
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -54,14 +54,14 @@ class Backend(Protocol):
         ...
 
     # --- a model's life
-    async def load(self, parts: Sequence[str], *, fresh: bool = False) -> None:
-        """Load a model's ``parts``, all of them or none; ``fresh``: its files were just
+    async def load(self, model: ServedModel, *, fresh: bool = False) -> None:
+        """Load ``model``'s parts, all of them or none; ``fresh``: its files were just
         written, so a copy the server already holds is an older one."""
         ...
 
-    async def load_again(self, parts: Sequence[str]) -> None:
-        """Load again, one after another, the parts a restarted server lost (what a restart
-        listener calls: it must not wait for the restart it runs in)."""
+    async def load_again(self, model: ServedModel) -> None:
+        """Load again, one after another, the parts of ``model`` a restarted server lost
+        (what a restart listener calls: it must not wait for the restart it runs in)."""
         ...
 
     async def reload(self, part: str) -> None:
@@ -73,8 +73,8 @@ class Backend(Protocol):
         ``sent_before`` (monotonic) are never answered, and fail as lost to it."""
         ...
 
-    async def unload(self, parts: Sequence[str], *, timeout_s: float) -> None:
-        """Unload a model's ``parts`` within ``timeout_s`` (a server down or being brought
+    async def unload(self, model: ServedModel, *, timeout_s: float) -> None:
+        """Unload ``model``'s parts within ``timeout_s`` (a server down or being brought
         back is waited for)."""
         ...
 

@@ -9,7 +9,6 @@ calls are answered here; without one, no server at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -54,13 +53,13 @@ class NoopBackend:
         if self.models is not None:
             await self.models.close()
 
-    async def load(self, parts: Sequence[str], *, fresh: bool = False) -> None:
+    async def load(self, model: ServedModel, *, fresh: bool = False) -> None:
         if self.models is not None:
-            await self.models.load(parts, fresh=fresh)
+            await self.models.load(model, fresh=fresh)
 
-    async def load_again(self, parts: Sequence[str]) -> None:
+    async def load_again(self, model: ServedModel) -> None:
         if self.models is not None:
-            await self.models.load_again(parts)
+            await self.models.load_again(model)
 
     async def reload(self, part: str) -> None:
         if self.models is not None:
@@ -70,9 +69,9 @@ class NoopBackend:
         if self.models is not None:
             self.models.abandon(part, sent_before)
 
-    async def unload(self, parts: Sequence[str], *, timeout_s: float) -> None:
+    async def unload(self, model: ServedModel, *, timeout_s: float) -> None:
         if self.models is not None:
-            await self.models.unload(parts, timeout_s=timeout_s)
+            await self.models.unload(model, timeout_s=timeout_s)
 
     async def held(self) -> set[str]:
         return await self.models.held() if self.models is not None else set()

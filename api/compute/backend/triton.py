@@ -100,23 +100,24 @@ class TritonBackend:
             await self.triton.stop()
 
     # --- a model's life
-    async def load(self, parts: Sequence[str], *, fresh: bool = False) -> None:
-        if not parts:
+    async def load(self, model: ServedModel, *, fresh: bool = False) -> None:
+        if not model.triton_names:
             return  # (a model the gateway computes whole)
         restarts = self.restarts
         try:
-            await self._load_whole(parts, fresh)
+            await self._load_whole(model, fresh)
         except TritonConnectionLost:
             # Triton died under the load (or was ended for a load that hung): once its
             # supervisor has it back, load again, so the caller sees a slower success.
             if self.triton is None or not await self.triton.wait_restarted(restarts):
                 raise
-            log.warning("triton restarted while loading %s; loading it again", ", ".join(parts))
-            await self._load_whole(parts, fresh)
+            log.warning("triton restarted while loading %s; loading it again", model.name)
+            await self._load_whole(model, fresh)
 
-    async def _load_whole(self, parts: Sequence[str], fresh: bool) -> None:
+    async def _load_whole(self, model: ServedModel, fresh: bool) -> None:
+        parts = model.triton_names
         if not fresh and await self._already_held(parts):
-            log.info("%s already loaded in the external Triton; serving it as it is", ", ".join(parts))
+            log.info("model %s is already loaded in the external Triton; serving it as it is", model.name)
             return
         loads = [asyncio.create_task(self.client.load(part)) for part in parts]
         outcomes = await asyncio.gather(*loads, return_exceptions=True)
@@ -136,8 +137,8 @@ class TritonBackend:
         states = await self.client.repository_states()
         return all(states.get(part) == "READY" for part in parts)
 
-    async def load_again(self, parts: Sequence[str]) -> None:
-        for part in parts:
+    async def load_again(self, model: ServedModel) -> None:
+        for part in model.triton_names:
             await self.client.load(part)
 
     async def reload(self, part: str) -> None:
@@ -146,11 +147,12 @@ class TritonBackend:
     def abandon(self, part: str, sent_before: float) -> None:
         self.client.abandon(part, sent_before)
 
-    async def unload(self, parts: Sequence[str], *, timeout_s: float) -> None:
+    async def unload(self, model: ServedModel, *, timeout_s: float) -> None:
         # Waiting for Triton to let go of each part (it drains what it holds of the model
         # first) takes half the deadline at most, shared between the parts: a model slow to
         # let go is logged and answered as unloaded; the rest of the deadline is for a
         # Triton being brought back.
+        parts = model.triton_names
         drain_s = timeout_s / 2 / max(1, len(parts))
 
         async def unload(part: str) -> None:

@@ -48,14 +48,14 @@ async def test_a_second_load_of_a_model_follows_the_first_until_its_turn(tmp_pat
     assert heard["first"] == ["exporting ONNX", "loading into Triton", "ready"]
     # The first load's steps after the second began waiting, as they came; nothing after its turn.
     assert heard["second"] == ["waiting for the load of this model under way", "loading into Triton", "ready"]
-    assert registry._running == {}
+    assert registry.loads._running == {}
 
 
 async def test_a_waiting_load_cancelled_stops_following(tmp_path, conversions, monkeypatch):  # noqa: F811
     registry, directory, release = held_conversions(monkeypatch, tmp_path)
     running = Progress(NAME)
     first = asyncio.create_task(registry.load_sentence_transformer(NAME, directory, progress=running))
-    while NAME.replace("/", "--") not in registry._running:
+    while NAME.replace("/", "--") not in registry.loads._running:
         await asyncio.sleep(0)
     follower = Progress(NAME)
     second = asyncio.create_task(registry.load_sentence_transformer(NAME, directory, progress=follower))

@@ -91,7 +91,7 @@ async def test_listing_and_manifest_over_s3(s3_bucket, tmp_path):
         registry.served("org/one")  # listed, so known to be there
 
     registry._served["org/one"] = object()
-    await registry._write_manifest()
+    await registry.write_manifest()
     assert s3_bucket.keys(".embedgate-loaded.json") == [".embedgate-loaded.json"]
     assert await asyncio.to_thread(registry.manifest) == ["org/one"]
 
@@ -104,6 +104,6 @@ async def test_an_unreachable_bucket_fails_listing_with_503_and_never_startup(s3
     with caplog.at_level(logging.ERROR, logger="embedgate.registry"):
         assert await asyncio.to_thread(registry.manifest) == []  # restoring goes on without it
         registry._served["org/one"] = object()
-        await registry._write_manifest()  # the load it follows stands
+        await registry.write_manifest()  # the load it follows stands
     assert [r.message for r in caplog.records if "manifest" in r.message]
     assert SECRET_ACCESS_KEY not in caplog.text

@@ -18,11 +18,11 @@ class Recording:
     def __init__(self):
         self.calls: list[tuple] = []
 
-    async def load(self, parts, *, fresh=False):
-        self.calls.append(("load", tuple(parts), fresh))
+    async def load(self, model, *, fresh=False):
+        self.calls.append(("load", model.name, fresh))
 
-    async def unload(self, parts, *, timeout_s):
-        self.calls.append(("unload", tuple(parts)))
+    async def unload(self, model, *, timeout_s):
+        self.calls.append(("unload", model.name))
 
     async def ready(self):
         return False
@@ -37,16 +37,17 @@ class Recording:
 async def test_calls_are_zeros_and_a_models_life_is_the_servers():
     models = Recording()
     backend = NoopBackend(models)
-    model = SimpleNamespace(name="m", kind=SimpleNamespace(noop_output=lambda tensors: np.zeros((2, 4), np.float32)))
+    zeros = SimpleNamespace(noop_output=lambda tensors: np.zeros((2, 4), np.float32))
+    model = SimpleNamespace(name="m", triton_names=("m",), kind=zeros)
     rows = await backend.infer(model, "m", {"input_ids": np.ones((2, 3), np.int64)}, "embedding", timeout_s=1)
     assert rows.shape == (2, 4) and not rows.any()
-    await backend.load(["m"], fresh=True)
-    await backend.unload(["m"], timeout_s=1)
-    assert models.calls == [("load", ("m",), True), ("unload", ("m",))]
+    await backend.load(model, fresh=True)
+    await backend.unload(model, timeout_s=1)
+    assert models.calls == [("load", "m", True), ("unload", "m")]
     assert (backend.restarts, await backend.ready(), await backend.statistics()) == (2, False, [{"name": "m"}])
 
 
 async def test_without_a_server_there_is_nothing_to_load_or_report():
     backend = NoopBackend()
-    await backend.load(["m"])
+    await backend.load(SimpleNamespace(name="m", triton_names=("m",)))
     assert await backend.ready() and await backend.statistics() == [] and await backend.metrics_text() is None

@@ -45,6 +45,10 @@ class FakeClient:
         return [{"name": "m", "inference_count": 1}]
 
 
+def model(*parts: str):
+    return SimpleNamespace(name="org/m", triton_names=parts)
+
+
 class FakeTriton:
     def __init__(self, embedded: bool = True, comes_back: bool = True):
         self.embedded = embedded
@@ -64,16 +68,16 @@ class FakeTriton:
 async def test_a_model_is_loaded_whole_or_not_at_all():
     client = FakeClient(failing={"m_image"})
     with pytest.raises(TritonError):
-        await TritonBackend(client, FakeTriton()).load(["m_text", "m_image"])
+        await TritonBackend(client, FakeTriton()).load(model("m_text", "m_image"))
     assert client.loads == ["m_text"] and client.unloads == ["m_text"]
 
 
 async def test_a_load_triton_died_under_is_made_again_once_it_is_back():
     client = FakeClient(dying=1)
-    await TritonBackend(client, FakeTriton()).load(["m"])
+    await TritonBackend(client, FakeTriton()).load(model("m"))
     assert client.loads == ["m"]
     with pytest.raises(TritonConnectionLost):
-        await TritonBackend(FakeClient(dying=1), FakeTriton(comes_back=False)).load(["m"])
+        await TritonBackend(FakeClient(dying=1), FakeTriton(comes_back=False)).load(model("m"))
 
 
 async def test_an_external_triton_already_serving_a_model_keeps_it_unless_its_files_are_new():
@@ -81,14 +85,14 @@ async def test_an_external_triton_already_serving_a_model_keeps_it_unless_its_fi
     client.states = {"m": "READY"}
     backend = TritonBackend(client, FakeTriton(embedded=False))
     assert not backend.watched
-    await backend.load(["m"])
+    await backend.load(model("m"))
     assert client.loads == []
-    await backend.load(["m"], fresh=True)
+    await backend.load(model("m"), fresh=True)
     assert client.loads == ["m"]
     # An embedded Triton is this gateway's own: what it holds is what this gateway loaded.
     embedded = FakeClient()
     embedded.states = {"m": "READY"}
-    await TritonBackend(embedded, FakeTriton()).load(["m"])
+    await TritonBackend(embedded, FakeTriton()).load(model("m"))
     assert embedded.loads == ["m"]
 
 
@@ -106,5 +110,5 @@ async def test_what_triton_holds_and_reports_is_read_through_it():
 
 async def test_a_model_the_gateway_computes_whole_loads_nothing():
     client = FakeClient()
-    await TritonBackend(client, FakeTriton(embedded=False)).load([])
+    await TritonBackend(client, FakeTriton(embedded=False)).load(model())
     assert client.loads == []
