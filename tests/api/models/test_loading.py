@@ -1,13 +1,17 @@
 """What a load decides before it converts: a sentence-transformer converted before the server
 published late-chunking graphs is converted again, as its kind says (once: a model that
 cannot have one says why, and is not converted again for it); the conversion asks for the
-graph only of a sentence-transformers model without a variant."""
+graph only of a sentence-transformers model without a variant; a new model's instances are
+GPU ones where the registry's backend serves on a GPU."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.compute.scheduling.batching import BatchingPolicy
 from embedgate.api.models.refs import ModelRef
+from embedgate.api.models.registry import ModelRegistry
 from embedgate.api.models.specs import conversion_spec
 from embedgate.api.settings import Settings
 from embedgate.contract.kinds.dense import DenseInfo, LateChunking
@@ -40,3 +44,13 @@ def test_the_conversion_asks_for_the_graph_of_sentence_transformers_models_only(
     assert not spec(ModelRef.named("ViT-B-32", "laion2b_s34b_b79k")).late_chunking
     assert not conversion_spec(Settings(repository_cache=tmp_path), str(tmp_path), BatchingPolicy(settings),
                                ModelRef.named("org/m")).late_chunking
+
+
+def test_a_new_model_gets_gpu_instances_where_the_registrys_backend_serves_on_a_gpu(tmp_path):
+    """The registry's batching policy asks its backend (Triton's: this host's GPU and the
+    PyTorch that would run it), not a module of its own."""
+    for gpu, kind in ((True, "gpu"), (False, "cpu")):
+        settings = Settings(model_repository=tmp_path / "repository", repository_cache=tmp_path)
+        registry = ModelRegistry(settings, SimpleNamespace(has_gpu=lambda gpu=gpu: gpu))
+        chosen = conversion_spec(settings, str(tmp_path), registry.batching, ModelRef.named("org/m")).triton
+        assert chosen.instance_kind == kind
