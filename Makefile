@@ -12,7 +12,7 @@ INSTALL := $(BIN)/uv pip install --python $(BIN)/python -q -c constraints.txt
 # (PYTHONDONTWRITEBYTECODE): else every process compiles again every module it imports.
 RUN := PYTHONDONTWRITEBYTECODE=
 
-.PHONY: install serve test test-unit test-integration docs docs-serve bench clean
+.PHONY: install serve test test-images test-unit test-integration docs docs-serve bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,10 +39,20 @@ serve: $(STAMP)
 # processes that each take whole files (a file's module fixtures built once) in the order
 # tests/conftest.py gives them (not xdist's own, most tests first): on 2 cores about half
 # the time of one process (docs/development.md has the figures). The 25 slowest tests are
-# listed at the end: where the suite's time goes.
+# listed at the end: where the suite's time goes. Beside them, in a process of their own,
+# the container images are built and run (tests/docker/test_images.py): minutes spent
+# mostly waiting on the disk and the registries, which would hold one of the two processes.
 TEST_PROCESSES ?= 2
+IMAGES_LOG := $(VENV)/test-images.log
 test: docs
-	$(RUN) $(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
+	@$(RUN) $(BIN)/pytest -q -ra -p no:cacheprovider tests/docker/test_images.py > $(IMAGES_LOG) 2>&1 & images=$$!; \
+	$(RUN) $(BIN)/pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25 \
+		--ignore=tests/docker/test_images.py; tests=$$?; \
+	wait $$images; built=$$?; echo "--- the images (tests/docker/test_images.py)"; cat $(IMAGES_LOG); \
+	exit $$(( tests ? tests : built ))
+
+test-images: $(STAMP)
+	$(RUN) $(BIN)/pytest -q -ra tests/docker/test_images.py
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site

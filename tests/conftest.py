@@ -16,19 +16,16 @@ from tests.backend_model import (  # noqa: F401
 )
 
 def pytest_collection_modifyitems(items):
-    """The long files first: the images (built and run: minutes, mostly waiting on the
-    disk, while the other process runs the rest), the integration tests, then the
-    converters', then the files beside this one (a fresh interpreter's imports, every
-    module's import graph: seconds each), then the unit tests. ``make test`` hands whole
-    files to its processes in this order, so the short files come last and fill the gaps,
-    and no process is left running a long file alone at the end. Within each part the
-    order is the files' own."""
+    """The long files first: the integration tests, then the converters', then the files
+    beside this one (a fresh interpreter's imports, every module's import graph: seconds
+    each), then the unit tests. ``make test`` hands whole files to its processes in this
+    order, so the short files come last and fill the gaps, and no process is left running
+    a long file alone at the end (the images' file runs in a process of its own beside
+    them: the Makefile). Within each part the order is the files' own."""
     here = Path(__file__).parent
 
     def part(item) -> int:
         relative = Path(item.fspath).relative_to(here).parts
-        if relative == ("docker", "test_images.py"):
-            return -1
         return {"integration": 0, "converters": 1}.get(relative[0], 3) if len(relative) > 1 else 2
 
     items.sort(key=part)  # a stable sort: each file's tests keep their order
