@@ -46,7 +46,8 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
             app.state.gateway = None
             await gateway.stop()
 
-    app = FastAPI(
+    app = openapi.DocumentedApp(
+        settings,
         title="embedgate",
         version=__version__,
         description="Text embeddings from sentence-transformer models served by NVIDIA Triton.",
@@ -59,7 +60,6 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
         },
     )
     install_error_handlers(app)
-    openapi.install(app, settings)
     app.state.keyring = KeyRing.of(settings)
     app.state.gateway = None
     # Health stays open (probes carry no keys), TEI's too; management needs an admin key when set.

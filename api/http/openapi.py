@@ -4,7 +4,7 @@
   OpenAI's on ``/v1/*``, or TEI's on ``/tei``) and headers (``Retry-After`` on a 429 and a 503, OpenAI's
   ``x-ratelimit-*`` on a 429, ``WWW-Authenticate`` on a 401). Routes list the statuses
   they can answer; the statuses themselves come from ``endpoints/statuses.py``'s STATUS.
-- :func:`install`: the document of one running server. Bounds that are settings (how many
+- :class:`DocumentedApp`: the document of one running server. Bounds that are settings (how many
   texts or images one request may carry, the longest deadline a client may ask for) are
   written in from its settings, so the document states what this server enforces; the
   OpenAI-compatible routes lose FastAPI's default 422 (they answer 400 instead).
@@ -91,20 +91,23 @@ def _error(status: int, body: type[BaseModel], why: dict[int, str]) -> dict[str,
     return answer
 
 
-def install(app: FastAPI, settings: Settings) -> None:
-    """Serve the document of this server, built once on first request."""
-    generate = app.openapi
+class DocumentedApp(FastAPI):
+    """A FastAPI application whose document is that of the server it runs in (see the
+    module's docstring), built once, on first request."""
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
+    def __init__(self, settings: Settings, **fastapi: Any):
+        super().__init__(**fastapi)
+        self._settings = settings
+        self._document: dict[str, Any] | None = None
+
+    def openapi(self) -> dict[str, Any]:
+        if self._document is None:
             # A copy: the generated document shares dicts with the routes (openapi_extra).
-            document = copy.deepcopy(generate())
-            _write_settings(document, settings)
+            document = copy.deepcopy(super().openapi())
+            _write_settings(document, self._settings)
             _drop_default_validation_errors(document)
-            app.openapi_schema = document
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
+            self._document = document
+        return self._document
 
 
 def _write_settings(node: Any, settings: Settings) -> None:
