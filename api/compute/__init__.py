@@ -1,8 +1,12 @@
 """The compute path: texts, pairs or images in, vectors or scores out.
 
-- ``service.py``: :class:`~.service.EmbeddingService`, what the endpoints call;
-- ``requests/``: what a request means (asks and plans, prompts, routes, kinds, precisions,
-  activations, results);
+- ``service.py``: :class:`~.service.EmbeddingService`, what the endpoints call, built of:
+  ``dispatch.py`` (every run, online or in the bulk lane, through the step its kind chose:
+  the response cache, admission by cost, the route's coalescer, then the step),
+  ``bulk_lane.py`` (a batch job's lines), ``engine.py`` (what a step may ask of the compute
+  side: the tokenizer pool, the image threads, the backend);
+- ``requests/``: what a request means (asks and plans, prompts, routes, the steps they run
+  in, kinds, precisions, activations, results);
 - ``scheduling/``: how work is scheduled (coalescing, admission, pacing, backlog, fair
   queueing, spreading, per-key rates);
 - ``backend/``: the one seam to what runs the model (Triton, or no model at all);

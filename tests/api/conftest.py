@@ -14,6 +14,7 @@ from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.requests.asks import ENDPOINTS, Output
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.compute.requests.steps import ImageGraph
 from embedgate.api.compute.scheduling.rates import KeyRates
 from embedgate.api.compute.tokens import Token
 from embedgate.api.endpoints import Endpoints
@@ -63,7 +64,7 @@ class FakeModel:
             routes = [Route(info.name, tuple(info.tasks), None, self.triton_name, str(info.version)) for info in infos]
         if Output.IMAGES in self.kind.gives():
             # A model that embeds images (a multimodal one) has a route that takes them.
-            routes.append(Route("images", EVERY_TASK, None, self.triton_name, images="fake"))
+            routes.append(Route("images", EVERY_TASK, None, self.triton_name, step=ImageGraph("fake")))
         return routes
 
 
@@ -156,7 +157,7 @@ class FakeEmbeddings:
         """The plan over fake runs; calls show each run's texts, prompts prepended, and normalize."""
         results = []
         for run in plan.runs:
-            if run.route.images is not None:
+            if run.step.takes_images:
                 # Images among an ask's inputs (Cohere's): the fake's image vectors.
                 results.append(await self.embed_images(model, run.inputs, normalize=ask.options.normalize, timeout_s=timeout_s))
                 continue

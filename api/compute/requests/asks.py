@@ -4,14 +4,16 @@ An :class:`Ask` is what the HTTP side hands the embedding service: what it wants
 :class:`Output`), its texts (or a rerank's documents, or a classifier's texts and
 pairs), the prompt and task it chose and its options. The model's kind turns it into a
 :class:`Plan`: the texts each of its routes runs (with their prompt), and how the routes'
-outputs become the answer. The service runs any plan the same way, online or in the bulk
-lane, so the sequence kind check -> prompt -> run -> post-process is written once.
+outputs become the answer. Each run goes through its route's step (``steps.py``), or one
+of its own. The service runs any plan the same way, online or in the bulk lane
+(``compute/bulk_lane.py``), so the sequence kind check -> prompt -> run -> post-process is
+written once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -20,18 +22,19 @@ import numpy as np
 
 from embedgate.contract.spec import ModelMetadata
 
-from ...errors import EmbedgateError
 from .chunking import Chunking
 from .prompts import DEFAULT, PromptChoice, prompt_for
 from .quantize import Precision
 from .results import Embeddings
 from .routes import Route, route_for
+from .steps import Step
 
 
 class Served(Protocol):
     """A loaded model as a kind's plan sees it (``served.ServedModel``)."""
 
     name: str
+    triton_name: str
     metadata: ModelMetadata
     routes: list[Route]
     kind: Any  # ServedKind
@@ -121,11 +124,17 @@ class Ask:
 
 @dataclass(frozen=True)
 class Run:
-    """Inputs through one route, each with ``prefix`` (the prompt) before it."""
+    """Inputs through one route, each with ``prefix`` (the prompt) before it, by the route's
+    step or, where the run has one, by its own (``own_step``: a dense model's late chunks)."""
 
     route: Route
     inputs: list[TextInput]
     prefix: str = ""
+    own_step: Step | None = None
+
+    @property
+    def step(self) -> Step:
+        return self.route.step if self.own_step is None else self.own_step
 
 
 @dataclass(frozen=True)
@@ -157,56 +166,3 @@ def text_run(model: Served, inputs: list[TextInput], choice: PromptChoice) -> Ru
     """``inputs`` through the route ``choice``'s task takes, each with the prompt it chooses."""
     route = route_for(model.routes, choice.route_task, model.name)
     return Run(route, inputs, prompt_for(model.name, model.metadata, choice))
-
-
-def prefixed(prefix: str, inputs: list[TextInput]) -> list[TextInput]:
-    """Each text with ``prefix`` before it (a pair's prompt is already in its first text:
-    the kind's plan puts it there)."""
-    return [prefix + text for text in inputs] if prefix else inputs  # type: ignore[operator]
-
-
-class Gathered:
-    """Several requests' plans (or their errors) for one bulk call per route: every run's
-    inputs, prompts in them, in one list per route, and where each run's are in it. An
-    image route's inputs are each request's own call: an image that cannot be used is the
-    error of the request that sent it, not of the others; its prompt (which a
-    vision-language model renders with each image) is kept beside them (``prompts``)."""
-
-    def __init__(self, plans: list[Plan | EmbedgateError]):
-        self.plans = plans
-        # A key per route (per route, plan and run for images) -> (route, its inputs); each
-        # plan's runs as (key, start, stop).
-        self.routes: dict[Hashable, tuple[Route, list[TextInput]]] = {}
-        self.prompts: dict[Hashable, str] = {}
-        self.spans: list[list[tuple[Hashable, int, int]]] = []
-        for index, plan in enumerate(plans):
-            mine = []
-            for number, run in enumerate(plan.runs if isinstance(plan, Plan) else ()):
-                images = run.route.images is not None
-                key = (id(run.route), index, number) if images else id(run.route)
-                route, inputs = self.routes.setdefault(key, (run.route, []))
-                mine.append((key, len(inputs), len(inputs) + len(run.inputs)))
-                if images:
-                    self.prompts[key] = run.prefix
-                    inputs.extend(run.inputs)
-                else:
-                    inputs.extend(prefixed(run.prefix, run.inputs))
-            self.spans.append(mine)
-
-    def finished(self, outputs: dict[Hashable, Embeddings | EmbedgateError]) -> list[Embeddings | EmbedgateError]:
-        """Each plan's answer from the routes' ``outputs`` (or its error: its own, or that of
-        a call of its own that failed)."""
-        answers: list[Embeddings | EmbedgateError] = []
-        for plan, mine in zip(self.plans, self.spans):
-            if not isinstance(plan, Plan):
-                answers.append(plan)
-                continue
-            failed = next((outputs[key] for key, _, _ in mine if isinstance(outputs[key], EmbedgateError)), None)
-            if failed is not None:
-                answers.append(failed)  # type: ignore[arg-type]
-                continue
-            try:
-                answers.append(plan.finish([outputs[key].rows(start, stop) for key, start, stop in mine]))  # type: ignore[union-attr]
-            except EmbedgateError as error:
-                answers.append(error)
-        return answers

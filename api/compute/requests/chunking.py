@@ -26,6 +26,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Literal
 
+from embedgate.contract.preprocess.prompted import PromptedText
+
 from ...errors import InvalidOption, TooManyInputs
 
 Boundary = Literal["token", "whitespace", "sentence"]
@@ -207,3 +209,11 @@ def _boundary(
 
 def _starts_word(text: str, spans: list[tuple[int, int]], index: int) -> bool:
     return index == 0 or spans[index][0] > spans[index - 1][1] or text[spans[index][0]].isspace()
+
+
+def chunk_source(inputs: list, prefix: str) -> tuple[list[str], str, bool]:
+    """A chunked run's texts, their prompt, and whether the prompt is kept apart (a model
+    that pools a text without its prompt's tokens: ``PromptedText``)."""
+    if inputs and isinstance(inputs[0], PromptedText):
+        return [item.text for item in inputs], inputs[0].prompt, True
+    return [text for text in inputs if isinstance(text, str)], prefix, False

@@ -9,7 +9,8 @@ task's texts in its own way. A route has its own tokenizer, its own calls to Tri
 own rows in the response cache, so no text is ever answered by another route's modules. A
 model without routes has one, for every task.
 A model that embeds images (a CLIP model's image tower, a multimodal model's image graph)
-has a route that takes images.
+has a route that takes images. How a route's inputs become its outputs is its step
+(``steps.py``), which its kind chose.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UnknownRoute
-from .static import StaticRoute
+from .steps import TEXT_GRAPH, Step
 
 # The tasks a request may name, and the one that applies when it names none.
 TASKS: tuple[str, ...] = ("query", "document")
@@ -40,11 +41,10 @@ class Route:
     # The Triton model it runs on, and its version there ("": the model's only one).
     part: str
     version: str = ""
-    # Computed by the gateway instead (no Triton call), from stored weights (``static.py``).
-    static: StaticRoute | None = None
-    # A route of images (no tokenizer): how each image is prepared (ImagePreprocessing for
-    # an OpenCLIP model, ProcessorImages for a multimodal sentence-transformer).
-    images: Any = None
+    # How its inputs become its outputs: texts through its graph, or what its kind chose
+    # (computed by the gateway from stored weights, ``static.py``; images through an image
+    # graph, prepared as the model's preprocessing says; a kind's own steps).
+    step: Step = TEXT_GRAPH
     # New for every route of every load: the response cache's rows of one are never another's.
     serial: int = field(default_factory=lambda: next(_serials))
 
@@ -58,7 +58,7 @@ def route_for(routes: Sequence[Route], task: str | None, model_name: str, *, ima
     names none) take; a task the model has no route for is refused, naming the routes it has."""
     wanted = task or DEFAULT_TASK
     for route in routes:
-        if wanted in route.tasks and (route.images is not None) == images:
+        if wanted in route.tasks and route.step.takes_images == images:
             return route
     offered = "; ".join(route.describe() for route in routes)
     what = "a task" if wanted == DEFAULT_TASK else f"task '{wanted}'"

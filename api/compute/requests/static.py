@@ -1,5 +1,7 @@
 """Routes the gateway computes itself, with no Triton call, from weights stored beside the
-model (``STATIC_WEIGHTS_FILE``), on the token ids its tokenizer gives:
+model (``STATIC_WEIGHTS_FILE``), on the token ids its tokenizer gives: each such route's
+step (:class:`ComputedHere`: tokenized and computed in the tokenizer pool, nothing
+admitted, a batch job's lines together in one computation):
 
 - :class:`TokenWeights`: a weight per vocabulary token (``SparseStaticEmbedding``, the
   query side of inference-free sparse models). A text's vector holds, for each vocabulary
@@ -14,22 +16,46 @@ model (``STATIC_WEIGHTS_FILE``), on the token ids its tokenizer gives:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 
+from embedgate.contract.preprocess.text import TokenBatch
 from embedgate.contract.static import mean_vectors
 
+from .results import Embedded, Embeddings
+from .steps import Engine, Model, RouteParts, Step, began_then, prefixed
 
-class StaticRoute(Protocol):
+
+class ComputedHere(Step):
+    """A route the gateway computes itself: in the pool, no backend call."""
+
+    joined = True
+
     def vectors(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         """[texts, dim] float32: the route's output for a padded batch of token ids."""
-        ...
+        raise NotImplementedError
+
+    def triton_part(self, route: RouteParts) -> str | None:
+        return None
+
+    async def run(
+        self, engine: Engine, model: Model, route: RouteParts, inputs: list, prefix: str, timeout_s: float
+    ) -> Embeddings:
+        arrived = time.perf_counter()
+        began, (batch, vectors) = await engine.in_pool(began_then, self._computed, route.tokenizer, inputs, prefix)
+        done = time.perf_counter()
+        return Embedded(batch, vectors, began, done, done).share(slice(None), arrived)
+
+    def _computed(self, tokenizer: Any, inputs: list, prefix: str) -> tuple[TokenBatch, np.ndarray]:
+        batch = tokenizer.encode(prefixed(prefix, inputs))
+        return batch, self.vectors(batch.input_ids, batch.attention_mask)
 
 
 @dataclass(frozen=True, eq=False)
-class TokenWeights:
+class TokenWeights(ComputedHere):
     weights: np.ndarray  # [vocabulary]
 
     def vectors(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
@@ -37,7 +63,7 @@ class TokenWeights:
 
 
 @dataclass(frozen=True, eq=False)
-class MeanVectors:
+class MeanVectors(ComputedHere):
     # [vocabulary, dim]; memory-mapped from the repository, so gateway workers share one copy.
     vectors_of_tokens: np.ndarray
     normalize: bool

@@ -61,7 +61,7 @@ class CostAdmission(Generic[Item, Share]):
         past its share of ``timeout_s`` (never when it starts at once, nor for the later
         parts of a request)."""
         unit_s = self.pace.unit_s
-        if admitted or unit_s is None or (not waiting and in_flight < self.pace.instances):
+        if admitted or unit_s is None or (not waiting.queue and in_flight < self.pace.instances):
             return
         allowed = self.deadline_share * timeout_s
         # A bound first (it starts once the work ahead is spread over the instances, and its
@@ -108,7 +108,7 @@ class CostAdmission(Generic[Item, Share]):
     def _shed(self, waiting: Waiting[Item, Share], limit: int) -> None:
         """Refuse the waiting requests whose calls would now finish past the admission share
         of what remains of their deadlines."""
-        if not waiting:
+        if not waiting.queue:
             return
         now = asyncio.get_running_loop().time()
         schedule = self._schedule(now)

@@ -338,7 +338,8 @@ def test_requests_are_admitted_by_cost_where_the_coalescer_is_the_models_only_ba
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 16)
     model = ServedModel("m", "m", Meta(dynamic_batching=dynamic_batching, instance_count=2), tokenizer)
     try:
-        coalescer = service._coalescer(model, model.routes[0])
+        route = model.routes[0]
+        coalescer = service.dispatch._coalescer(model, route, route.step)
         assert (coalescer.admission is not None) == paced
         if paced:
             assert coalescer.admission.pace.instances == 2 and coalescer.admission.deadline_share == share

@@ -14,6 +14,7 @@ from PIL import Image
 from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.compute.requests.asks import Ask, ImageInput, Options, Output
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.compute.requests.steps import ImageGraph
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.errors import InvalidImage
 from embedgate.api.models.registry import ServedModel
@@ -48,7 +49,7 @@ def served(minilm_path):
     client = Client()
     service = EmbeddingService(Settings(), TritonBackend(client))
     tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 256)
-    routes = [Route("", EVERY_TASK, tokenizer, "org--mm"), Route("images", EVERY_TASK, None, "org--mm---image", images=IMAGES)]
+    routes = [Route("", EVERY_TASK, tokenizer, "org--mm"), Route("images", EVERY_TASK, None, "org--mm---image", step=ImageGraph(IMAGES))]
     model = ServedModel("org/mm", "org--mm", metadata(normalized=True), tokenizer, routes=routes)
     yield service, model, client
     service.close()

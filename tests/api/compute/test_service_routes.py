@@ -61,7 +61,7 @@ def routed(tokenizer_file: Path) -> ServedModel:
     routes = [
         Route("document", ("default", "document"), tokenizer, "m", "1"),
         Route("query", ("query",), tokenizer, "m", "2"),
-        Route("static", ("unused",), TextTokenizer(tokenizer_file, 32, add_special_tokens=False), "m", static=TokenWeights(weights)),
+        Route("static", ("unused",), TextTokenizer(tokenizer_file, 32, add_special_tokens=False), "m", step=TokenWeights(weights)),
     ]
     metadata = fake_metadata("org/routed", embedding_dim=2, normalized=True, prompts={"query": "q: ", "document": ""})
     return ServedModel("org/routed", "m", metadata, tokenizer, routes=routes)
@@ -80,7 +80,8 @@ async def test_each_task_runs_on_its_routes_version_with_its_prompt(service, tok
 
 async def test_a_static_route_is_computed_in_the_gateway(service, tokenizer_file):
     model = routed(tokenizer_file)
-    result = await service._run(model, model.routes[2], ["this test, this"], 5)
+    route = model.routes[2]
+    result = await service.dispatch.outputs(model, route, route.step, ["this test, this"], "", 5)
     assert service.backend.client.calls == []
     (row,) = result.vectors
     assert np.flatnonzero(row).tolist() == [2023, 3231] and row[[2023, 3231]].tolist() == [1.5, 2.5]

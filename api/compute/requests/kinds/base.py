@@ -1,22 +1,25 @@
 """The one interface every model kind is served behind (``api/compute/requests/kinds/<kind>.py``).
 
 A kind says what its Triton models are, its routes (what a request's texts go through, by
-task) and how their inputs become tensors, what it outputs (and, for the rest, where to go
-instead), the plan it makes of a request (``asks.py``: which texts each route runs, with
-which prompt, and how the outputs become the answer), and what the listings show of it
-(fields the listing schema reads from the kinds). The embedding service, the registry and
-the routes ask the kind; no other code branches on it.
+task) and the step each runs in (``steps.py``: texts through one graph unless the kind
+says otherwise), how their inputs become tensors, what it outputs (and, for the rest,
+where to go instead), the plan it makes of a request (``asks.py``: which texts each route
+runs, with which prompt, by which step, and how the outputs become the answer; chunks
+where the request asks for them), and what the listings show of it (fields the listing
+schema reads from the kinds). The embedding service, the registry and the routes ask the
+kind; no other code branches on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch
+from embedgate.contract.preprocess.text import TextTokenizer, TokenBatch, bucket_length
 from embedgate.contract.spec import (
     ATTENTION_MASK,
     EMBEDDING,
@@ -29,8 +32,10 @@ from embedgate.contract.spec import (
 
 from ....errors import InvalidOption, WrongModelKind
 from ..asks import ENDPOINTS, Ask, Output, Plan, Served
+from ..chunking import Chunking
 from ..routes import EVERY_TASK, Route
-from ..static import StaticRoute
+from ..static import ComputedHere
+from ..steps import TEXT_GRAPH
 
 # part's Triton name -> its local directory (the repository's, or the gateway's cache of a remote one)
 Files = Callable[[str], Path]
@@ -89,11 +94,11 @@ class ServedKind:
             directory / TOKENIZER_DIR / TOKENIZER_FILE, info.max_seq_length, info.strip_whitespace,
             add_special_tokens=info.add_special_tokens,
         )
-        static = self.static_route(directory, info) if info.version is None else None
-        version = "" if info.version is None else str(info.version)
-        return Route(info.name, tuple(info.tasks), tokenizer, triton_name, version=version, static=static)
+        if info.version is None:  # no graph: the gateway computes it
+            return Route(info.name, tuple(info.tasks), tokenizer, triton_name, step=self.static_route(directory, info))
+        return Route(info.name, tuple(info.tasks), tokenizer, triton_name, version=str(info.version), step=TEXT_GRAPH)
 
-    def static_route(self, directory: Path, info: RouteInfo) -> StaticRoute:
+    def static_route(self, directory: Path, info: RouteInfo) -> ComputedHere:
         """A route the gateway computes itself, from the weights in ``directory``."""
         raise NotImplementedError(f"{self.name} computes no route in the gateway")
 
@@ -124,6 +129,18 @@ class ServedKind:
         """The one sequence length the text graph takes, where it takes only one."""
         return None
 
+    def bucketed(self) -> bool:
+        """Whether its texts are padded to a few widths (powers of two): the native form's
+        graphs batch only requests of one shape."""
+        return self.metadata.form == "onnxruntime"
+
+    def call_width(self, longest: int, tokenizer: Any) -> int:
+        """The width a call of texts whose longest has ``longest`` tokens is padded to."""
+        fixed = self.fixed_width()
+        if fixed is not None:
+            return fixed
+        return bucket_length(longest, tokenizer.max_length) if self.bucketed() else longest
+
     def gives(self) -> frozenset[Output]:
         """What this model gives (``outputs``, where it does not depend on the model)."""
         return self.outputs
@@ -151,16 +168,39 @@ class ServedKind:
             f"model '{model_name}' is {self.title} and gives no {output.value} (what it gives: {offers})"
         )
 
+    def planned(self, model: Served, ask: Ask, elsewhere: Mapping[Output, str] = ENDPOINTS) -> Plan:
+        """What ``ask`` asks of ``model``: refused unless this kind gives it (saying where to
+        go instead: ``elsewhere``, in the API the request came through), then planned, cut
+        into chunks where it asks for them. Nothing runs yet."""
+        self.require(ask.output, model.name, elsewhere)
+        plan = self.plan(model, ask)
+        return plan if ask.chunking is None else self.chunked(model, ask, plan)
+
     def plan(self, model: Served, ask: Ask) -> Plan:
         """Which texts each route runs and how the outputs become the answer (``ask.output``
         is one this kind gives; its options are checked here, before anything runs)."""
         raise NotImplementedError(f"{self.name} plans no {ask.output.value}")
 
-    def late_part(self, model_name: str, triton_name: str) -> str:
-        """The Triton model that pools a text's late chunks (``late_chunking.py``); refused
-        (InvalidOption) where the model has none, saying why."""
+    def chunked(self, model: Served, ask: Ask, plan: Plan) -> Plan:
+        """``plan`` of ``ask``'s chunks: dense embeddings of texts through one route with a
+        text tokenizer, each text cut into chunks and the chunks run instead (the service
+        cuts them, ``compute/document_chunks.py``), or late chunks (:meth:`late`); else refused."""
+        chunking = ask.chunking
+        assert chunking is not None
+        if ask.output is not Output.EMBED or len(plan.runs) != 1 or not isinstance(plan.runs[0].route.tokenizer, TextTokenizer):
+            raise InvalidOption(
+                f"chunking is for dense embeddings of texts; model '{model.name}' is {self.title}", "chunking"
+            )
+        if chunking.late:
+            return self.late(model, plan, chunking)
+        return dataclasses.replace(plan, chunking=chunking)
+
+    def late(self, model: Served, plan: Plan, chunking: Chunking) -> Plan:
+        """``plan``'s texts as late chunks (``late_chunking.py``), pooled in the context of
+        the whole text by the model's late-chunking graph; refused (InvalidOption) where it
+        has none, saying why."""
         raise InvalidOption(
-            f"late chunking pools a sentence-transformer's token vectors by its mean pooling; model '{model_name}' "
+            f"late chunking pools a sentence-transformer's token vectors by its mean pooling; model '{model.name}' "
             f"is {self.title}",
             "chunking",
         )

@@ -18,6 +18,7 @@ from ..asks import Ask, Output, Plan, Run, Served, joined
 from ..media import IMAGE_SIZE_FIELD, has_images, mixed_plan
 from ..quantize import available, quantized
 from ..routes import EVERY_TASK, Route, route_for
+from ..steps import ImageGraph
 from .base import Files, ServedKind
 from .dense import PRECISIONS_FIELD, dense_plan, unit_rows
 
@@ -47,7 +48,7 @@ class ClipKind(ServedKind):
         clip = self.metadata.record_of(ClipMetadata)
         assert clip is not None
         image_tower = self.parts(triton_name)[1]
-        images = Route("images", EVERY_TASK, None, image_tower, images=clip.image)
+        images = Route("images", EVERY_TASK, None, image_tower, step=ImageGraph(clip.image))
         return [*super().routes(files, triton_name), images]
 
     def image_inputs(self, pixels: np.ndarray) -> dict[str, np.ndarray]:

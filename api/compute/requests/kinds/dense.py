@@ -5,10 +5,17 @@ A static embedding model's routes are computed by the gateway from the stored ve
 (``requests/static.py``), with no Triton model. Where the model's Pooling leaves a prompt's
 tokens out (``include_prompt=False``), a prompted text keeps its prompt apart
 (``PromptedText``) until its route's tokenizer marks the prompt's tokens for the graph.
+
+Late chunks run in a step of their own (:class:`LateChunks`): a text's rows through the
+model's late-chunking graph, a Triton model beside its own (``<name>---late``), each chunk
+pooled from its row.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +24,17 @@ from pydantic import Field
 
 from embedgate.contract.kinds.dense import KIND, DenseInfo, PromptExclusion, late_part_name
 from embedgate.contract.preprocess.prompted import PromptedText, PromptMarkingTokenizer
-from embedgate.contract.spec import CHUNK_STARTED, STATIC_WEIGHTS_FILE, RouteInfo
+from embedgate.contract.spec import CHUNK_EMBEDDINGS, CHUNK_STARTED, STATIC_WEIGHTS_FILE, RouteInfo
 
-from ....errors import InvalidOption, WrongModelKind
+from ....errors import EmbedgateError, InvalidOption, WrongModelKind
 from ..asks import Ask, Output, Plan, Run, Served, joined, text_run
+from ..chunking import Chunking, chunk_source
+from ..costs import MIN_READ_COST, items_cost
+from ..late_chunking import LateLayout, batches, late_layout
 from ..quantize import CALIBRATED, Precision, available, quantized
+from ..results import Embeddings
 from ..static import MeanVectors
+from ..steps import Engine, Model, RouteParts, Step, Tensors
 from .base import Files, ServedKind
 
 PRECISIONS_FIELD = (
@@ -60,7 +72,20 @@ class DenseKind(ServedKind):
         """The model's graph, and its late-chunking graph where it has one."""
         return (triton_name, late_part_name(triton_name)) if self._record.late_chunking is not None else (triton_name,)
 
+    def late(self, model: Served, plan: Plan, chunking: Chunking) -> Plan:
+        """Its one run's texts through the late-chunking graph (:class:`LateChunks`), the
+        answer made by the same plan, with each text's chunks."""
+        (run,) = plan.runs
+        step = LateChunks(self.late_part(model.name, model.triton_name), chunking)
+
+        def finish(results: list[Embeddings]) -> Embeddings:
+            return dataclasses.replace(plan.finish(results), chunks=results[0].chunks)
+
+        return Plan([Run(run.route, run.inputs, run.prefix, own_step=step)], finish)
+
     def late_part(self, model_name: str, triton_name: str) -> str:
+        """The Triton model that pools a text's late chunks; refused (InvalidOption) where the
+        model has none, saying why."""
         dense = self._record
         if dense.late_chunking is not None:
             return late_part_name(triton_name)
@@ -125,6 +150,61 @@ class DenseKind(ServedKind):
 
     def _prompt_exclusion(self) -> PromptExclusion | None:
         return self._record.prompt_exclusion
+
+
+class LateChunks(Step):
+    """A request's late chunks (``late_chunking.py``): its texts laid out as rows in the pool
+    (the request charged for the tokens they run: windows overlap), the rows through the
+    late-chunking graph in calls of at most the model's batch size, each chunk's vector from
+    its row's. A request's calls are its own; in a batch job, so is its refusal."""
+
+    own_errors = (EmbedgateError,)
+    min_read = MIN_READ_COST
+
+    def __init__(self, part: str, chunking: Chunking):
+        self.part = part
+        self.chunking = chunking
+
+    def triton_part(self, route: RouteParts) -> str | None:
+        return self.part
+
+    def cost(self, inputs: Sequence[Any]) -> float:
+        return items_cost(inputs)
+
+    async def run(
+        self, engine: Engine, model: Model, route: RouteParts, inputs: list, prefix: str, timeout_s: float
+    ) -> Embeddings:
+        began = time.perf_counter()
+        texts, prefix, _ = chunk_source(inputs, prefix)
+        metadata = model.metadata
+        layout, calls = await engine.in_pool(
+            _laid_out, route.tokenizer, texts, self.chunking, prefix, metadata.max_seq_length, engine.max_chunks,
+            metadata.max_batch_size,
+        )
+        # Charged for its texts when it came in; its rows' tokens (windows overlap): charged now.
+        engine.charge_more(layout.tokens - items_cost(texts))
+
+        def send(tensors: Tensors) -> Awaitable[np.ndarray]:
+            return engine.infer(model, self.part, tensors, CHUNK_EMBEDDINGS, timeout_s=timeout_s)
+
+        outputs: list[np.ndarray] = [np.empty(0)] * len(layout.rows)
+        sent = time.perf_counter()
+        for (rows, _), output in zip(calls, await engine.bounded(send, [tensors for _, tensors in calls])):
+            for row, values in zip(rows, output):
+                outputs[row] = values
+        # Its usage counts each row's tokens once.
+        return Embeddings(
+            layout.gather(outputs), layout.row_tokens(), 0, tokenize_ms=(sent - began) * 1000,
+            inference_ms=(time.perf_counter() - sent) * 1000, chunks=layout.chunks,
+        )
+
+
+def _laid_out(
+    tokenizer, texts: list[str], chunking: Chunking, prefix: str, max_length: int, max_chunks: int, max_rows: int
+) -> tuple[LateLayout, list[tuple[list[int], Tensors]]]:
+    """The texts' rows and their calls (in the pool: tokenizing, cutting and the inputs alike)."""
+    layout = late_layout(tokenizer, texts, chunking, prefix, max_length, max_chunks)
+    return layout, batches(layout, max_rows)
 
 
 def dense_plan(model: Served, ask: Ask, *, prompt_apart: bool = False) -> Plan:

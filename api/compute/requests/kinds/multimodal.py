@@ -16,8 +16,10 @@ from ..asks import Ask, Output, Plan, Served
 from ..media import IMAGE_SIZE_FIELD, has_images, image_plan, mixed_plan
 from ..quantize import available
 from ..routes import EVERY_TASK, Route
+from ..steps import ImageGraph
 from .base import Files, ServedKind
 from .dense import PRECISIONS_FIELD, dense_plan
+
 
 class MultimodalKind(ServedKind):
     name = KIND.name
@@ -52,7 +54,7 @@ class MultimodalKind(ServedKind):
 
     def routes(self, files: Files, triton_name: str) -> list[Route]:
         """The text graph's route, and the image graph's, which takes images."""
-        images = Route("images", EVERY_TASK, None, self.parts(triton_name)[1], images=self.record.image)
+        images = Route("images", EVERY_TASK, None, self.parts(triton_name)[1], step=ImageGraph(self.record.image))
         return [*super().routes(files, triton_name), images]
 
     def image_inputs(self, pixels: np.ndarray) -> dict[str, np.ndarray]:
@@ -67,4 +69,3 @@ class MultimodalKind(ServedKind):
             # Image embeddings have no calibrated ranges: int8/uint8 are for the text's.
             "precisions": list(available(self.metadata.calibration)),
         }
-

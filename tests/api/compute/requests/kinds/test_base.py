@@ -1,13 +1,18 @@
-"""Each kind answers its own outputs and refuses the others, saying where to go."""
+"""Each kind answers its own outputs and refuses the others, saying where to go; chunks
+are planned for dense embeddings of texts through a text tokenizer, and late chunks by the
+kinds that pool them."""
 
 import numpy as np
 import pytest
 
-from embedgate.api.compute.requests.asks import Output
+from embedgate.api.compute.requests.asks import Ask, Output, Plan, Run
+from embedgate.api.compute.requests.chunking import Chunking
 from embedgate.api.compute.requests.kinds import KINDS, kind_of
-from embedgate.api.errors import ModelConflict, WrongModelKind
+from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.errors import InvalidOption, ModelConflict, WrongModelKind
 from embedgate.contract.kinds.cross_encoder import CrossEncoderInfo
-from tests.api.conftest import fake_metadata
+from embedgate.contract.preprocess.text import TextTokenizer
+from tests.api.conftest import FakeModel, fake_metadata
 
 
 @pytest.mark.parametrize(
@@ -69,3 +74,25 @@ def test_dimensions_cut_then_normalize_as_encode_does():
     raw = dense(model, vectors, normalize=False, precision="float32", dimensions=2)
     assert raw.tolist() == [[3.0, 4.0]] and raw.flags.c_contiguous
     np.testing.assert_allclose(dense(model, vectors, normalize=False, precision="float32"), vectors)
+
+
+def test_only_dense_embeddings_of_texts_through_a_text_tokenizer_are_chunked(minilm_path):
+    chunking = Chunking(8, 2)
+    route = Route("", EVERY_TASK, TextTokenizer(f"{minilm_path}/tokenizer.json", 32), "part")
+    plan = Plan([Run(route, ["a text"], "query: ")])
+    model = FakeModel("org/minilm", changes={"max_seq_length": 32})
+    kind = model.kind
+
+    assert kind.chunked(model, Ask(Output.EMBED, ["a text"], chunking=chunking), plan).chunking == chunking
+    with pytest.raises(InvalidOption, match="chunking is for dense embeddings of texts") as sparse:
+        kind.chunked(model, Ask(Output.SPARSE, ["a text"], chunking=chunking), plan)
+    assert sparse.value.param == "chunking"
+    other = Plan([Run(Route("", EVERY_TASK, object(), "part"), ["a text"])])  # a CLIP tower's tokenizer, say
+    with pytest.raises(InvalidOption, match="chunking"):
+        kind.chunked(model, Ask(Output.EMBED, ["a text"], chunking=chunking), other)
+    # Late chunks are the kinds' that pool them.
+    multimodal = FakeModel("org/mm", changes={"kind": "multimodal"})
+    late = Ask(Output.EMBED, ["a text"], chunking=Chunking(8, late=True))
+    with pytest.raises(InvalidOption, match="late chunking pools a sentence-transformer's token vectors") as refused:
+        multimodal.kind.late(multimodal, plan, late.chunking)
+    assert refused.value.param == "chunking"

@@ -39,13 +39,13 @@ def test_a_static_model_is_computed_in_the_gateway_with_no_triton_model(tmp_path
     kind = kind_of(fake_metadata("org/static", embedding_dim=8, routes=[route]))
     assert kind.parts("org--static") == ("org--static",) and kind.triton_parts("org--static") == ()
     (served,) = kind.routes(lambda part: directory, "org--static")
-    assert isinstance(served.static, MeanVectors) and served.static.normalize
+    assert isinstance(served.step, MeanVectors) and served.step.normalize
     # Mapped from the repository, not read into the gateway's memory.
-    assert isinstance(served.static.vectors_of_tokens.base, np.memmap)
+    assert isinstance(served.step.vectors_of_tokens.base, np.memmap)
     batch = served.tokenizer.encode(["a man eats food", "hello"])
     assert batch.input_ids[0, 0] != 101, "a static model's texts have no special tokens"
     np.testing.assert_array_equal(
-        served.static.vectors(batch.input_ids, batch.attention_mask),
+        served.step.vectors(batch.input_ids, batch.attention_mask),
         mean_vectors(vectors, batch.input_ids, batch.attention_mask, normalize=True),
     )
 

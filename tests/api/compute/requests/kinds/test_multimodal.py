@@ -13,6 +13,7 @@ from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.compute.requests.media import mixed_plan
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
+from embedgate.api.compute.requests.steps import TEXT_GRAPH, ImageGraph
 from embedgate.api.errors import InvalidInput, InvalidOption, WrongModelKind
 from embedgate.contract.kinds.multimodal import MultimodalMetadata, ProcessorImages
 from embedgate.contract.spec import ImageParityResult
@@ -40,7 +41,7 @@ class Model:
         parts = self.kind.parts("org--mm")
         self.routes = [Route("", EVERY_TASK, None, parts[0])]
         if len(parts) > 1:
-            self.routes.append(Route("images", EVERY_TASK, None, parts[1], images=IMAGES))
+            self.routes.append(Route("images", EVERY_TASK, None, parts[1], step=ImageGraph(IMAGES)))
 
 
 def tokenizer_files(tmp_path):
@@ -58,8 +59,9 @@ def test_two_parts_a_text_route_and_an_image_route(tmp_path):
     assert kind.parts("org--mm") == ("org--mm", "org--mm---image")
     assert kind.part_labels("org--mm") == {"org--mm": {"part": "text"}, "org--mm---image": {"part": "image"}}
     text, images = kind.routes(tokenizer_files(tmp_path), "org--mm")
-    assert (text.part, text.images) == ("org--mm", None) and text.tokenizer.encode(["a a"]).input_ids.tolist() == [[1, 1]]
-    assert (images.part, images.images, images.tokenizer) == ("org--mm---image", IMAGES, None)
+    assert (text.part, text.step) == ("org--mm", TEXT_GRAPH) and text.tokenizer.encode(["a a"]).input_ids.tolist() == [[1, 1]]
+    assert (images.part, images.tokenizer) == ("org--mm---image", None)
+    assert isinstance(images.step, ImageGraph) and images.step.preparation == IMAGES
     assert kind.gives() == {Output.EMBED, Output.IMAGES} and kind.text_output is Output.EMBED
 
 

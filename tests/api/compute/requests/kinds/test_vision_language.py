@@ -1,24 +1,30 @@
 """A vision-language sentence-transformer served: two Triton parts, a text route and an
 image route sharing the tokenizer behind the chat template, texts' positions and no image
 rows for the language graph, prompts kept apart for the template (texts) or beside the
-images (their run), and what is refused."""
+images (their run), its images' two steps (the vision graph per image, then the language
+graph, on a fake engine), and what is refused."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from PIL import Image
 
-from embedgate.api.compute.requests.asks import Ask, ImageInput, Output
+from embedgate.api.compute.requests.asks import Ask, ImageInput, MessageInput, Output
 from embedgate.api.compute.requests.chunking import Chunking
 from embedgate.api.compute.requests.kinds import kind_of
+from embedgate.api.compute.requests.kinds.vision_language import MessageImages
 from embedgate.api.compute.requests.prompts import PromptChoice
+from embedgate.api.compute.requests.steps import TEXT_GRAPH
 from embedgate.contract.kinds.vision_language import Frame, MessageTemplate, PatchImages, VisionLanguageMetadata
+from embedgate.contract.preprocess.images import prepare_patched_image
 from embedgate.contract.preprocess.prompted import PromptedText
 from embedgate.contract.preprocess.vision_language_text import MessageTokenizer
 from embedgate.contract.spec import ImageParityResult
-from embedgate.api.errors import InvalidOption
+from embedgate.api.errors import InvalidImage, InvalidOption
 from tests.api.conftest import fake_metadata
 
 IMAGES = PatchImages(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=3136, max_pixels=12544,
@@ -68,8 +74,9 @@ def test_two_parts_and_two_routes_sharing_the_tokenizer(files):
     assert kind.part_labels("org--vl") == {"org--vl": {"part": "language"}, "org--vl---image": {"part": "vision"}}
     texts, images = kind.routes(files, "org--vl")
     assert isinstance(texts.tokenizer, MessageTokenizer) and images.tokenizer is texts.tokenizer
-    assert (texts.part, texts.images) == ("org--vl", None)
-    assert (images.part, images.images) == ("org--vl---image", IMAGES)
+    assert (texts.part, texts.step) == ("org--vl", TEXT_GRAPH)
+    assert images.part == "org--vl---image" and isinstance(images.step, MessageImages)
+    assert (images.step.spec, images.step.language) == (IMAGES, "org--vl")
     listed = kind.listing()
     assert listed == {"modalities": ["text", "image", "message"], "precisions": ["float32", "binary", "ubinary"]}
 
@@ -103,7 +110,7 @@ def test_prompts_are_kept_apart_for_texts_and_beside_images(files):
     plan = model.kind.plan(model, Ask(Output.EMBED, ["a", ImageInput("data:x"), "b"], query))
     texts, images = plan.runs
     assert texts.inputs == [PromptedText("b", "a"), PromptedText("b", "b")] and texts.prefix == ""
-    assert images.inputs == ["data:x"] and images.prefix == "b" and images.route.images == IMAGES
+    assert images.inputs == ["data:x"] and images.prefix == "b" and images.route.step.spec == IMAGES
     plain = model.kind.plan(model, Ask(Output.IMAGES, ["data:y"]))
     assert plain.runs[0].prefix == ""
 
@@ -120,3 +127,65 @@ def test_without_a_model_each_graph_answers_zeros_of_its_shape():
     assert vision.shape == (1, 4, 6)
     ids = np.zeros((3, 5), np.int64)
     assert kind.noop_output({"input_ids": ids, "attention_mask": ids}).shape == (3, 3)
+
+
+class Engine:
+    """What the step asks of the compute side, in this task: images cut into patches as the
+    image threads would, the pool run at once, and a backend of zeros of each graph's
+    shape that records its calls."""
+
+    max_chunks = 100
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.calls: list[tuple[str, str, dict]] = []
+
+    async def load_patches(self, sources, spec):
+        return [prepare_patched_image(source, spec, max_pixels=10**6) for source in sources]
+
+    async def in_pool(self, work, *args):
+        return work(*args)
+
+    async def infer(self, model, part, tensors, output, *, timeout_s, version=""):
+        self.calls.append((part, output, {name: tensor.shape for name, tensor in tensors.items()}))
+        return self.kind.noop_output(tensors)
+
+    async def bounded(self, send, parts):
+        return [await send(part) for part in parts]
+
+
+def png(size):
+    out = io.BytesIO()
+    Image.new("RGB", size, (200, 10, 10)).save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_images_run_the_vision_graph_per_image_then_the_language_graph_with_their_rows(files):
+    wide = fake_metadata("org/vl", kind="vision_language", record=RECORD, triton_name="org--vl", max_seq_length=32,
+                         max_batch_size=2, prompts={"query": "b", "document": ""})
+    kind = kind_of(wide)
+    _, images = kind.routes(files, "org--vl")
+    model = Model([images], wide)
+    engine = Engine(kind)
+    # 56x56 pixels: 4x4 patches, 4 image tokens each; an input of a text and an image; a text alone.
+    inputs = [png((56, 56)), MessageInput(("a", ImageInput(png((56, 56))))), MessageInput(("a a",))]
+    result = await images.step.run(engine, model, images, inputs, "b", 5)
+
+    vision = [call for call in engine.calls if call[0] == "org--vl---image"]
+    language = [call for call in engine.calls if call[0] == "org--vl"]
+    assert [output for _, output, _ in vision] == ["image_embeds", "image_embeds"]  # one call per image
+    assert [output for _, output, _ in language] == ["embedding", "embedding"]  # at most 2 inputs a call
+    # Each language call with its own images' rows (4 each), and their multimodal positions.
+    assert [shapes["image_embeds"][1] for _, _, shapes in language] == [8, 0]
+    assert all(shapes["position_ids"][0] == 3 for _, _, shapes in language)
+    assert result.vectors.shape == (3, 3) and len(result.token_counts) == 3
+    # Rendered with the prompt: "<s> b </s> <u> <v> <i><i><i><i> </v> </u> <e>" is 12 tokens.
+    assert result.token_counts[0] == 12
+
+
+async def test_an_image_too_long_for_the_max_length_is_its_requests_error(files):
+    kind = kind_of(metadata())
+    _, images = kind.routes(files, "org--vl")
+    with pytest.raises(InvalidImage, match="image 0 takes"):
+        await images.step.run(Engine(kind), Model([images], metadata()), images, [png((56, 56))], "", 5)
+    assert images.step.own_errors == (InvalidImage,) and images.step.cost([png((56, 56)), MessageInput(("a",))]) == 1
