@@ -76,6 +76,8 @@ class Gathered:
         self.calls: dict[Hashable, tuple[Route, Step, list[TextInput]]] = {}
         self.prompts: dict[Hashable, str] = {}
         self.spans: list[list[tuple[Hashable, int, int]]] = []
+        # The calls of one run's own: their output is the run's whole (late chunks' chunks too).
+        self.own: set[Hashable] = set()
         for index, plan in enumerate(plans):
             mine = []
             for number, run in enumerate(plan.runs if isinstance(plan, Plan) else ()):
@@ -87,6 +89,7 @@ class Gathered:
                     inputs.extend(prefixed(run.prefix, run.inputs))
                 else:
                     self.prompts[key] = run.prefix
+                    self.own.add(key)
                     inputs.extend(run.inputs)
             self.spans.append(mine)
 
@@ -103,7 +106,10 @@ class Gathered:
                 answers.append(failed)  # type: ignore[arg-type]
                 continue
             try:
-                answers.append(plan.finish([outputs[key].rows(start, stop) for key, start, stop in mine]))  # type: ignore[union-attr]
+                answers.append(plan.finish([
+                    outputs[key] if key in self.own else outputs[key].rows(start, stop)  # type: ignore[union-attr]
+                    for key, start, stop in mine
+                ]))
             except EmbedgateError as error:
                 answers.append(error)
         return answers

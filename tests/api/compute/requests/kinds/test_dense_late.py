@@ -88,3 +88,22 @@ async def test_late_chunks_run_their_rows_through_the_late_graph_each_chunk_from
             service.plan(cls, ask)
     finally:
         service.close()
+
+
+async def test_a_batch_jobs_line_of_late_chunks_answers_as_online_with_its_chunks(minilm_path):
+    """In the bulk lane a line's late chunks are a call of its own: its answer is the online
+    one, chunks and all, and a line the kind refuses is that line's error alone."""
+    tokenizer = TextTokenizer(Path(minilm_path) / "tokenizer.json", 32)
+    model = ServedModel("m", "m", fake_metadata("m", max_seq_length=32, max_batch_size=2, record=LATE), tokenizer)
+    service = EmbeddingService(Settings(), LateGraph())
+    texts = [" ".join(f"word{n}" for n in range(40))]
+    late = Ask(Output.EMBED, texts, options=Options(normalize=False), chunking=Chunking(6, 2, late=True))
+    too_wide = Ask(Output.EMBED, texts, chunking=Chunking(64, late=True))
+    try:
+        with service.admit(model):
+            online = await service.answer(model, late, timeout_s=5)
+        line, refused = await service.answer_bulk(model, [late, too_wide])
+    finally:
+        service.close()
+    assert line.chunks == online.chunks and np.array_equal(line.vectors, online.vectors)
+    assert isinstance(refused, InvalidOption)
