@@ -1,6 +1,6 @@
 """Where a batch's requests are cut into parts (and the threads that run the parts side by
 side), and its text rows into onnxruntime runs and packed into rows: numpy and the
-standard library, for the Python-backend model (``python_backend_model.py``), which
+standard library, for the Python-backend model (``model.py``), which
 imports it from beside itself in the model's version directory, where the converter
 copies both.
 """

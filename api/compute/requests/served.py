@@ -26,7 +26,7 @@ class ServedModel:
     tokenizer: TextTokenizer | AnyClipTokenizer
     # What its texts go through, by task (``routes.py``); None: one route, with ``tokenizer``.
     routes: list[Route] | None = None
-    # Requests holding an admission slot (compute/admission.py), and of those, each key's
+    # Requests holding an admission slot (compute/scheduling/admission.py), and of those, each key's
     # (by its keyed hash; only keys with some in flight).
     inflight: int = field(default=0)
     by_key: dict[str, int] = field(default_factory=dict, init=False)
