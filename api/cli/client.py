@@ -99,18 +99,12 @@ class EmbedgateClient:
             path, body["pretrained"] = "/load_clip_model", pretrained
         else:
             path = "/load_sentence_transformer_model"
-        if model_path:
-            body["model_path"] = model_path
-        if trust_remote_code:
-            body["trust_remote_code"] = True
-        if optimize:
-            body["optimize"] = True
-        if quantize:
-            body["quantize"] = quantize
-        if revision:
-            body["revision"] = revision
-        if on_source_change:
-            body["on_source_change"] = on_source_change
+        # Only the options given: the server's defaults are the others'.
+        options = {
+            "model_path": model_path, "trust_remote_code": trust_remote_code, "optimize": optimize,
+            "quantize": quantize, "revision": revision, "on_source_change": on_source_change,
+        }
+        body.update({name: value for name, value in options.items() if value})
         # No read deadline: a conversion can take minutes, and the server enforces its own.
         timeout = httpx.Timeout(self.timeout, read=None)
         with self._http.stream(

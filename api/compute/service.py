@@ -34,7 +34,7 @@ from .dispatch import Dispatch
 from .document_chunks import expanded
 from .engine import ComputeEngine
 from .images.loader import ImageLoader
-from .requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput
+from .requests.asks import ASKED_AT, Ask, Output, Plan, TextInput
 from .requests.results import Embeddings
 from .requests.served import ServedModel
 from .scheduling.admission import admit
@@ -85,7 +85,7 @@ class EmbeddingService:
         return admit(model, self.settings.max_inflight_requests, self.settings.key_fair_share)
 
     @staticmethod
-    def plan(model: ServedModel, ask: Ask, elsewhere: Mapping[Output, str] = ENDPOINTS) -> Plan:
+    def plan(model: ServedModel, ask: Ask, elsewhere: Mapping[Output, str] = ASKED_AT) -> Plan:
         """What ``ask`` asks of ``model``, planned by its kind: refused unless the kind gives
         it (saying where to go instead: ``elsewhere``, in the API the request came through),
         its options and prompt checked. Nothing runs yet."""

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..compute.requests.asks import ENDPOINTS, Ask, Output, Plan, TextInput
+from ..compute.requests.asks import ASKED_AT, Ask, Output, Plan, TextInput
 from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.concurrency import run_all
@@ -108,7 +108,7 @@ class Endpoint(Generic[Body]):
     """One operation as one API asks for it (see the module's docstring)."""
 
     # Where a request of this API that the model's kind does not answer should go instead.
-    elsewhere: ClassVar[Mapping[Output, str]] = ENDPOINTS
+    elsewhere: ClassVar[Mapping[Output, str]] = ASKED_AT
 
     def __init__(self, parts: Parts):
         self.registry = parts.registry

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from embedgate.api.compute.backend.triton import TritonBackend
-from embedgate.api.compute.requests.asks import ENDPOINTS, Output
+from embedgate.api.compute.requests.asks import ASKED_AT, Output
 from embedgate.api.compute.requests.results import Embeddings
 from embedgate.api.compute.requests.routes import EVERY_TASK, Route
 from embedgate.api.compute.requests.steps import ImageGraph
@@ -132,7 +132,7 @@ class FakeEmbeddings:
     def admit(self, model):
         return contextlib.nullcontext()
 
-    def plan(self, model, ask, elsewhere=ENDPOINTS):
+    def plan(self, model, ask, elsewhere=ASKED_AT):
         """The model's real kind plans the request (its checks, its prompt, its
         post-processing); images are the fake's own (:meth:`embed_images`)."""
         if ask.output is Output.IMAGES:

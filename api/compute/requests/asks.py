@@ -74,7 +74,7 @@ class Output(Enum):
 
 
 # Where each output is asked for, to point a request at the right endpoint.
-ENDPOINTS: dict[Output, str] = {
+ASKED_AT: dict[Output, str] = {
     Output.EMBED: "POST /infer or /v1/embeddings",
     Output.SPARSE: "POST /infer (sparse_embeddings)",
     Output.MULTI_VECTOR: "POST /infer (multi_vector_embeddings)",

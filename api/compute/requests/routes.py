@@ -20,13 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from embedgate.contract.spec import ROUTE_TASKS
+
 from ...errors import UnknownRoute
 from .steps import TEXT_GRAPH, Step
 
-# The tasks a request may name, and the one that applies when it names none.
-TASKS: tuple[str, ...] = ("query", "document")
-DEFAULT_TASK = "default"
-EVERY_TASK: tuple[str, ...] = (DEFAULT_TASK, *TASKS)
+# Every task a route may take (metadata.json's), the first the one that applies when a
+# request names none; the others are those a request may name.
+EVERY_TASK: tuple[str, ...] = ROUTE_TASKS
+DEFAULT_TASK = EVERY_TASK[0]
 
 _serials = itertools.count(1)
 

@@ -31,7 +31,7 @@ from embedgate.contract.spec import (
 )
 
 from ....errors import InvalidOption, WrongModelKind
-from ..asks import ENDPOINTS, Ask, Output, Plan, Served
+from ..asks import ASKED_AT, Ask, Output, Plan, Served
 from ..chunking import Chunking
 from ..routes import EVERY_TASK, Route
 from ..static import ComputedHere
@@ -157,18 +157,18 @@ class ServedKind:
             return self.text_output
         return Output.RERANK if Output.RERANK in self.gives() else Output.PREDICT
 
-    def require(self, output: Output, model_name: str, endpoints: Mapping[Output, str] = ENDPOINTS) -> None:
+    def require(self, output: Output, model_name: str, elsewhere: Mapping[Output, str] = ASKED_AT) -> None:
         """Raises :class:`WrongModelKind` unless the model gives ``output``, saying where to
-        go instead (in the API the request came through: ``endpoints``)."""
+        go instead (in the API the request came through: ``elsewhere``)."""
         gives = self.gives()
         if output in gives:
             return
-        offers = "; ".join(f"{o.value}: {endpoints[o]}" for o in Output if o in gives)
+        offers = "; ".join(f"{o.value}: {elsewhere[o]}" for o in Output if o in gives)
         raise WrongModelKind(
             f"model '{model_name}' is {self.title} and gives no {output.value} (what it gives: {offers})"
         )
 
-    def planned(self, model: Served, ask: Ask, elsewhere: Mapping[Output, str] = ENDPOINTS) -> Plan:
+    def planned(self, model: Served, ask: Ask, elsewhere: Mapping[Output, str] = ASKED_AT) -> Plan:
         """What ``ask`` asks of ``model``: refused unless this kind gives it (saying where to
         go instead: ``elsewhere``, in the API the request came through), then planned, cut
         into chunks where it asks for them. Nothing runs yet."""
