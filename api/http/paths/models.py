@@ -5,7 +5,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import StreamingResponse
 
-from embedgate.contract.kinds.clip import ClipMetadata
 from embedgate.contract.spec import ModelMetadata
 
 from ...compute.requests.kinds import kind_of
@@ -138,12 +137,10 @@ async def load_clip_model(
             progress=progress,
         )
         metadata = outcome.model.metadata
-        clip = metadata.record_of(ClipMetadata)
-        assert clip is not None
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
         return LoadClipResponse(
             **_described(metadata), model_name=body.model_name, pretrained=body.pretrained, status=status,
-            converted=outcome.converted, image_size=[clip.image.height, clip.image.width], message=message,
+            converted=outcome.converted, image_size=outcome.model.kind.listing()["image_size"], message=message,
         )
 
     if wants_progress(request):

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from embedgate.api.compute.requests.kinds import kind_of
 from embedgate.api.compute.requests.results import Embeddings
 
 from .test_inference import assert_error
@@ -166,7 +167,7 @@ def test_load_clip_model_passes_the_pair_and_answers_with_the_image_size(client,
 
     async def load_clip(model_name, pretrained, *, revision=None, on_source_change="convert", progress=None):
         calls.append((model_name, pretrained))
-        return Outcome(type("Served", (), {"metadata": metadata})())
+        return Outcome(type("Served", (), {"metadata": metadata, "kind": kind_of(metadata)})())
 
     gateway.registry.load_clip = load_clip
     response = client.post("/load_clip_model", json={"model_name": "ViT-B-32", "pretrained": "tag"})
