@@ -484,6 +484,30 @@ def classifier(directory: Path, seed: int = 0, labels: tuple[str, ...] = NLI_LAB
     return directory
 
 
+def deberta_v2_cross_encoder(directory: Path, seed: int = 0, labels: tuple[str, ...] = ("LABEL_0",)) -> Path:
+    """A DeBERTa-v2 cross-encoder in DeBERTa-v3's layout (relative attention both ways, no
+    absolute positions, no token type embeddings: type_vocab_size 0) whose tokenizer gives
+    token_type_ids all the same, as mxbai-rerank-v1's and the DeBERTa-v3 NLI
+    cross-encoders' do; one label (a reranker) or several (a classifier)."""
+    from sentence_transformers import CrossEncoder
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+
+    _torch_seed(seed)
+    base = directory.parent / f"{directory.name}-deberta"
+    tokenizer = bert_tokenizer(base)
+    config = DebertaV2Config(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=128, type_vocab_size=0, relative_attention=True, position_buckets=32,
+        max_relative_positions=-1, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
+        position_biased_input=False, initializer_range=INITIALIZER_RANGE, pad_token_id=tokenizer.pad_token_id,
+        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)},
+    )
+    DebertaV2ForSequenceClassification(config).eval().save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    CrossEncoder(str(base), device="cpu", max_length=MAX_SEQ_LENGTH).save(str(directory))
+    return directory
+
+
 # name -> (builder, pooling) for the architecture tests.
 ARCHITECTURES = {
     "bert-mean": (dense_model, "mean"),

@@ -232,6 +232,17 @@ def export_graph(
     onnx.checker.check_model(str(onnx_file))
 
 
+def graph_inputs(onnx_file: Path) -> tuple[str, ...]:
+    """The inputs the exported graph declares, in order: those it was given that it reads
+    (the exporter drops an input nothing reads: DeBERTa-v2's token_type_ids, which its
+    tokenizer gives and its embeddings, of no token types, never read)."""
+    import onnx
+
+    graph = onnx.load(str(onnx_file), load_external_data=False).graph
+    weights = {initializer.name for initializer in graph.initializer}
+    return tuple(value.name for value in graph.input if value.name not in weights)
+
+
 @contextlib.contextmanager
 def index_based_masks() -> Iterator[None]:
     """transformers builds an attention mask with ``torch.vmap`` where a model adds a mask

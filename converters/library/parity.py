@@ -133,11 +133,21 @@ Run = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 def onnx_runner(onnx_file: Path, output: str = EMBEDDING) -> Run:
-    """``output`` of one padded batch by ``onnx_file`` under onnxruntime."""
+    """``output`` of one padded batch by ``onnx_file`` under onnxruntime, fed the inputs the
+    graph declares (as the gateway feeds it: a tokenizer output it does not read is left
+    out; one it needs and is not given fails the check, naming it)."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
-    return lambda feeds: session.run([output], feeds)[0]
+    declared = [value.name for value in session.get_inputs()]
+
+    def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
+        missing = [name for name in declared if name not in feeds]
+        if missing:
+            raise ParityError(f"the graph takes {', '.join(missing)}, which its tokenizer does not give")
+        return session.run([output], {name: feeds[name] for name in declared})[0]
+
+    return run
 
 
 def embedding_checks(run: Run, token_ids: list[list[int]], reference: np.ndarray) -> dict[str, np.ndarray]:

@@ -137,23 +137,41 @@ class CrossEncoderConverter(LibraryKind):
             for name, value in parity.pad(token_ids[:2], None if types is None else types[:2]).items()
         }
         output = LOGITS if applied else SCORES
-        names = self.input_names(token_type_ids)
+        offered = self.input_names(token_type_ids)
         after = None if applied else activation
         onnx_file = out_dir / "1" / ONNX_FILE
         step(f"exporting ONNX (opset {module_stack.OPSET})")
+
+        def declared() -> tuple[str, ...]:
+            """The inputs the exported graph reads, all of which the tokenizer gives: the
+            gateway feeds it those (DeBERTa-v2's embeddings read no token types its
+            tokenizer gives: they are left out), the parity check too."""
+            nonlocal types, token_type_ids
+            names = module_stack.graph_inputs(onnx_file)
+            unknown = [name for name in names if name not in offered]
+            if unknown:
+                raise ParityError(f"the exported graph takes {', '.join(unknown)}, which the tokenizer does not give")
+            if TOKEN_TYPE_IDS not in names:
+                types, token_type_ids = None, False
+            return names
+
         if score is not None:
             modality = "message" if template is not None else "text"
             with logit_score.narrowed_head(transformer, score):
-                graph = logit_score.graph(transformer, score, names, modality, after)
-                module_stack.export_graph(graph, example, onnx_file, modules, input_names=names, output_name=output)
+                graph = logit_score.graph(transformer, score, offered, modality, after)
+                module_stack.export_graph(graph, example, onnx_file, modules, input_names=offered, output_name=output)
+                names = declared()
                 result = check(parity.onnx_runner(onnx_file, output))
+                if names != offered:
+                    graph = logit_score.graph(transformer, score, names, modality, after)
                 gpu = self._gpu_of_graph(graph, example, out_dir / "1", check, names)
         else:
             pad_id = reference.pad_token_id(transformer)
             module_stack.export(
-                model, example, onnx_file, input_names=names, output_key=SCORES, output_name=output, after=after,
+                model, example, onnx_file, input_names=offered, output_key=SCORES, output_name=output, after=after,
                 pad_token_id=pad_id,
             )
+            names = declared()
             result = check(parity.onnx_runner(onnx_file, output))
             gpu = self.gpu_graph(
                 model,

@@ -5,6 +5,10 @@ next token (LogitScore) or by a classification head, their pairs through their c
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+import torch
+
 from embedgate.converters.kinds.cross_encoder.converter import _refusal
 from embedgate.converters.kinds.cross_encoder.reference import gateway_applies
 from tests import llm_rerankers, tiny_models
@@ -30,6 +34,40 @@ def test_a_reranker_records_its_scores_parity_and_inputs(tmp_path):
     assert metadata["parity"]["sentences"] == 26
     config = (tmp_path / "repository" / "org--reranker" / "config.pbtxt").read_text()
     assert 'name: "token_type_ids"' in config and 'name: "logits"' in config
+
+
+@pytest.mark.parametrize("labels", [("LABEL_0",), tiny_models.NLI_LABELS], ids=["reranker", "classifier"])
+def test_a_deberta_v2_graph_is_fed_only_the_inputs_it_reads(tmp_path, labels):
+    """DeBERTa-v2 (v3's layout) has no token type embeddings while its tokenizer gives
+    token_type_ids: the exported graph reads no such input, so neither the parity check nor
+    the gateway (its config, its record) feeds one, and its scores are CrossEncoder.predict's."""
+    import onnxruntime
+    from sentence_transformers import CrossEncoder
+    from tokenizers import Tokenizer
+
+    model_dir = tiny_models.deberta_v2_cross_encoder(tmp_path / "model", labels=labels)
+    run = run_converter(spec_for(model_dir, tmp_path / "repository"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    info = run.last_line["cross_encoder"]
+    assert info["num_labels"] == len(labels) and not info["token_type_ids"]
+    published = tmp_path / "repository" / "org--reranker"
+    assert 'name: "token_type_ids"' not in (published / "config.pbtxt").read_text()
+    session = onnxruntime.InferenceSession(str(published / "1" / "model.onnx"))
+    assert [value.name for value in session.get_inputs()] == ["input_ids", "attention_mask"]
+
+    pairs = [("how do tiny models rank", "they rank the words they know"), ("a query", "an unrelated answer"),
+             ("short", "a much longer document about many other words than the query has")]
+    tokenizer = Tokenizer.from_file(str(published / "tokenizer" / "tokenizer.json"))
+    tokenizer.enable_padding()
+    encoded = tokenizer.encode_batch(pairs)
+    logits = session.run(None, {
+        "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+    })[0]
+    expected = CrossEncoder(str(model_dir), device="cpu").predict(pairs, activation_fn=torch.nn.Identity())
+    assert np.abs(logits.reshape(expected.shape) - expected).max() < 1e-4
+    # Pairs score differently: a graph that ignored the document would not pass.
+    assert np.ptp(expected) > 1e-3
 
 
 def test_a_classifier_with_several_labels_converts_with_their_names(tmp_path):
