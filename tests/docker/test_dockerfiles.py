@@ -52,11 +52,12 @@ def test_hadolint_finds_nothing(dockerfile):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_package_builds_from_what_the_dockerfile_copies(tmp_path):
-    """What the image installs, built from exactly the files docker/Dockerfile copies: a
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_the_package_builds_from_what_the_dockerfile_copies(tmp_path, dockerfile):
+    """What the image installs, built from exactly the files the Dockerfile copies: a
     package folder pyproject.toml lists and the Dockerfile leaves out fails here."""
     context = tmp_path / "context"
-    for source in copied_sources(DOCKER / "Dockerfile"):
+    for source in copied_sources(dockerfile):
         target = context / source
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / source).is_dir() else shutil.copy)(ROOT / source, target)
@@ -77,8 +78,9 @@ def test_a_dockerfile_that_leaves_a_package_out_is_caught(tmp_path):
     assert "contract" not in copied_sources(dockerfile)
 
 
-def test_the_ray_image_copies_only_what_it_adds():
-    assert copied_sources(DOCKER / "Dockerfile.ray") == ["constraints.txt", "docker/ray/serve.yaml"]
+def test_both_images_copy_the_same_package():
+    ray = copied_sources(DOCKER / "Dockerfile.ray")
+    assert ray == [*copied_sources(DOCKER / "Dockerfile"), "docker/ray/serve.yaml"]
 
 
 def test_every_embedgate_variable_is_a_setting():
