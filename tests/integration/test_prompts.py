@@ -1,7 +1,12 @@
 """Prompts end to end: a tiny model with e5's prompts and a default one, served by the real
-gateway and tritonserver, against ``SentenceTransformer.encode(texts, prompt_name=...)``."""
+gateway and tritonserver, against ``SentenceTransformer.encode(texts, prompt_name=...)``;
+Cohere's /v2/embed, whose ``input_type`` chooses the prompt, and whose ``truncate`` counts the
+prompt's tokens."""
 
 from __future__ import annotations
+
+import itertools
+import json
 
 import numpy as np
 import pytest
@@ -11,11 +16,18 @@ from tests.helpers import cosine_rows
 
 NAME = "org/tiny-prompts"
 TEXTS = ["the quick brown fox", "hello world", "a man is eating food", "stocks fell at the bank"]
+# A prompt named as one of Cohere's input types, which /v2/embed's "classification" takes.
+CLASSIFICATION = "classify this text: "
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    return prompt_models.prompts_model(tmp_path_factory.mktemp("prompts") / "model")
+    directory = prompt_models.prompts_model(tmp_path_factory.mktemp("prompts") / "model")
+    config_file = directory / "config_sentence_transformers.json"
+    config = json.loads(config_file.read_text())
+    config["prompts"]["classification"] = CLASSIFICATION
+    config_file.write_text(json.dumps(config, indent=2))
+    return directory
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +96,86 @@ def test_an_unknown_prompt_is_a_400_listing_the_models_prompts(http, loaded):
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == "unknown_prompt"
-    assert error["message"].endswith("its prompts: 'query', 'document', 'passage'")
+    assert error["message"].endswith("its prompts: 'query', 'document', 'passage', 'classification'")
 
 
 def test_the_listings_show_the_prompts(http, loaded):
     (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == NAME]
-    assert listed["prompts"] == {"query": "search query: ", "document": "", "passage": "search document: "}
+    assert listed["prompts"] == {
+        "query": "search query: ", "document": "", "passage": "search document: ", "classification": CLASSIFICATION,
+    }
     assert listed["default_prompt_name"] == "query"
     (model,) = [m for m in http.get("/v1/models").json()["data"] if m["id"] == NAME]
     assert model["prompts"] == listed["prompts"] and model["default_prompt_name"] == "query"
+
+
+# --- Cohere's /v2/embed: input_type chooses the prompt (and the route) as the library's calls do
+
+
+def cohere(http, texts, input_type, **body):
+    return http.post("/v2/embed", json={"model": NAME, "texts": texts, "input_type": input_type, **body})
+
+
+def test_cohere_input_types_take_the_models_prompts(http, loaded, reference):
+    query, passage = prompt_models.PROMPTS["query"], prompt_models.PROMPTS["passage"]
+    asked = {
+        "search_query": (query, reference.encode_query),
+        # Its document prompt: e5's "passage", the non-empty one (the library's own empty
+        # "document" passed over, as /v1/embeddings' input_type passes it over), on the document route.
+        "search_document": (passage, lambda texts: reference.encode_document(texts, prompt_name="passage")),
+        "classification": (CLASSIFICATION, lambda texts: reference.encode(texts, prompt_name="classification")),
+        # No prompt of that name: the model's default ("query"), as encode gives it; so do
+        # texts under "image" (the type is the images', which take no prompt).
+        "clustering": (query, reference.encode),
+        "image": (query, reference.encode),
+    }
+    for input_type, (prompt, encode) in asked.items():
+        texts = [f"{text} for {input_type.replace('_', ' ')}" for text in TEXTS]
+        response = cohere(http, texts, input_type)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-cached-inputs"] == "0", input_type
+        served = np.asarray(response.json()["embeddings"]["float"])
+        assert cosine_rows(served, encode(texts)).min() >= 0.9999, input_type
+        np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1, atol=1e-5)  # unit length, as Cohere's
+        tokens = sum(len(reference.tokenizer(prompt + text)["input_ids"]) for text in texts)
+        assert response.json()["meta"]["billed_units"] == {"input_tokens": tokens, "images": 0}, input_type
+
+
+def test_cohere_truncate_none_refuses_a_text_past_the_max_length_its_prompt_counted(http, loaded, reference):
+    prompt = prompt_models.PROMPTS["query"]
+    limit = reference.max_seq_length
+
+    def tokens(text: str) -> int:
+        return len(reference.tokenizer(text)["input_ids"])
+
+    # Word by word: the last text that fits behind the query prompt, and the next, which
+    # fits alone but not behind it.
+    words = "the lazy dog eats food at the bank".split()
+    fits = edge = ""
+    for word in itertools.cycle(words):
+        fits, edge = edge, f"{edge} {word}".strip()
+        if tokens(prompt + edge) > limit:
+            break
+    assert tokens(prompt + fits) <= limit and tokens(edge) <= limit < tokens(prompt + edge)
+    long = "stocks fell at the bank " * 40
+    for texts, cut in (([fits, long], [1]), ([edge], [0]), ([long, fits, long], [0, 2])):
+        response = cohere(http, texts, "search_query", truncate="NONE")
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "input_too_long", error
+        assert f"inputs {cut} are longer than model '{NAME}''s max length ({limit} tokens)" in error["message"]
+    answered = cohere(http, [fits], "search_query", truncate="NONE")
+    assert answered.status_code == 200, answered.text
+    assert answered.headers["x-truncated-inputs"] == "0"
+    assert cosine_rows(answered.json()["embeddings"]["float"], reference.encode_query([fits])).min() >= 0.9999
+    # END, the default: cut at the model's max length, as the library cuts it.
+    own = [f"cut at the end {fits}", f"cut at the end {long}"]
+    for body in ({}, {"truncate": "END"}):
+        response = cohere(http, own, "search_query", **body)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-truncated-inputs"] == "2"
+        assert cosine_rows(response.json()["embeddings"]["float"], reference.encode_query(own)).min() >= 0.9999
+        assert response.json()["meta"]["billed_units"]["input_tokens"] == 2 * limit
 
 
 # --- a model whose Pooling leaves the prompt's tokens out (include_prompt=False, INSTRUCTOR-style)
