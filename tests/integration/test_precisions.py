@@ -1,17 +1,16 @@
 """Embeddings in every precision through the real gateway, as sentence-transformers'
 ``quantize_embeddings`` gives them with the ranges calibrated once at conversion: the same
-text always gives the same bytes, whatever else a request holds.
+text always gives the same bytes, whatever else a request holds. Every precision (and each
+of Cohere's /v2/embed types, all from one run) is held to ``quantize_embeddings`` with ranges
+the library computes here, from the PyTorch model's embeddings of the calibration texts
+(``converters/calibration.py`` makes the texts; the server's own ranges are never read).
 
 The gateway of this module has no response cache: two answers for one text are two runs
-of the model, never one row read twice. Cohere's /v2/embed gives every type from one run:
-each is held to ``quantize_embeddings`` with ranges the library computes here, from the
-PyTorch model's embeddings of the calibration texts (``converters/calibration.py`` makes the
-texts; nothing of the server's own ranges is read)."""
+of the model, never one row read twice."""
 
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 import pytest
@@ -92,12 +91,6 @@ def minilm_loaded(http):
     assert http.get("/metrics").json()["response_cache"] is None
 
 
-@pytest.fixture
-def calibration(gateway, minilm_loaded):
-    metadata = json.loads((gateway.repository / MINILM.replace("/", "--") / "metadata.json").read_text())
-    return metadata["calibration"]
-
-
 def infer(http, texts, **options):
     response = http.post("/infer", json={"model_name": MINILM, "text": texts, **options})
     assert response.status_code == 200, response.text
@@ -107,21 +100,21 @@ def infer(http, texts, **options):
 @pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
 @pytest.mark.parametrize("normalize", [True, False])
 def test_each_precision_is_quantize_embeddings_of_the_float_vectors(
-    http, calibration, quantize_embeddings, precision, normalize
+    http, minilm_loaded, calibration_embeddings, quantize_embeddings, precision, normalize
 ):
     floats = infer(http, TEXTS, normalize=normalize).astype(np.float32)
     served = infer(http, TEXTS, normalize=normalize, precision=precision)
-    ranges = np.asarray(calibration["normalized_ranges" if normalize else "ranges"])
-    expected = quantize_embeddings(floats, precision=precision, ranges=ranges)
-    np.testing.assert_array_equal(served, expected)
+    assert_quantized_as_the_library(served, floats, precision, calibration_embeddings[normalize], quantize_embeddings)
     assert served.shape[1] == (384 if precision.endswith("int8") else 48)
 
 
 @pytest.mark.parametrize("precision", ["int8", "ubinary"])
-def test_the_pytorch_models_vectors_quantize_the_same(http, calibration, quantize_embeddings, minilm, precision):
+def test_the_pytorch_models_vectors_quantize_the_same(
+    http, minilm_loaded, calibration_embeddings, quantize_embeddings, minilm, precision
+):
     served = infer(http, TEXTS, precision=precision)
-    ranges = np.asarray(calibration["normalized_ranges"])
-    expected = quantize_embeddings(minilm.encode(TEXTS, normalize_embeddings=True), precision=precision, ranges=ranges)
+    library = minilm.encode(TEXTS, normalize_embeddings=True)
+    expected = quantize_embeddings(library, precision=precision, calibration_embeddings=calibration_embeddings[True])
     if precision == "int8":
         # float32 noise may cross a step's edge: one step at most, and rarely.
         difference = np.abs(served.astype(np.int16) - expected.astype(np.int16))
@@ -130,11 +123,10 @@ def test_the_pytorch_models_vectors_quantize_the_same(http, calibration, quantiz
         assert (served != expected).mean() < 0.002
 
 
-def test_the_same_text_always_gives_the_same_bytes(http, calibration):
+def test_the_same_text_always_gives_the_same_bytes(http, minilm_loaded):
     alone = infer(http, TEXTS[:1], precision="int8")
     together = infer(http, TEXTS, precision="int8")
     np.testing.assert_array_equal(alone[0], together[0])
-    assert calibration["texts"] == 256
 
 
 def test_openai_encoding_formats_give_the_same_integers(http, minilm_loaded):

@@ -6,8 +6,6 @@ cache (every answer says so)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -98,15 +96,18 @@ def test_openai_embeddings_with_an_input_type_and_dimensions(http, loaded, refer
     assert response.json()["usage"]["prompt_tokens"] == tokens
 
 
-def test_precisions_are_quantize_embeddings_with_the_calibrated_ranges(http, gateway, loaded, reference):
-    from sentence_transformers.quantization import quantize_embeddings
+def test_precisions_are_quantize_embeddings_with_the_calibrated_ranges(http, loaded, reference):
+    from sentence_transformers.util.quantization import quantize_embeddings
 
-    texts = ["quick brown text", "hello model", "search query document"]
-    metadata = json.loads((gateway.repository / "org--tiny-static" / "metadata.json").read_text())
+    from embedgate.converters.calibration import calibration_texts
+
+    # The ranges from the library: the model's embeddings of the calibration texts, no prompt.
+    calibration = reference.encode(calibration_texts(), prompt="", normalize_embeddings=True)
+    texts = ["quick brown text", "hello model", "search query document", "zebra xylophone bank"]
     floats = reference.encode(texts)
-    for precision in ("int8", "ubinary"):
+    for precision in ("int8", "uint8", "binary", "ubinary"):
         served = http.post("/infer", json={"model_name": NAME, "text": texts, "precision": precision})
-        expected = quantize_embeddings(floats, precision=precision, ranges=np.asarray(metadata["calibration"]["normalized_ranges"]))
+        expected = quantize_embeddings(floats, precision=precision, calibration_embeddings=calibration)
         np.testing.assert_array_equal(vectors(served), expected)
 
 
