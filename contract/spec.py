@@ -283,6 +283,11 @@ class ModelMetadata(BaseModel):
     gpu: GpuInfo | None = None
     # Dense text embeddings: ranges for int8/uint8 (None: converted before they were recorded).
     calibration: Calibration | None = None
+    # The inputs each of its Triton models' graphs reads (a part's Triton name -> the names,
+    # in its config's order), as the exported graph declares them: the gateway feeds a graph
+    # those and no other (a tokenizer's output a graph does not read, DeBERTa-v2's token
+    # types, is left out). None: converted before they were recorded.
+    graph_inputs: dict[str, list[str]] | None = None
 
     @property
     def gateway_only(self) -> bool:

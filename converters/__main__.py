@@ -37,7 +37,7 @@ from embedgate.contract.errors import ConversionError, DiskFullError, OutOfMemor
 from embedgate.contract.repository import ModelRepository, open_repository
 from embedgate.contract.sources import ModelSource, made_from
 from embedgate.contract.spec import METADATA_FILE, ConversionSpec, ModelMetadata, variant_model_name
-from embedgate.converters import hub_access, kinds, weights
+from embedgate.converters import graph_inputs, hub_access, kinds, weights
 from embedgate.converters.triton_config import render, validate_options
 
 CONFIG_FILE = "config.pbtxt"
@@ -93,6 +93,7 @@ def run(spec: ConversionSpec, step: Progress) -> ModelMetadata:
         metadata.made_from = source if source.fingerprint is not None else _made_from(spec)
         configs = converter.configs(metadata)
         if configs:
+            metadata.graph_inputs = graph_inputs.recorded(names, [stage.path for stage in stages], configs)
             step("writing config" if len(stages) == 1 else "writing configs")
             for stage, config in zip(stages, configs, strict=True):
                 _write_model_files(stage.path, render(config), spec)

@@ -58,7 +58,7 @@ def chat_tokenizer(chat_template: str | None = CHAT_TEMPLATE):
 def _causal_lm(tokenizer, seed: int):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    tiny_models._torch_seed(seed)
+    tiny_models.torch_seed(seed)
     config = Qwen3Config(
         initializer_range=tiny_models.INITIALIZER_RANGE,
         vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

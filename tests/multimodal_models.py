@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tiny_models import INITIALIZER_RANGE, _byte_level_bpe, _normalize, _torch_seed
+from tests.tiny_models import _normalize
+from tests.tiny_transformers import INITIALIZER_RANGE, byte_level_bpe, torch_seed
 
 # The CLIP form's image processor: the short side to 40, a 32x32 center crop.
 CLIP_IMAGE_SIZE = 32
@@ -46,7 +47,7 @@ def clip_form_model(directory: Path, seed: int = 0, *, max_length: int | None = 
     from sentence_transformers.base.modules import Transformer
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
 
-    _torch_seed(seed)
+    torch_seed(seed)
     base = directory.parent / f"{directory.name}-clip"
     tokenizer = clip_tokenizer(max_length)
     eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
@@ -108,12 +109,12 @@ def vision_language_model(directory: Path, seed: int = 0, *, architecture: str =
         Qwen3VLVideoProcessor,
     )
 
-    _torch_seed(seed)
+    torch_seed(seed)
     base = directory.parent / f"{directory.name}-qwen2vl"
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
                 "<|video_pad|>"]
     tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=_byte_level_bpe(specials), eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        tokenizer_object=byte_level_bpe(specials), eos_token="<|im_end|>", pad_token="<|endoftext|>",
         unk_token=None, padding_side="left",
     )
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials}

@@ -162,7 +162,7 @@ def remote_code_model(directory: Path, seed: int = 0) -> Path:
     configuration.TinyRotaryConfig.register_for_auto_class()
     modeling.TinyRotaryModel.register_for_auto_class("AutoModel")
 
-    tiny_models._torch_seed(seed)
+    tiny_models.torch_seed(seed)
     base = directory.parent / f"{directory.name}-base"
     tokenizer = tiny_models.bert_tokenizer(base)
     config = configuration.TinyRotaryConfig(vocab_size=len(tokenizer))

@@ -6,61 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = (
-    "the a an is are was of to and in on for with as by at it this that "
-    "hello world model server text query document search embedding quick brown fox jumps "
-    "over lazy dog man eating food movie awesome stocks fell bank"
-).split()
-
-
-def bert_tokenizer(directory: Path, extra: list[str] = ()):
-    """A BERT WordPiece tokenizer over WORDS (and ``extra`` tokens)."""
-    from transformers import BertTokenizerFast
-
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *extra, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
-    # transformers 5 takes the vocabulary as ``vocab`` (``vocab_file`` is silently ignored,
-    # leaving only the special tokens: every word would be [UNK]).
-    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
-    assert len(tokenizer) == len(vocab), "the tokenizer did not take the vocabulary"
-    return tokenizer
-
-
-def bert_config(vocab_size: int, **extra):
-    from transformers import BertConfig
-
-    return BertConfig(
-        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=37, max_position_embeddings=128, **extra,
-    )
-
-
-def _torch_seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-
-
-def save_bert(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
-    """A tiny BERT (``head``: base, sequence classification or masked LM) and its tokenizer."""
-    _torch_seed(seed)
-    tokenizer = bert_tokenizer(directory)
-    import transformers
-
-    model_class = {
-        "base": transformers.BertModel,
-        "classification": transformers.BertForSequenceClassification,
-        "masked_lm": transformers.BertForMaskedLM,
-    }[head]
-    # With BERT's usual initialization (0.02) attention is nearly uniform: every text embeds
-    # to nearly the same vector and every pair scores 0.4923..., so a wrong mask, position,
-    # pooled token or score would still pass. Wider weights make texts differ (the tests
-    # check that their references do).
-    config.setdefault("initializer_range", INITIALIZER_RANGE)
-    model = model_class(bert_config(len(tokenizer), **config)).eval()
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
+from tests import tiny_transformers
+from tests.tiny_transformers import (  # noqa: F401 (what the tests use from here)
+    CORPUS,
+    INITIALIZER_RANGE,
+    MAX_SEQ_LENGTH,
+    WORDS,
+    bert_config,
+    bert_tokenizer,
+    save_bert,
+    torch_seed,
+)
 
 
 def dense_model(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
@@ -101,51 +57,6 @@ def sparse_encoder(directory: Path, seed: int = 0, **options) -> Path:
     return directory
 
 
-# --- the architectures people serve, each tiny: hidden 32, 2 or 3 layers, max_seq_length 64 ---
-
-MAX_SEQ_LENGTH = 64
-# Weights drawn wider than the 0.02 of a fresh pretrained config: with that, attention is
-# nearly uniform and every text embeds to nearly the same vector, so a wrong position, mask
-# or pooled token would still pass a cosine check. With these, such mistakes show.
-INITIALIZER_RANGE = 0.5
-# What the trained tokenizers learn from: enough words that the parity sentences and the
-# tests' texts split into several pieces, a few accents so Unicode normalization matters.
-CORPUS = (
-    "the quick brown fox jumps over the lazy dog",
-    "hello world, this is a small embedding model",
-    "a man is eating food while watching a movie",
-    "stocks fell sharply at the bank on monday",
-    "embedding servers batch requests of different lengths",
-    "how do I convert a model to onnx and serve it with triton?",
-    "the search engine ranks every document for a query",
-    "first line. second line. third line after a blank one.",
-    "what is the capital of france? paris is the capital.",
-    "numbers such as 3.14159, 2718 and 100% appear in text",
-    "def square(x): return x ** 2  # code and a comment",
-    "MiXeD CaSe ShOuTiNg AND lower case words",
-    "a café in the façade of a naïve old building",
-    "Ünïcödé text, Привет мир and 日本語のテキスト",
-    "the movie was awesome and the food was great",
-    "servers and models answer queries with vectors",
-    "tokenizers split words into pieces from a vocabulary",
-    "padding on the left or the right must not change a vector",
-    "the last token of a decoder carries the whole sentence",
-    "multilingual models read many languages at once",
-    "the dog sleeps, the fox runs, the man reads a book",
-    "long texts are truncated to the maximum sequence length",
-    "short ones like a or hi are a single token",
-    "triton inference server runs onnx graphs on cpus and gpus",
-    "sentence transformers pool token states into one embedding",
-    "the bank of the river is green in spring",
-    "what? no... (really) -- yes; 'single' \"double\" #hash @at $5.00",
-    "2024-01-31T12:00:00Z 0x1F 1e-10 are dates and numbers",
-    "emoji such as 😀 and 🚀 are rare in this corpus",
-    "query: how tall is the tower? passage: it is tall.",
-    "the model normalizes every embedding to unit length",
-    "attention lets each token look at the others",
-)
-
-
 def _save_sentence_transformer(directory: Path, transformer_dir: Path, pooling: str, after=()) -> Path:
     """Transformer -> Pooling(``pooling``) -> ``after`` modules, saved as sentence-transformers saves it."""
     from sentence_transformers import SentenceTransformer
@@ -176,138 +87,34 @@ def bert_dense_model(directory: Path, seed: int = 0) -> Path:
     from sentence_transformers.base.modules import Dense
 
     bert_dir = save_bert(directory.parent / f"{directory.name}-bert", seed=seed, initializer_range=INITIALIZER_RANGE)
-    _torch_seed(seed + 1)
+    torch_seed(seed + 1)
     dense = Dense(32, 16, activation_function=torch.nn.Tanh())
     return _save_sentence_transformer(directory, bert_dir, "mean", [dense, _normalize()])
 
 
-def _unigram_tokenizer():
-    """A SentencePiece-style Unigram tokenizer (XLM-R's layout: <s> <pad> </s> <unk> first,
-    ▁ for spaces, ``<s> text </s>``), trained on CORPUS."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>")
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
-        special_tokens=[("<s>", tokenizer.token_to_id("<s>")), ("</s>", tokenizer.token_to_id("</s>"))],
-    )
-    return tokenizer
-
-
 def xlm_roberta_model(directory: Path, seed: int = 0) -> Path:
     """XLM-RoBERTa with a Unigram tokenizer, mean pooling and Normalize (multilingual-e5-style)."""
-    from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
-
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-xlmr"
-    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=_unigram_tokenizer())
-    config = XLMRobertaConfig(
-        initializer_range=INITIALIZER_RANGE,
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=37, max_position_embeddings=MAX_SEQ_LENGTH + 2, type_vocab_size=1,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    XLMRobertaModel(config, add_pooling_layer=False).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
+    base = tiny_transformers.xlm_roberta(directory.parent / f"{directory.name}-xlmr", seed=seed)
     return _save_sentence_transformer(directory, base, "mean", [_normalize()])
 
 
 def mpnet_model(directory: Path, seed: int = 0) -> Path:
     """MPNet with a WordPiece tokenizer, mean pooling and Normalize (all-mpnet-base-v2's layout)."""
-    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
-
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-mpnet"
-    # MPNet's vocabulary: <s> <pad> </s> <unk> first, BERT's [UNK] among the words (the
-    # unknown token it actually uses), <mask> last.
-    vocab = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", *WORDS, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
-             *"abcdefghijklmnopqrstuvwxyz0123456789.,?!'", "<mask>"]
-    tokenizer = MPNetTokenizerFast(vocab={token: i for i, token in enumerate(dict.fromkeys(vocab))}, do_lower_case=True)
-    config = MPNetConfig(
-        initializer_range=INITIALIZER_RANGE,
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=37, max_position_embeddings=MAX_SEQ_LENGTH + 2, relative_attention_num_buckets=32,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    MPNetModel(config, add_pooling_layer=False).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
+    base = tiny_transformers.mpnet(directory.parent / f"{directory.name}-mpnet", seed=seed)
     return _save_sentence_transformer(directory, base, "mean", [_normalize()])
-
-
-def _byte_level_bpe(specials: list[str], vocab_size: int = 600):
-    """A byte-level BPE tokenizer (GPT-2 style: every byte is a symbol) trained on CORPUS."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    return tokenizer
 
 
 def modernbert_model(directory: Path, seed: int = 0) -> Path:
     """ModernBERT with a byte-level BPE tokenizer, ``[CLS] text [SEP]``, mean pooling and
-    Normalize (nomic-modernbert-style). Its sliding-window layers see 24 tokens either
-    side: all of a short text, not all of one of max_seq_length."""
-    from tokenizers import processors
-    from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
-
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-modernbert"
-    backend = _byte_level_bpe(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
-    backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", backend.token_to_id("[CLS]")), ("[SEP]", backend.token_to_id("[SEP]"))],
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
-        mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
-    )
-    config = ModernBertConfig(
-        initializer_range=INITIALIZER_RANGE,
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-        intermediate_size=48, max_position_embeddings=128, global_attn_every_n_layers=3, local_attention=48,
-        pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-    )
-    ModernBertModel(config).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
+    Normalize (nomic-modernbert-style)."""
+    base = tiny_transformers.modernbert(directory.parent / f"{directory.name}-modernbert", seed=seed)
     return _save_sentence_transformer(directory, base, "mean", [_normalize()])
 
 
 def qwen3_model(directory: Path, seed: int = 0) -> Path:
     """A decoder built as Qwen3-Embedding is: a byte-level BPE tokenizer whose
     post-processor appends <|endoftext|>, left padding, last-token pooling, Normalize."""
-    from tokenizers import processors
-    from transformers import Qwen2TokenizerFast, Qwen3Config, Qwen3Model
-
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-qwen3"
-    eos = "<|endoftext|>"
-    backend = _byte_level_bpe([eos, "<|im_start|>", "<|im_end|>"])
-    backend.post_processor = processors.TemplateProcessing(
-        single=f"$A:0 {eos}:0", pair=f"$A:0 {eos}:0 $B:1 {eos}:1", special_tokens=[(eos, backend.token_to_id(eos))]
-    )
-    tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=backend, eos_token=eos, pad_token=eos, unk_token=None, padding_side="left"
-    )
-    config = Qwen3Config(
-        initializer_range=INITIALIZER_RANGE,
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, intermediate_size=48, max_position_embeddings=128,
-        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    Qwen3Model(config).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
+    base = tiny_transformers.qwen3(directory.parent / f"{directory.name}-qwen3", seed=seed)
     return _save_sentence_transformer(directory, base, "lasttoken", [_normalize()])
 
 
@@ -320,7 +127,7 @@ def routed_model(directory: Path, seed: int = 0, default_route: str | None = "do
     from sentence_transformers.base.modules import Dense, Router, Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    _torch_seed(seed + 1)
+    torch_seed(seed + 1)
     transformer = Transformer(str(transformer_dir), max_seq_length=MAX_SEQ_LENGTH)
     width = transformer.get_embedding_dimension()
     router = Router.for_query_document(
@@ -393,7 +200,7 @@ def multi_vector_model(directory: Path, seed: int = 0, *, attend: bool = False) 
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
     from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
 
-    _torch_seed(seed)
+    torch_seed(seed)
     base = directory.parent / f"{directory.name}-bert"
     tokenizer = bert_tokenizer(base, extra=PUNCTUATION)
     tokenizer.add_special_tokens({"additional_special_tokens": [QUERY_MARKER, DOCUMENT_MARKER]})
@@ -406,7 +213,7 @@ def multi_vector_model(directory: Path, seed: int = 0, *, attend: bool = False) 
         str(base), max_seq_length=MAX_SEQ_LENGTH, document_length=48,
         query_expansion={"strategy": "fixed", "attend": attend, "length": QUERY_EXPANSION},
     )
-    _torch_seed(seed + 1)
+    torch_seed(seed + 1)
     dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
     modules = [transformer, dense, MultiVectorMask(skiplist_words=PUNCTUATION), Normalize(module_input_name="token_embeddings")]
     prompts = {"query": f"{QUERY_MARKER} ", "document": f"{DOCUMENT_MARKER} "}
@@ -428,33 +235,9 @@ def gemma3_embedding_model(directory: Path, seed: int = 0) -> Path:
     (32 -> 96 -> 32, no bias), Normalize, and query and document prompts."""
     import torch
     from sentence_transformers.base.modules import Dense
-    from tokenizers import processors
-    from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
 
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-gemma3"
-    backend = _byte_level_bpe(["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"])
-    backend.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>", pair="<bos> $A <eos> $B <eos>",
-        special_tokens=[("<bos>", backend.token_to_id("<bos>")), ("<eos>", backend.token_to_id("<eos>"))],
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
-        mask_token="<mask>",
-    )
-    config = Gemma3TextConfig(
-        initializer_range=INITIALIZER_RANGE,
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=16, intermediate_size=48, max_position_embeddings=128, query_pre_attn_scalar=16,
-        # Bidirectional: each sliding layer sees the tokens within 8 either side of a token,
-        # less than a long text: the window must be kept in the graph.
-        use_bidirectional_attention=True, sliding_window=16,
-        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    Gemma3TextModel(config).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
-    _torch_seed(seed + 1)
+    base = tiny_transformers.gemma3(directory.parent / f"{directory.name}-gemma3", seed=seed)
+    torch_seed(seed + 1)
     dense = [
         Dense(32, 96, bias=False, activation_function=torch.nn.Identity()),
         Dense(96, 32, bias=False, activation_function=torch.nn.Identity()),
@@ -473,38 +256,37 @@ NLI_LABELS = ("contradiction", "entailment", "neutral")
 
 
 def classifier(directory: Path, seed: int = 0, labels: tuple[str, ...] = NLI_LABELS) -> Path:
-    """A CrossEncoder with several labels (an NLI classifier: ``id2label`` names them)."""
+    """A BERT CrossEncoder with several labels (an NLI classifier: ``id2label`` names them)."""
+    return cross_encoder_of("bert", directory, seed, labels)
+
+
+def cross_encoder_of(
+    architecture: str, directory: Path, seed: int = 0, labels: tuple[str, ...] = ("LABEL_0",), **options
+) -> Path:
+    """A CrossEncoder on ``architecture``'s sequence-classification head (tests/tiny_transformers.py):
+    one label (a reranker) or several (a classifier, ``id2label`` naming them); ``options``
+    go to ``CrossEncoder``."""
     from sentence_transformers import CrossEncoder
 
-    bert_dir = save_bert(
-        directory.parent / f"{directory.name}-bert", head="classification", seed=seed, num_labels=len(labels),
-        id2label=dict(enumerate(labels)), label2id={label: index for index, label in enumerate(labels)},
+    base = tiny_transformers.TRANSFORMERS[architecture](
+        directory.parent / f"{directory.name}-{architecture}", head="classification", seed=seed,
+        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)},
     )
-    CrossEncoder(str(bert_dir), device="cpu", max_length=MAX_SEQ_LENGTH).save(str(directory))
+    CrossEncoder(str(base), device="cpu", **{"max_length": MAX_SEQ_LENGTH, **options}).save(str(directory))
     return directory
 
 
-def deberta_v2_cross_encoder(directory: Path, seed: int = 0, labels: tuple[str, ...] = ("LABEL_0",)) -> Path:
-    """A DeBERTa-v2 cross-encoder in DeBERTa-v3's layout (relative attention both ways, no
-    absolute positions, no token type embeddings: type_vocab_size 0) whose tokenizer gives
-    token_type_ids all the same, as mxbai-rerank-v1's and the DeBERTa-v3 NLI
-    cross-encoders' do; one label (a reranker) or several (a classifier)."""
-    from sentence_transformers import CrossEncoder
-    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+def sparse_encoder_of(architecture: str, directory: Path, seed: int = 0, pooling: str = "max") -> Path:
+    """A SPLADE SparseEncoder on ``architecture``'s masked-LM head: its logits, SpladePooling."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.models import SpladePooling
 
-    _torch_seed(seed)
-    base = directory.parent / f"{directory.name}-deberta"
-    tokenizer = bert_tokenizer(base)
-    config = DebertaV2Config(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        max_position_embeddings=128, type_vocab_size=0, relative_attention=True, position_buckets=32,
-        max_relative_positions=-1, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
-        position_biased_input=False, initializer_range=INITIALIZER_RANGE, pad_token_id=tokenizer.pad_token_id,
-        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)},
+    base = tiny_transformers.TRANSFORMERS[architecture](
+        directory.parent / f"{directory.name}-{architecture}-mlm", head="masked_lm", seed=seed
     )
-    DebertaV2ForSequenceClassification(config).eval().save_pretrained(str(base))
-    tokenizer.save_pretrained(str(base))
-    CrossEncoder(str(base), device="cpu", max_length=MAX_SEQ_LENGTH).save(str(directory))
+    mlm = Transformer(str(base), max_seq_length=MAX_SEQ_LENGTH, transformer_task="fill-mask")
+    SparseEncoder(modules=[mlm, SpladePooling(pooling)], device="cpu").save(str(directory))
     return directory
 
 

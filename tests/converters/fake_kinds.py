@@ -12,18 +12,19 @@ import importlib
 from pathlib import Path
 
 
-def tiny_onnx(path: Path) -> Path:
-    """A small, real ONNX graph (y = x @ w, w 32 x 32) where a fake converter writes its
-    model: the publish step rewrites every graph it publishes."""
+def tiny_onnx(path: Path, inputs: tuple[str, ...] = ("input_ids", "attention_mask")) -> Path:
+    """A small, real ONNX graph (y = x @ w, w 32 x 32, x its first input; it declares the
+    others, as the kind's config gives them) where a fake converter writes its model: the
+    publish step rewrites every graph it publishes."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     weight = numpy_helper.from_array(np.eye(32, dtype=np.float32), "w")
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [helper.make_node("MatMul", [inputs[0], "w"], ["y"])],
         "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 32])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 32]) for name in inputs],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])],
         [weight],
     )

@@ -27,9 +27,9 @@ FAKE_CLIP_CONVERTER = textwrap.dedent(
         if spec.model_name == "race":
             # Someone else publishes the text part while this conversion runs.
             (text_dir.parent.parent / (spec.triton_name + "_text_encoder")).mkdir()
-        for directory in (text_dir, image_dir):
+        for directory, inputs in ((text_dir, ("input_ids",)), (image_dir, ("pixels",))):
             (directory / "1").mkdir()
-            tiny_onnx(directory / "1" / "model.onnx")
+            tiny_onnx(directory / "1" / "model.onnx", inputs)
         (text_dir / "tokenizer").mkdir()
         (text_dir / "tokenizer" / "tokenizer.json").write_text("{}")
         parity = dict(passed=True, threshold=0.9999, min_cosine=1.0)

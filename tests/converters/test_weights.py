@@ -14,7 +14,7 @@ def run(graph, x):
 
 
 def test_weights_move_beside_the_graph_and_the_model_computes_the_same(tmp_path):
-    graph = tiny_onnx(tmp_path / "model.onnx")
+    graph = tiny_onnx(tmp_path / "model.onnx", ("x",))
     x = np.random.default_rng(0).standard_normal((3, 32)).astype(np.float32)
     before, size = run(graph, x), graph.stat().st_size
     weights.externalize(graph)

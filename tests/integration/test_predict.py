@@ -16,8 +16,6 @@ from .conftest import MINILM, models_loaded
 
 NLI = "org/tiny-nli"
 RERANKER = "org/tiny-predict-reranker"
-DEBERTA_NLI = "org/tiny-deberta-nli"
-DEBERTA_RERANKER = "org/tiny-deberta-reranker"
 TEXT = "a man is eating food at the bank"
 PAIR = ["a man is eating food", "the man eats nothing"]
 LONG = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
@@ -28,8 +26,6 @@ def models(gateway, tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
     directories = {
         NLI: tiny_models.classifier(root / "nli"), RERANKER: tiny_models.cross_encoder(root / "reranker"),
-        DEBERTA_NLI: tiny_models.deberta_v2_cross_encoder(root / "deberta-nli", labels=tiny_models.NLI_LABELS),
-        DEBERTA_RERANKER: tiny_models.deberta_v2_cross_encoder(root / "deberta-reranker", seed=1),
     }
     with models_loaded(gateway, directories):
         yield directories
@@ -83,38 +79,6 @@ def test_a_rerankers_activation_and_its_raw_scores(http, models, references):
     np.testing.assert_allclose(score, references(RERANKER, tuple(PAIR))[0], atol=1e-4)
     np.testing.assert_allclose(logit, references(RERANKER, tuple(PAIR), raw=True)[0], atol=1e-4)
     assert 0 < score < 1 and abs(logit - score) > 1e-3
-
-
-def test_a_deberta_v2_classifier_predicts_as_the_library_pairs_past_its_max_length_cut_as_it_cuts(
-    http, models, references
-):
-    labels = tiny_models.NLI_LABELS
-    batch = [["a deberta text alone"], ["a man is eating food", "the man eats nothing, says deberta"], [LONG, TEXT],
-             [TEXT, LONG]]
-    answer = http.post("/predict", json={"model": DEBERTA_NLI, "inputs": batch})
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["x-cached-inputs"] == "0" and int(answer.headers["x-truncated-inputs"]) == 2
-    expected = [references(DEBERTA_NLI, item[0] if len(item) == 1 else tuple(item)) for item in batch]
-    assert np.abs(expected[0] - expected[1]).max() > 0.01
-    for predictions, want in zip(answer.json(), expected):
-        np.testing.assert_allclose(scores_of(predictions, labels), want, atol=1e-4)
-
-
-@pytest.mark.parametrize("path", ["/rerank", "/v1/rerank", "/tei/org/tiny-deberta-reranker/rerank"])
-def test_a_deberta_v2_reranker_scores_as_the_library_on_every_rerank_route(http, models, references, path):
-    query = f"which document answers ({path})"
-    documents = ["the first document", "a man is eating food at the bank", "nothing like the query", LONG]
-    if path.startswith("/tei/"):
-        answer = http.post(path, json={"query": query, "texts": documents, "truncate": True})
-        scores = {hit["index"]: hit["score"] for hit in answer.json()}
-    else:
-        answer = http.post(path, json={"model": DEBERTA_RERANKER, "query": query, "documents": documents})
-        scores = {hit["index"]: hit["relevance_score"] for hit in answer.json()["results"]}
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["x-cached-inputs"] == "0"
-    expected = np.concatenate([references(DEBERTA_RERANKER, (query, document)) for document in documents])
-    assert np.ptp(expected) > 0.01
-    np.testing.assert_allclose([scores[i] for i in range(len(documents))], expected, atol=1e-4)
 
 
 def test_a_classifier_does_not_rerank_and_an_embedder_does_not_predict(http, models, minilm_loaded):

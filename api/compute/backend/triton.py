@@ -168,6 +168,7 @@ class TritonBackend:
     async def infer(
         self, model: ServedModel, part: str, tensors: Tensors, output: str, *, timeout_s: float, version: str = ""
     ) -> np.ndarray:
+        tensors = model.kind.fed(part, tensors)
         return await resend.surviving(
             lambda: self.client.infer(part, tensors, output, timeout_s=timeout_s, version=version),
             model.name,

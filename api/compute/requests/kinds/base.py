@@ -63,6 +63,16 @@ class ServedKind:
 
     def __init__(self, metadata: ModelMetadata):
         self.metadata = metadata
+        # Each part's graph's inputs, where the conversion recorded them.
+        self._reads = {part: frozenset(names) for part, names in (metadata.graph_inputs or {}).items()}
+
+    def fed(self, part: str, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``tensors`` as ``part``'s graph reads them: an input it does not declare (a
+        tokenizer's output the exported graph dropped) left out."""
+        reads = self._reads.get(part)
+        if reads is None or reads.issuperset(tensors):
+            return tensors
+        return {name: value for name, value in tensors.items() if name in reads}
 
     def parts(self, triton_name: str) -> tuple[str, ...]:
         """The repository's entries it is made of, each a Triton model where Triton runs

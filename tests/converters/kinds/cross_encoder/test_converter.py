@@ -45,7 +45,7 @@ def test_a_deberta_v2_graph_is_fed_only_the_inputs_it_reads(tmp_path, labels):
     from sentence_transformers import CrossEncoder
     from tokenizers import Tokenizer
 
-    model_dir = tiny_models.deberta_v2_cross_encoder(tmp_path / "model", labels=labels)
+    model_dir = tiny_models.cross_encoder_of("deberta-v2", tmp_path / "model", labels=labels)
     run = run_converter(spec_for(model_dir, tmp_path / "repository"))
     assert run.returncode == 0, run.stderr[-2000:]
     info = run.last_line["cross_encoder"]

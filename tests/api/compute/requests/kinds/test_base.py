@@ -96,3 +96,12 @@ def test_only_dense_embeddings_of_texts_through_a_text_tokenizer_are_chunked(min
     with pytest.raises(InvalidOption, match="late chunking pools a sentence-transformer's token vectors") as refused:
         multimodal.kind.late(multimodal, plan, late.chunking)
     assert refused.value.param == "chunking"
+
+
+def test_a_graph_is_sent_only_the_inputs_its_conversion_recorded():
+    tensors = {name: np.zeros((1, 2), dtype=np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    recorded = kind_of(fake_metadata("org/model", graph_inputs={"org--model": ["input_ids", "attention_mask"]}))
+    assert list(recorded.fed("org--model", tensors)) == ["input_ids", "attention_mask"]
+    # A part with nothing recorded (converted before the record) is sent what the kind gives.
+    assert recorded.fed("org--other", tensors) is tensors
+    assert kind_of(fake_metadata("org/model")).fed("org--model", tensors) is tensors
