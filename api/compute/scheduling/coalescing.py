@@ -33,7 +33,10 @@ their call would finish past a share of their deadline.
 
 With keys, a request goes into the queue (``waiting.py``) where ``fair_queue.py`` places
 it: a key under its share of the queued work ahead of the keys over theirs, whose requests
-are then the ones refused when the queue grows past the deadlines.
+are then the ones refused when the queue grows past the deadlines. While several keys share
+the coalescer, a light key's requests leave in calls of their own and the heavy keys' calls
+leave the last slot to them (``light_keys.py``): a light key is not queued behind a flood's
+calls either.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import Generic, Protocol, TypeVar
 
 from . import tenants
 from .cost_admission import CostAdmission, Running
+from .light_keys import SHARING_WINDOW_S, LightKeys
 from .waiting import Waiter, Waiting
 
 Item = TypeVar("Item")
@@ -82,6 +86,7 @@ class Coalescer(Generic[Item, Merged, Share]):
         quiet_s: float = 0.25,
         admission: CostAdmission[Item, Share] | None = None,
         fair_share: bool = True,
+        sharing_window_s: float = SHARING_WINDOW_S,
     ):
         self._send = sender.send
         self._share = sender.share
@@ -96,9 +101,11 @@ class Coalescer(Generic[Item, Merged, Share]):
         self.admission = admission
         self.fair_share = fair_share
         self._waiting: Waiting[Item, Share] = Waiting()
+        self._keys = LightKeys(sharing_window_s)
         self._bulk: deque[Waiter[Item, Share]] = deque()
         self._in_flight = 0
         self._bulk_in_flight = 0
+        self._light_in_flight = 0
         self._in_flight_rows = 0
         self._last_online = float("-inf")
         self._calls: set[asyncio.Task[None]] = set()
@@ -115,6 +122,8 @@ class Coalescer(Generic[Item, Merged, Share]):
         future: asyncio.Future[Share] = loop.create_future()
         self._last_online = loop.time()
         tenant = tenants.current() if self.fair_share else None
+        if tenant is not None:
+            self._keys.seen(tenant.owner, loop.time())
         admission = self.admission
         cost = admission.cost(items) if admission is not None else 0.0
         waiter = Waiter(items, loop.time() + timeout_s, time.perf_counter(), future, cost, admitted,
@@ -156,7 +165,7 @@ class Coalescer(Generic[Item, Merged, Share]):
     def _send_waiting(self) -> None:
         while self._in_flight < self.max_in_flight:
             bulk = False
-            taken = self._waiting.take(self._call_rows()) if self._waiting.queue else []
+            taken, light = self._take_online() if self._waiting.queue else ([], False)
             if not taken:
                 if self._bulk_in_flight >= self.bulk_slots or self._in_flight >= self.max_in_flight - self._reserved:
                     return
@@ -172,10 +181,32 @@ class Coalescer(Generic[Item, Merged, Share]):
                 running = admission.sent(cost)
             self._in_flight += 1
             self._bulk_in_flight += bulk
+            self._light_in_flight += light
             self._in_flight_rows += 0 if bulk else rows
-            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, running))
+            if not bulk:
+                self._keys.sent(taken)
+            call = asyncio.get_running_loop().create_task(self._call(taken, rows, bulk, running, light))
             self._calls.add(call)
             call.add_done_callback(self._calls.discard)
+
+    def _take_online(self) -> tuple[list[Waiter[Item, Share]], bool]:
+        """The next online call's requests, and whether they are light keys' (``light_keys.py``):
+        first come first served where fewer than two keys share the coalescer; else a light
+        key's at the front with the light keys' behind it, or the heavy keys' up to the first
+        light one, never in the last slot and in calls of half an equal share (a light key's
+        call waits for the first instance to free: the heavy calls' length is its wait)."""
+        waiting, keys = self._waiting, self._keys
+        if not keys.sharing(asyncio.get_running_loop().time()):
+            return waiting.take(self._call_rows()), False
+        front = waiting.front()
+        if front is None:
+            return [], False
+        light = keys.judge(waiting.shares)
+        if light(front.key):
+            return waiting.take(self._call_rows(), light), True
+        if self._in_flight - self._light_in_flight >= self.max_in_flight - self._reserved:
+            return [], False
+        return waiting.take(-(-self._call_rows() // 2), lambda key: not light(key)), False
 
     def _take_bulk(self) -> list[Waiter[Item, Share]]:
         """Bulk waiters, first come first served, up to the rows bulk calls may carry now."""
@@ -202,6 +233,7 @@ class Coalescer(Generic[Item, Merged, Share]):
 
     async def _call(
         self, taken: list[Waiter[Item, Share]], row_count: int, bulk: bool = False, running: Running | None = None,
+        light: bool = False,
     ) -> None:
         loop = asyncio.get_running_loop()
         finished = False
@@ -233,7 +265,10 @@ class Coalescer(Generic[Item, Merged, Share]):
         finally:
             self._in_flight -= 1
             self._bulk_in_flight -= bulk
+            self._light_in_flight -= light
             self._in_flight_rows -= 0 if bulk else row_count
+            if not bulk:
+                self._keys.ended(taken)
             if running is not None:
                 self.admission.ended(running, finished, self._waiting, self._call_rows())  # type: ignore[union-attr]
             self._send_waiting()

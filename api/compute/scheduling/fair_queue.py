@@ -30,6 +30,13 @@ class KeyShares:
         self._weights: dict[str, float] = {}
         self._total = 0.0
 
+    @property
+    def total(self) -> float:
+        return self._total
+
+    def weight(self, key: str | None) -> float:
+        return self._weights.get(key, 0.0) if key is not None else 0.0
+
     def add(self, key: str | None, weight: float) -> None:
         if key is not None:
             self._weights[key] = self._weights.get(key, 0.0) + weight

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -67,26 +67,42 @@ class Waiting(Generic[Item, Share]):
         if waiter.key is not None:
             self._shares.add(waiter.key, waiter.weight)
 
-    def take(self, limit: int) -> list[Waiter[Item, Share]]:
+    @property
+    def shares(self) -> KeyShares:
+        return self._shares
+
+    def front(self) -> Waiter[Item, Share] | None:
+        """The first request still waiting (those cancelled ahead of it dropped)."""
+        queue = self.queue
+        while queue and queue[0].future.done():
+            self._remove(queue.popleft())
+        return queue[0] if queue else None
+
+    def take(self, limit: int, belongs: Callable[[str | None], bool] | None = None) -> list[Waiter[Item, Share]]:
         """The requests at the front, up to ``limit`` rows (at least one), those cancelled
-        while they waited dropped on the way."""
+        while they waited dropped on the way; with ``belongs``, only as far as the first of
+        a key it does not take."""
         taken: list[Waiter[Item, Share]] = []
         rows = 0
         queue = self.queue
         while queue:
             waiter = queue[0]
             done = waiter.future.done()  # cancelled while it waited
-            if not done and taken and rows + len(waiter.items) > limit:
+            if not done and (
+                (taken and rows + len(waiter.items) > limit) or (belongs is not None and not belongs(waiter.key))
+            ):
                 break
-            queue.popleft()
-            self.rows -= len(waiter.items)
-            self.cost -= waiter.cost
-            if waiter.key is not None:
-                self._shares.remove(waiter.key, waiter.weight)
+            self._remove(queue.popleft())
             if not done:
                 taken.append(waiter)
                 rows += len(waiter.items)
         return taken
+
+    def _remove(self, waiter: Waiter[Item, Share]) -> None:
+        self.rows -= len(waiter.items)
+        self.cost -= waiter.cost
+        if waiter.key is not None:
+            self._shares.remove(waiter.key, waiter.weight)
 
     def drop_done(self) -> None:
         """Leave out the requests answered while they waited (refused, cancelled)."""

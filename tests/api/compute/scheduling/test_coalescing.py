@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from embedgate.api.compute.scheduling.coalescing import Coalescer
+from embedgate.api.compute.scheduling.tenants import Tenant, serve_as
 
 
 def share(merged, rows, arrived):
@@ -40,6 +41,14 @@ class Calls:
 
 def coalescer(calls, *, max_rows=100, max_in_flight=1):
     return Coalescer(calls, max_rows=max_rows, max_in_flight=max_in_flight)
+
+
+def as_key(tenant, submit):
+    async def request():
+        serve_as(tenant)  # as the key check does, in the request's own task
+        return await submit()
+
+    return asyncio.create_task(request())
 
 
 async def behind_a_busy_call(calls, merged, *waiting, first_timeout=5):
@@ -253,3 +262,67 @@ async def test_with_one_slot_bulk_work_still_runs_when_nothing_else_does():
     await calls.started(1)
     calls.releases[0].set()
     assert await task == [["B"]]
+
+
+FLOOD, LIGHT = Tenant("a-hash", "a"), Tenant("b-hash", "b")
+
+
+async def flooded(calls, merged, count=8):
+    """Key a's requests, one text each, all submitted."""
+    flood = [as_key(FLOOD, lambda n=n: merged.submit([f"a{n}"], 5)) for n in range(count)]
+    await settle()
+    return flood
+
+
+async def answered(calls, *tasks):
+    while not all(task.done() for task in tasks):
+        for release in calls.releases:
+            release.set()
+        await settle()
+    return [task.result() for task in tasks]
+
+
+async def test_while_keys_share_the_flood_leaves_the_last_slot_and_a_light_request_leaves_in_it_alone():
+    calls = Calls()
+    merged = coalescer(calls, max_in_flight=3)
+    assert await answered(calls, as_key(LIGHT, lambda: merged.submit(["hello"], 5))) == [["HELLO"]]
+    flood = await flooded(calls, merged)
+    # b was seen a moment ago: one call per instance for the flood, none waiting for a third.
+    assert calls.items[1:] == [["a0"], ["a1"]]
+    light = as_key(LIGHT, lambda: merged.submit(["b"], 5))
+    await calls.started(4)
+    assert calls.items[3] == ["b"]  # at once, alone
+    calls.releases[3].set()
+    assert await light == ["B"]
+    calls.releases[1].set()
+    await calls.started(5)
+    # Half an equal share of the seven texts for three slots: a call that frees its
+    # instance sooner for the next light request.
+    assert calls.items[4] == ["a2", "a3"]
+    assert await answered(calls, *flood) == [[f"A{n}"] for n in range(8)]
+    assert merged.in_flight == 0
+
+
+@pytest.mark.parametrize("light_was_here", [False, True])
+async def test_a_flood_alone_takes_every_slot_and_so_it_does_once_the_other_key_is_gone(light_was_here):
+    calls = Calls()
+    merged = Coalescer(calls, max_rows=100, max_in_flight=3, sharing_window_s=0.01)
+    if light_was_here:
+        assert await answered(calls, as_key(LIGHT, lambda: merged.submit(["hello"], 5))) == [["HELLO"]]
+        await asyncio.sleep(0.03)  # past the window: b is forgotten
+    flood = await flooded(calls, merged)
+    assert calls.items[light_was_here:] == [["a0"], ["a1"], ["a2"]]
+    assert await answered(calls, *flood) == [[f"A{n}"] for n in range(8)]
+
+
+async def test_a_light_keys_request_never_rides_in_a_heavy_keys_call():
+    calls = Calls()
+    merged = coalescer(calls, max_in_flight=1)
+    flood = await flooded(calls, merged, count=3)
+    light = as_key(LIGHT, lambda: merged.submit(["b"], 5))
+    await settle()
+    calls.releases[0].set()
+    await calls.started(2)
+    assert calls.items[1] == ["b"]  # ahead of the flood, and without it
+    assert await answered(calls, light, *flood) == [["B"], ["A0"], ["A1"], ["A2"]]
+    assert calls.items[2:] == [["a1"], ["a2"]]  # half an equal share each: one

@@ -9,9 +9,9 @@ import pytest
 from embedgate.api.compute.scheduling.coalescing import Coalescer
 from embedgate.api.compute.scheduling.cost_admission import CostAdmission
 from embedgate.api.compute.scheduling.pacing import Pace
-from embedgate.api.compute.scheduling.tenants import Tenant, serve_as
+from embedgate.api.compute.scheduling.tenants import Tenant
 from embedgate.api.errors import Overloaded
-from tests.api.compute.scheduling.test_coalescing import Calls, coalescer
+from tests.api.compute.scheduling.test_coalescing import Calls, as_key, coalescer
 
 
 class FixedPace(Pace):
@@ -185,14 +185,6 @@ async def test_a_burst_after_lone_sentences_is_not_refused_on_their_calls_speed(
     assert await asyncio.gather(*burst) == [[f"{i:02d}" + "S" * 10] for i in range(40)]
     assert len(calls.items[4]) == 40  # the burst went in one merged call
     assert merged.admission.pace.unit_s == pytest.approx(0.0, abs=0.01)  # and that call, of 480 units, was read
-
-
-def as_key(tenant, submit):
-    async def request():
-        serve_as(tenant)  # as the key check does, in the request's own task
-        return await submit()
-
-    return asyncio.create_task(request())
 
 
 async def test_a_light_key_goes_ahead_of_a_flooding_keys_queue_and_is_answered_in_time():
