@@ -2,9 +2,10 @@
 its text and where it is in the text (TEI's ``/tokenize`` and ``/decode``).
 
 A text is tokenized as the model's route for the request's task tokenizes it, with the
-prompt the request chose before it (the model's default prompt when it names none), but
+prompt the request chose before it (the model's default prompt when it names none; a
+vision-language model's text in its chat template, the prompt its system message), but
 not cut to the model's max length: a client counts what a text costs, and sees whether it
-would be cut. Offsets are in bytes of the prompted text's UTF-8, as TEI gives them. The
+would be cut. Offsets are in bytes of the prompted (or rendered) text's UTF-8, as TEI gives them. The
 work runs in the tokenizer pool, off the event loop.
 """
 
@@ -42,8 +43,10 @@ class Tokens:
         route = route_for(model.routes, prompt.route_task, model.name)
         prefix = prompt_for(model.name, model.metadata, prompt)
         tokenizer = _text_tokenizer(model, route.tokenizer)
-        prompted = [prefix + text for text in texts]
-        return await self._pool.run(tokenized, tokenizer, prompted, add_special_tokens)
+        read = [tokenizer.as_read(text, prefix, add_special_tokens) for text in texts]
+        prompted = [text for text, _ in read]
+        special = bool(read) and read[0][1]
+        return await self._pool.run(tokenized, tokenizer, prompted, special)
 
     async def decode(self, model: Served, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
         tokenizer = _text_tokenizer(model, route_for(model.routes, None, model.name).tokenizer)

@@ -100,6 +100,11 @@ class TextTokenizer:
     def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
         return _batch(self.encodings(texts), pad_to_bucket, self.max_length)
 
+    def as_read(self, text: str, prompt: str, add_special_tokens: bool) -> tuple[str, bool]:
+        """``text`` after ``prompt`` as the model reads it, whole (TEI's ``/tokenize``), and
+        whether the tokenizer adds its special tokens to it."""
+        return prompt + text, add_special_tokens
+
     def whole(self) -> Tokenizer:
         """The same tokenizer without truncation, for what tokenizing a text gives in full
         (and decoding ids); built on first use. Two threads may each build one: they are alike."""

@@ -49,6 +49,11 @@ class MessageTokenizer(TextTokenizer):
             return self.template.text_of(text.text, text.prompt)
         return self.template.text_of(text)
 
+    def as_read(self, text: str, prompt: str, add_special_tokens: bool) -> tuple[str, bool]:
+        """The text in its chat template, as the library renders it (a prompt as the system
+        message): the template's own text holds the special tokens. Without them, the text alone."""
+        return (self.template.text_of(text, prompt) if add_special_tokens else prompt + text), False
+
     def encode(  # type: ignore[override]
         self, texts: list[str | PromptedText], pad_to_bucket: bool = False
     ) -> TokenBatch:

@@ -293,6 +293,26 @@ def test_vision_language_uploads_and_teis_embed(gateway, http, vl_library):
     np.testing.assert_allclose(response.json(), vl_library.encode(texts), atol=1e-4)
 
 
+def test_teis_tokenize_gives_a_vision_language_text_as_the_model_reads_it(http, vl_library):
+    """Through its chat template (the template's text tokens too), as the library's own
+    preprocessing tokenizes it; without special tokens, the text alone."""
+    text = "vl tokens: a lighthouse at dusk, Grüße"
+    templated = http.post(f"/tei/{VISION_LANGUAGE}/tokenize", json={"inputs": [text]})
+    assert templated.status_code == 200, templated.text
+    (tokens,) = templated.json()
+    features = vl_library.preprocess([text])
+    assert [token["id"] for token in tokens] == features["input_ids"][0][features["attention_mask"][0].bool()].tolist()
+    # Each token's text is the part of the rendered text it covers: the template's, then the
+    # text's (a byte-level token inside a character covers all of it).
+    covered = "".join(token["text"] for token in tokens)
+    assert covered.startswith("<|im_start|>user\nvl tokens: a lighthouse at dusk, Gr"), covered
+    alone = http.post(f"/tei/{VISION_LANGUAGE}/tokenize", json={"inputs": [text], "add_special_tokens": False})
+    assert alone.status_code == 200, alone.text
+    expected = vl_library[0].tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert [token["id"] for token in alone.json()[0]] == expected
+    assert len(tokens) > len(expected)
+
+
 def test_a_bulk_job_of_vision_language_images(gateway, vl_library):
     bodies = [
         {"model": VISION_LANGUAGE, "input_type": "image", "images": [data_uri(IMAGES["tiny.png"])]},

@@ -54,6 +54,7 @@ class Meta:
     calibration: None = None
     gpu: None = None  # CPU instances
     routes: None = None
+    graph_inputs: None = None  # converted before graph inputs were recorded
     gateway_only: bool = False  # a model in Triton
     max_seq_length: int = 256  # a chunked request's window (test_document_chunks.py)
 

@@ -26,6 +26,7 @@ class Meta:
     prompts_refused: str | None = None
     calibration: None = None
     routes: None = None
+    graph_inputs: None = None  # converted before graph inputs were recorded
     gateway_only: bool = False  # a model in Triton
 
     def record_of(self, record_class):
