@@ -157,6 +157,21 @@ def test_a_packed_graph_is_published_for_mean_pooling_only(architecture):
     assert (architecture.published / "1" / PACKED_ONNX_FILE).is_file() == (architecture.pooling in PACKED and not on_gpu)
 
 
+def test_its_recorded_inputs_are_its_graphs_own(architecture):
+    """The inputs the gateway sends are those the exported graph declares (onnxruntime's
+    reading of it), in its config too."""
+    import json
+
+    import onnxruntime
+
+    published = architecture.published
+    session = onnxruntime.InferenceSession(str(published / "1" / "model.onnx"))
+    declared = [value.name for value in session.get_inputs()]
+    assert json.loads((published / "metadata.json").read_text())["graph_inputs"] == {published.name: declared}
+    config = (published / "config.pbtxt").read_text()
+    assert all(f'name: "{name}"' in config for name in declared)
+
+
 def test_a_batch_matches_encode(http, architecture):
     for batch, texts in architecture.texts().items():
         served = embeddings(http.post("/infer", json={"model_name": architecture.model_name, "text": texts}))
