@@ -68,14 +68,15 @@ async def test_more_work_than_the_deadline_allows_is_refused_not_timed_out(paced
     # answers. (Not "before the first answer": on a loaded machine the gateway may still be
     # reading the last of the 48 bodies when the first answer leaves; seen in a clean-clone run.)
     assert np.median([at for _, at in refused]) < np.median([at for _, _, at in accepted])
-    for request, response, at in accepted:
-        assert at < DEADLINE_S + 1
-        texts = long_texts(request)
-        served = np.asarray(response.json()["text_embeddings"])
-        assert cosine_rows(served[:2], minilm.encode(texts[:2])).min() >= 0.9999
+    assert max(at for _, _, at in accepted) < DEADLINE_S + 1
     # The model ran for the answered requests alone: refused ones cost it nothing.
     ran = counted(lambda: inference_count(paced), inferences_before + 32 * len(accepted)) - inferences_before
     assert ran == 32 * len(accepted)
+    # Every row of every answer is the library's embedding of its own text (the references
+    # in one batched call, once the server's work is done).
+    texts = [text for request, _, _ in accepted for text in long_texts(request)]
+    served = np.concatenate([response.json()["text_embeddings"] for _, response, _ in accepted])
+    assert cosine_rows(served, minilm.encode(texts, batch_size=128)).min() >= 0.9999
 
 
 def inference_count(gateway) -> int:

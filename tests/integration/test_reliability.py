@@ -109,8 +109,11 @@ async def test_triton_refuses_past_its_queue_at_once(strict, minilm):
     # Each request is one whole Triton batch (max_batch_size texts of some 25 tokens, a
     # second or more of work): two run, one on each instance, two wait in Triton's queue of
     # two, and the rest are refused as they reach it. The gateway's own limit (8 in flight)
-    # is not reached.
-    requests = [[f"queued request {r} text {i} " + "word " * 20 for i in range(256)] for r in range(6)]
+    # is not reached. Each request's 256 texts are one pool's, each in an order of its own (a
+    # row answered for the wrong text, in its own request or another's, is another text's
+    # embedding), so the library embeds 256 texts once for every row of every answer.
+    pool = [f"queued text {i} " + "word " * 20 for i in range(256)]
+    requests = [pool[43 * r:] + pool[: 43 * r] for r in range(6)]
     headers = {**USER, "x-request-timeout": "120"}
     async with httpx.AsyncClient(base_url=strict.url, headers=headers, timeout=180) as client:
         async def answered(texts: list[str]) -> tuple[httpx.Response, float]:
@@ -120,15 +123,18 @@ async def test_triton_refuses_past_its_queue_at_once(strict, minilm):
         results = await asyncio.gather(*(answered(texts) for texts in requests))
     refused = [(response, at) for response, at in results if response.status_code != 200]
     accepted = [(texts, r, at) for texts, (r, at) in zip(requests, results) if r.status_code == 200]
-    assert refused and len(accepted) >= 4, [r.status_code for r, _ in results]
+    # At least the queue's two: an instance takes its request only once Triton's scheduler
+    # runs, which on a loaded machine may come after the queue has filled (3 of 6 seen).
+    assert refused and len(accepted) >= 2, [r.status_code for r, _ in results]
     for response, _ in refused:
         assert "queue is full" in assert_error(response, 503, "overloaded")["message"]
         assert response.headers["retry-after"]
     # At once: every refusal came back before the first batch was computed.
     assert max(at for _, at in refused) < min(at for _, _, at in accepted)
+    expected = dict(zip(pool, minilm.encode(pool, batch_size=128)))
     for texts, response, _ in accepted:
         served = response.json()["text_embeddings"]
-        assert cosine_rows(served[:3], minilm.encode(texts[:3])).min() >= 0.9999
+        assert cosine_rows(served, [expected[text] for text in texts]).min() >= 0.9999
 
 
 async def test_a_saturated_model_refuses_the_next_request_at_once_and_readiness_says_busy(small, minilm):
@@ -151,9 +157,10 @@ async def test_a_saturated_model_refuses_the_next_request_at_once_and_readiness_
     assert ready.status_code == 503 and ready.json()["status"] == "busy"
     assert "in flight" in assert_error(refused, 503, "overloaded")["message"]
     assert refused.headers["retry-after"]
+    expected = minilm.encode(big, batch_size=128)  # every row of both answers, the references once
     for answer in answers:
         assert answer.status_code == 200, answer.text[:300]
-        assert cosine_rows(answer.json()["text_embeddings"][:3], minilm.encode(big[:3])).min() >= 0.9999
+        assert cosine_rows(answer.json()["text_embeddings"], expected).min() >= 0.9999
     assert after.json() == {"status": "ready"}
 
 
