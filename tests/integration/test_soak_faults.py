@@ -4,8 +4,10 @@ again over and over; and in turn a model's stub SIGKILLed, tritonserver SIGKILLe
 SIGKILLed and a conversion killed mid-way.
 
 At the end every online answer is 200 with the library's vector of its own text, or a
-documented refusal (503 with Retry-After, 504); the only broken connections are those the
-killed worker held, one per client at most; every bulk line is answered once with the
+documented refusal (503 with Retry-After, 504); after each fault both models answer 200
+again within that fault's bound (``RECOVERY_BOUND_S``), nothing failing after
+(``recovery.py``); the only broken connections are those the killed worker held, at most
+two per client (docs/limits.md says why); every bulk line is answered once with the
 library's vector; the churned model serves the library's vector; no file is left in the
 repository that its listing does not show; and once the server stops, no process of it is
 left. ``make test`` runs one round of the four faults; ``EMBEDGATE_SOAK_ROUNDS`` runs more
@@ -20,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -40,6 +43,7 @@ from .conftest import (
     wait_until,
     wait_until_async,
 )
+from .recovery import Clock, recovered
 from .test_batches import jsonl, line, read_jsonl
 from .test_reliability import assert_nothing_half_written, converter_processes
 from .worker_clients import WORKER, WORKERS, steady, stub_pids, until, worker_pids
@@ -49,6 +53,10 @@ TINY = "soak/tiny"
 CHURNED = "soak/churned"
 PER_WORKER = 2  # steady clients of each model on each worker
 BULK_LINES = 1500 * ROUNDS
+# From each fault to the first 200 each model computed with nothing failing after (measured
+# on 2 cores beside other test runs, with the bulk job and the churn running: see
+# docs/limits.md's table); the bounds leave room for a machine loaded more.
+RECOVERY_BOUND_S = {"stub": 30.0, "tritonserver": 30.0, "worker": 10.0, "conversion": 10.0}
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +95,13 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
         assert loaded.status_code == 200, loaded.text
 
         answers = {MINILM: [], TINY: []}
+        clock = Clock()
+        # (fault, when), in order.
+        faulted: list[tuple[str, float]] = []
         stop = asyncio.Event()
         load = asyncio.gather(
-            steady(soaked.url, "soak minilm", answers[MINILM], stop, PER_WORKER, MINILM),
-            steady(soaked.url, "soak tiny", answers[TINY], stop, PER_WORKER, TINY),
+            steady(soaked.url, "soak minilm", answers[MINILM], stop, PER_WORKER, MINILM, clock),
+            steady(soaked.url, "soak tiny", answers[TINY], stop, PER_WORKER, TINY, clock),
         )
         churn_log: list[tuple[str, httpx.Response | Exception]] = []
         churn = asyncio.create_task(churn_loop(admin, churned_dir, churn_log, stop))
@@ -114,6 +125,7 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
             (stub,) = model_stubs(triton_pid, MINILM.replace("/", "--"))
             at = len(soaked.log())
             os.kill(stub, signal.SIGKILL)
+            faulted.append(("stub", time.monotonic()))
             faults["stub"] += 1
             pattern = re.compile("has a new process in Triton|tritonserver restarted in")
             await asyncio.to_thread(soaked.wait_log, pattern, 180, at)
@@ -123,6 +135,7 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
             (triton_pid,) = soaked.children("tritonserver")
             at = len(soaked.log())
             os.kill(triton_pid, signal.SIGKILL)
+            faulted.append(("tritonserver", time.monotonic()))
             faults["tritonserver"] += 1
             await asyncio.to_thread(soaked.wait_log, "tritonserver restarted in", 300, at)
             await go_on("after tritonserver's restart")
@@ -130,6 +143,7 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
             # 3. A worker: replaced while the other serves on.
             victim = worker_pids(soaked)[0]
             os.kill(victim, signal.SIGKILL)
+            faulted.append(("worker", time.monotonic()))
             faults["worker"] += 1
             await until(load, lambda v=victim: worker_pids(soaked).get(0) not in (None, v), 120, "a new worker 0")
             everything = [*answers[MINILM], *answers[TINY], *churn_log]
@@ -147,6 +161,7 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
             await asyncio.to_thread(soaked.wait_log, loading, 120, at)
             for pid in converter_processes(soaked):
                 os.kill(pid, signal.SIGKILL)
+            faulted.append(("conversion", time.monotonic()))
             faults["conversion"] += 1
             crashed = await crash
             assert crashed.status_code == 500 and crashed.json()["error"]["code"] == "conversion_crashed", crashed.text
@@ -170,6 +185,14 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
     counts = Counter()
     for model, library in ((MINILM, minilm), (TINY, tiny)):
         counts.update(check_online(answers[model], library, broken_by_kill, model))
+    recoveries = [
+        recovered(answers[model], clock, f"{fault} SIGKILLed ({model})", at, until)
+        for (fault, at), (_, until) in zip(faulted, [*faulted[1:], ("end", float("inf"))])
+        for model in (MINILM, TINY)
+    ]
+    print("\n" + "\n".join(str(recovery) for recovery in recoveries))
+    for recovery in recoveries:
+        assert recovery.seconds <= RECOVERY_BOUND_S[recovery.fault.split()[0]], recovery
     counts.update(check_churn(churn_log, broken_by_kill, churned))
     counts.update(check_job(job, bulk_texts, tiny, soaked.log()))
     print(f"\nsoak of every fault, {ROUNDS} round(s): faults {dict(faults)}, {dict(sorted(counts.items()))}")
@@ -247,8 +270,9 @@ def check_online(answers: list, library, broken_by_kill: list[set[int]], model: 
             assert refused_as_documented(answer), (model, answer.status_code, answer.text)
             counts[f"{model} {answer.status_code}"] += 1
     # A client whose connection broke connects again at once, and that connection can still
-    # reach the dying worker's socket before the kernel closes it: a few breaks per client.
-    assert max(Counter(broken_clients).values(), default=0) <= 3, broken_clients
+    # reach the dying worker's socket before the kernel closes it: two breaks per client at
+    # most (docs/limits.md).
+    assert max(Counter(broken_clients).values(), default=0) <= 2, broken_clients
     assert texts, f"nothing of {model} was answered"
     assert cosine_rows(np.asarray(served), library.encode(texts)).min() >= 0.9999, model
     return counts

@@ -17,6 +17,7 @@ import numpy as np
 from tests.helpers import cosine_rows
 
 from .conftest import MINILM, processes, processes_mentioning, start_gateway, wait_ready, wait_until_async
+from .recovery import Clock
 
 WORKERS = 2
 WORKER = "x-embedgate-worker"
@@ -114,12 +115,15 @@ def worker_of_text(text: str) -> int:
 
 
 async def steady(
-    url: str, what: str, answers: list, stop: asyncio.Event, per_worker: int = PER_WORKER, model: str = MINILM
+    url: str, what: str, answers: list, stop: asyncio.Event, per_worker: int = PER_WORKER, model: str = MINILM,
+    clock: Clock | None = None,
 ) -> None:
     """``per_worker`` clients on each worker's connections (clients ``w * per_worker`` to
     ``(w + 1) * per_worker - 1`` on worker ``w``), each with one /infer of ``model`` always
     in flight (a text of its own each time: ``<what> <client> <n>``); a request whose
-    connection broke is recorded as such, and the client goes on (on a new connection)."""
+    connection broke is recorded as such, and the client goes on (on a new connection).
+    ``clock``: where each request's sending and answer are timed."""
+    clock = clock or Clock()
 
     async def loop(client: httpx.AsyncClient, number: int) -> None:
         sent = 0
@@ -127,13 +131,16 @@ async def steady(
             while not stop.is_set():
                 text = f"{what} {number} {sent}"
                 sent += 1
+                clock.send(text)
                 try:
                     response = await client.post(
                         "/infer", json={"model_name": model, "text": [text]}, headers={"x-request-timeout": "300"}
                     )
                 except httpx.TransportError as exc:
+                    clock.answer(text)
                     answers.append((text, exc))
                     continue
+                clock.answer(text)
                 answers.append((text, response))
         finally:
             await client.aclose()
