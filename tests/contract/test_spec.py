@@ -78,7 +78,7 @@ def on_disk(kind: str, **changes) -> dict:
         "prompts": {} if kind == "clip" else None, "default_prompt_name": None, "prompts_refused": None,
         "cross_encoder": None, "sparse": None, "multi_vector": None, "multimodal": None, "vision_language": None,
         "routes": None, "gpu": None,
-        "calibration": None,
+        "calibration": None, "graph_inputs": {"m": ["input_ids", "attention_mask"]},
     }
     if kind in RECORDS:
         key, _, record = RECORDS[kind]
