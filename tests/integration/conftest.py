@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import cosine_rows, free_port
+from tests.helpers import cosine_rows, free_port, words_of
 from tests.run_shared import published_once
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -124,7 +124,7 @@ async def steady_clients(url: str, what: str, clients: int = 8, model: str = MIN
     async def client_loop(client: httpx.AsyncClient, number: int) -> None:
         sent = 0
         while not stop.is_set():
-            text = f"{what} {number} {sent}"
+            text = f"{words_of(what, number, sent)} {what} {number} {sent}"  # its own vector for a tiny model too
             answer = await client.post("/infer", json={"model_name": model, "text": [text]}, headers=deadline)
             answers.append((text, answer))
             sent += 1

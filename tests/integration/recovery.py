@@ -51,7 +51,7 @@ def failure(answer: httpx.Response | Exception) -> str | None:
     try:
         code = answer.json()["error"]["code"]
     except (ValueError, KeyError, TypeError):
-        code = "?"
+        code = repr(answer.text[:40])  # not the error shape: a proxy's own answer
     return f"{answer.status_code} {code}"
 
 

@@ -32,7 +32,7 @@ import openai
 import pytest
 
 from tests import tiny_models
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, words_of
 
 from .conftest import (
     MINILM,
@@ -105,7 +105,8 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
         )
         churn_log: list[tuple[str, httpx.Response | Exception]] = []
         churn = asyncio.create_task(churn_loop(admin, churned_dir, churn_log, stop))
-        bulk_texts = [f"soak bulk line {i}: " + " ".join(["word"] * (i % 23)) for i in range(BULK_LINES)]
+        # The tiny model's words, so that each line has a vector of its own.
+        bulk_texts = [f"{words_of('soak bulk', i)} line {i}: " + " ".join(["text"] * (i % 23)) for i in range(BULK_LINES)]
         batch_id = await asyncio.to_thread(start_job, soaked.url, bulk_texts)
         faults: Counter[str] = Counter()
         # The requests each worker kill broke (by id), one set per round.

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, words_of
 
 from .conftest import MINILM, processes, processes_mentioning, start_gateway, wait_ready, wait_until_async
 from .recovery import Clock
@@ -120,7 +120,7 @@ async def steady(
 ) -> None:
     """``per_worker`` clients on each worker's connections (clients ``w * per_worker`` to
     ``(w + 1) * per_worker - 1`` on worker ``w``), each with one /infer of ``model`` always
-    in flight (a text of its own each time: ``<what> <client> <n>``); a request whose
+    in flight (a text of its own each time: ``<words> <what> <client> <n>``); a request whose
     connection broke is recorded as such, and the client goes on (on a new connection).
     ``clock``: where each request's sending and answer are timed."""
     clock = clock or Clock()
@@ -129,7 +129,7 @@ async def steady(
         sent = 0
         try:
             while not stop.is_set():
-                text = f"{what} {number} {sent}"
+                text = f"{words_of(what, number, sent)} {what} {number} {sent}"  # its own vector for a tiny model too
                 sent += 1
                 clock.send(text)
                 try:
