@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import openai
 import pytest
 from ray.cluster_utils import Cluster
 
-from tests.helpers import cosine_rows
+from tests.helpers import cosine_rows, words_of
 from tests.s3 import S3Bucket
 
 from .conftest import (
@@ -41,11 +42,15 @@ from .conftest import (
     wait_until,
     wait_until_async,
 )
+from .recovery import Clock, recovered
 
 REPLICA = "x-embedgate-replica"
 MODEL = "ray/tiny"
 TRITON_NAME = "ray--tiny"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+# From a worker node's loss to the first 200 after which nothing failed (the survivor serving
+# alone), measured 0.1-1.9 s on 2 cores beside other test runs; the bound leaves room for more load.
+NODE_LOSS_BOUND_S = 30.0
 
 
 @dataclass
@@ -172,6 +177,7 @@ def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray
     # Converted once, into the shared repository.
     published = ray_app.bucket.keys(TRITON_NAME)
     assert {f"{TRITON_NAME}/config.pbtxt", f"{TRITON_NAME}/1/model.onnx"} <= set(published)
+    as_converted = stored(ray_app.bucket, TRITON_NAME)
 
     (first,) = ray_app.wait_replicas(1)
     answers = embed_until_every_replica_answers(ray_app, text, 1)
@@ -190,6 +196,18 @@ def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray
         vectors.append(np.asarray(response.json()["text_embeddings"]))
         assert cosine_rows(vectors[-1], reference)[0] >= 0.9999
     np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-6)
+    # The second replica loaded the first one's conversion: not one object of it written again.
+    assert stored(ray_app.bucket, TRITON_NAME) == as_converted
+
+
+def stored(bucket: S3Bucket, under: str) -> dict[str, tuple[str, object]]:
+    """Each object under ``under``: its ETag and when it was written."""
+    client = bucket.client()
+    found = {}
+    for key in bucket.keys(under):
+        head = client.head_object(Bucket=bucket.name, Key=f"{bucket.prefix}/{key}")
+        found[key] = (head["ETag"], head["LastModified"])
+    return found
 
 
 def replica_log(app: Deployment, replica: dict) -> str:
@@ -270,15 +288,17 @@ def done_by(app: Deployment, batch_id: str, store_file: Path | None = None) -> d
     return done
 
 
-def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinators_node_lost(ray_app):
+def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinators_node_lost(ray_app, library):
     """A replica is SIGKILLed mid-job, then the coordinator actor too, its store lost with
     it (as with its node): Ray starts the actor again, it takes the copy of the store kept
-    in the bucket, and the job ends with every custom_id once."""
+    in the bucket, and the job ends with every custom_id once, each the library's vector."""
     count = 3000
+    # Texts of the tiny model's words, each its own vector (a line answered with another's fails).
+    texts = [f"{words_of('bulk', i)} " + "text " * (i % 30) for i in range(count)]
     lines = [
         json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/embeddings",
-                    "body": {"model": MODEL, "input": f"bulk text {i} " + "word " * (i % 30)}})
-        for i in range(count)
+                    "body": {"model": MODEL, "input": text}})
+        for i, text in enumerate(texts)
     ]
     with openai.OpenAI(api_key="x", base_url=f"{ray_app.url}/v1", max_retries=2, timeout=60) as client:
         uploaded = client.files.create(file=("ray.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
@@ -310,8 +330,13 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
         )
         assert batch.status == "completed" and batch.request_counts.completed == count, (
             batch.status, batch.request_counts, batch.errors)
-        ids = [json.loads(row)["custom_id"] for row in client.files.content(batch.output_file_id).text.splitlines()]
+        rows = [json.loads(row) for row in client.files.content(batch.output_file_id).text.splitlines()]
+    ids = [row["custom_id"] for row in rows]
     assert len(ids) == count and set(ids) == {f"r{i}" for i in range(count)}
+    # Every line's vector, the killed replica's chunks and the others' alike, is the library's.
+    vectors = np.asarray([row["response"]["body"]["data"][0]["embedding"] for row in rows])
+    expected = library.encode([texts[int(custom_id[1:])] for custom_id in ids], batch_size=256)
+    assert cosine_rows(vectors, expected).min() >= 0.9999
     # Every replica's chunk runner leased chunks from the one coordinator, the killed one's included.
     with sqlite3.connect(ray_app.jobs_dir / "jobs.sqlite3") as store:
         owners = store.execute(
@@ -323,75 +348,87 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
 
 async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new_node_serves_at_once(ray_app, library):
     """A worker node lost (its raylet and every process of it SIGKILLed) while clients send
-    steadily: the other replica goes on serving, only a request that was on the lost replica
-    may fail, the node's tritonserver goes with it, and a replica on a new node serves the
-    model before it takes requests (no load call)."""
+    steadily: the other replica goes on serving within ``NODE_LOSS_BOUND_S``, only a request
+    that was on the lost replica fails (one per client at most), the node's tritonserver goes
+    with it, and a replica on a new node serves the model before it takes requests (no load
+    call): the clients, sending on through its start, are never answered otherwise."""
     replicas = ray_app.wait_replicas(len(ray_app.replicas()))
     assert len(replicas) >= 2, replicas
     lost, survivor = replicas[0], replicas[1]
     (node,) = [n for n in ray_app.cluster.worker_nodes if n.node_id == lost["node_id"]]
     (its_triton,) = tritonserver_of(lost)
-    answers: list[tuple[str, httpx.Response]] = []
-    failures: list[tuple[str, str]] = []
+    answers: list[tuple[str, httpx.Response | Exception]] = []
+    clock = Clock()
     stop = asyncio.Event()
 
     async def client_loop(client: httpx.AsyncClient, number: int) -> None:
         sent = 0
         while not stop.is_set():
-            text = f"node lost {number} {sent}"
+            text = f"{words_of('node lost', number, sent)} node lost {number} {sent}"
             sent += 1
+            clock.send(text)
             try:
-                answers.append((text, await client.post("/infer", json={"model_name": MODEL, "text": [text]})))
+                answer = await client.post("/infer", json={"model_name": MODEL, "text": [text]})
             except httpx.TransportError as error:  # the connection, not an HTTP answer
-                failures.append((text, repr(error)))
+                answer = error
+            clock.answer(text)
+            answers.append((text, answer))
 
     def answered_by(replica: dict, since: int = 0) -> int:
-        return sum(1 for _, r in answers[since:] if r.headers.get(REPLICA) == replica["replica_id"])
-
-    async with httpx.AsyncClient(base_url=ray_app.url, timeout=120) as client:
-        loops = [asyncio.create_task(client_loop(client, n)) for n in range(4)]
-        try:
-            await wait_until_async(lambda: answered_by(lost) >= 2 and answered_by(survivor) >= 2, 600, "both replicas to serve")
-            await asyncio.to_thread(ray_app.cluster.remove_node, node, False)
-            # Its worker processes notice their raylet is gone and end soon after it.
-            await wait_until_async(lambda: not Path(f"/proc/{lost['pid']}").exists(), 120, "the lost replica to end")
-            since = len(answers)
-            await wait_until_async(lambda: answered_by(survivor, since) >= 20, 600, "the survivor to serve on")
-        finally:
-            stop.set()
-            await asyncio.gather(*loops)
-
-    # Only what was in flight on the lost replica may have failed: at most one request per client.
-    assert len(failures) <= 4, failures
-    served = [(text, r) for text, r in answers if r.status_code == 200]
-    refused = [r for _, r in answers if r.status_code != 200]
-    assert len(refused) + len(failures) <= 4, ([r.text for r in refused], failures)
-    # Serve's proxy answers a request whose replica died under it with its own 500 (it does
-    # not send it to another replica): one a client retries (the OpenAI client does).
-    for response in refused:
-        assert (response.status_code, response.text) == (500, "Internal Server Error"), response.text
-    assert_each_got_its_embedding(served, library)
-    print(f"node lost: {len(served)} answered 200 ({answered_by(lost)} by the lost replica), "
-          f"{len(refused)} answered 500 by Serve's proxy, {len(failures)} broken {failures}")
-    wait_until(lambda: its_triton not in tritonservers(), 120, "the lost node's tritonserver to exit")
-
-    # A node comes back: Serve places the missing replica on it, and it serves at once.
-    ray_app.cluster.add_node(**NODE)
+        return sum(
+            1 for _, r in answers[since:] if not isinstance(r, Exception) and r.headers.get(REPLICA) == replica["replica_id"]
+        )
 
     def replaced() -> list[dict]:
         now = ray_app.replicas()
         running = len(now) == len(replicas) and all(r["state"] == "RUNNING" for r in now)
         return now if running and lost["replica_id"] not in {r["replica_id"] for r in now} else []
 
-    (successor,) = [r for r in await asyncio.to_thread(wait_until, replaced, 600, "a replica on the new node")
-                    if r["replica_id"] not in {x["replica_id"] for x in replicas}]
+    async with httpx.AsyncClient(base_url=ray_app.url, timeout=120) as client:
+        loops = [asyncio.create_task(client_loop(client, n)) for n in range(4)]
+        try:
+            await wait_until_async(lambda: answered_by(lost) >= 2 and answered_by(survivor) >= 2, 600, "both replicas to serve")
+            lost_at = time.monotonic()
+            await asyncio.to_thread(ray_app.cluster.remove_node, node, False)
+            # Its worker processes notice their raylet is gone and end soon after it.
+            await wait_until_async(lambda: not Path(f"/proc/{lost['pid']}").exists(), 120, "the lost replica to end")
+            since = len(answers)
+            await wait_until_async(lambda: answered_by(survivor, since) >= 20, 600, "the survivor to serve on")
+            await asyncio.to_thread(wait_until, lambda: its_triton not in tritonservers(), 120,
+                                    "the lost node's tritonserver to exit")
+            lost_window = len(answers)
+
+            # A node comes back: Serve places the missing replica on it, and it serves at once.
+            # (Started on this thread, the one Ray's node start sets signal handlers from: the
+            # clients wait that long, and send on through the replica's start.)
+            ray_app.cluster.add_node(**NODE)
+            (successor,) = [r for r in await asyncio.to_thread(wait_until, replaced, 600, "a replica on the new node")
+                            if r["replica_id"] not in {x["replica_id"] for x in replicas}]
+            await wait_until_async(lambda: answered_by(successor) >= 4, 300, "the new replica to serve")
+        finally:
+            stop.set()
+            await asyncio.gather(*loops)
     assert successor["node_id"] != lost["node_id"]
-    text = "served on the node that came back"
-    answers_now = await asyncio.to_thread(embed_until_every_replica_answers, ray_app, text, len(replicas))
-    assert successor["replica_id"] in answers_now
-    for replica_id, response in answers_now.items():
-        assert response.status_code == 200, (replica_id, response.text)
-        assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
+
+    # Serve's proxy answers a request whose replica died under it with its own 500 (it does
+    # not send it to another replica): one a client retries (the OpenAI client does). Those,
+    # and broken connections, only while the node was lost: one per client at most.
+    failed = [
+        (number, text, a) for number, (text, a) in enumerate(answers) if isinstance(a, Exception) or a.status_code != 200
+    ]
+    for number, text, answer in failed:
+        if not isinstance(answer, Exception):
+            assert (answer.status_code, answer.text) == (500, "Internal Server Error"), answer.text
+        assert clock.answered[text] >= lost_at and number < lost_window, (text, answer)
+    per_client = Counter(int(text.split()[-2]) for _, text, _ in failed)
+    assert max(per_client.values(), default=0) <= 1, failed
+    served = [(text, r) for text, r in answers if not isinstance(r, Exception) and r.status_code == 200]
+    assert_each_got_its_embedding(served, library)
+    recovery = recovered(answers, clock, "a worker node lost", lost_at)
+    by_successor = answered_by(successor)
+    print(f"\nnode lost: {len(served)} answered 200 ({answered_by(lost)} by the lost replica, {by_successor} by the "
+          f"one on the new node), {len(failed)} failed {[answer for _, _, answer in failed]}; {recovery}")
+    assert recovery.seconds <= NODE_LOSS_BOUND_S, recovery
 
 
 def test_unload_reaches_every_replica(ray_app):
