@@ -11,6 +11,7 @@ of the model, never one row read twice."""
 from __future__ import annotations
 
 import base64
+import io
 
 import numpy as np
 import pytest
@@ -180,3 +181,26 @@ def test_cohere_embedding_types_are_quantize_embeddings_of_the_librarys_vectors(
             assert difference.max() <= 1 and (difference == 0).mean() > 0.99, precision
         else:
             assert (served != expected).mean() < 0.002, precision
+
+
+# --- binary answers: the integers' own bytes
+
+@pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
+def test_raw_bytes_of_each_precision_are_the_librarys(
+    http, minilm_loaded, calibration_embeddings, quantize_embeddings, precision
+):
+    texts = [f"raw bytes: {text}" for text in TEXTS]
+    floats = infer(http, texts).astype(np.float32)
+    body = {"model_name": MINILM, "text": texts, "precision": precision}
+    raw = http.post("/infer", json=body, headers={"accept": "application/octet-stream"})
+    assert raw.status_code == 200, raw.text
+    dtype = "int8" if precision in ("int8", "binary") else "uint8"
+    width = 384 if precision.endswith("int8") else 48
+    assert (raw.headers["x-embedding-dtype"], raw.headers["x-embedding-shape"]) == (dtype, f"{len(texts)},{width}")
+    served = np.frombuffer(raw.content, dtype=dtype).reshape(len(texts), width)
+    assert_quantized_as_the_library(served, floats, precision, calibration_embeddings[True], quantize_embeddings)
+    npy = http.post("/infer", json=body, headers={"accept": "application/x-npy"})
+    assert npy.status_code == 200, npy.text
+    array = np.load(io.BytesIO(npy.content), allow_pickle=False)
+    assert array.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(array, served)
