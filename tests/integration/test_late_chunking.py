@@ -4,7 +4,8 @@ embeddings (``encode(..., output_value="token_embeddings")``, or its forward on 
 ids for a text longer than the model's window) averaged over the chunk's tokens, then the
 model's modules after its Pooling; with prompts, a prompt left out of pooling, dimensions,
 OpenAI's client and a batch job's line; refused, saying why, for a CLS model; the docs
-page's examples with MiniLM."""
+page's examples with MiniLM. The gateway has its response cache on, which never answers a
+late chunk (its vector depends on its whole text), while it keeps plain chunks."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ DENSE, LEFT_OUT, CLS = "org/late-dense", "org/late-left-out", "org/late-cls"
 @pytest.fixture(scope="module")
 def late_gateway(tmp_path_factory):
     root = tmp_path_factory.mktemp("late-chunking")
-    server = start_gateway(root / "repository", root / "gateway.log", late_chunking="true", response_cache_mb="0")
+    server = start_gateway(root / "repository", root / "gateway.log", late_chunking="true")
     directories = {
         DENSE: prompt_models.prompts_dense_model(root / "dense"),
         LEFT_OUT: prompt_models.prompts_left_out_model(root / "left-out"),
@@ -133,6 +134,25 @@ def test_late_chunks_are_the_librarys_token_vectors_pooled_over_each_chunk(late_
     late_vectors = np.array([chunk["embedding"] for chunk in chunks_of[0]])
     plain_vectors = np.array([chunk["embedding"] for chunk in plain_chunks[0]])
     assert cosine_rows(late_vectors, plain_vectors).max() < 0.999
+
+
+def test_late_chunks_are_never_answered_from_the_response_cache(late_gateway, libraries):
+    server, _ = late_gateway
+    text = document(150)
+    chunking = {"max_tokens": 12, "overlap": 3, "boundary": "whitespace"}
+    late = {"model_name": DENSE, "text": [text], "chunking": {**chunking, "late": True}}
+    with server.client(timeout=60) as http:
+        # The same text's plain chunks first: the cache keeps those, each under its chunk's text.
+        plain = [http.post("/infer", json={**late, "chunking": chunking}) for _ in range(2)]
+        answers = [http.post("/infer", json=late) for _ in range(2)]
+    assert [answer.status_code for answer in plain + answers] == [200] * 4
+    assert plain[0].headers["x-cached-inputs"] == "0" and plain[1].headers["x-cached-inputs"] != "0"
+    prompt = prompt_models.PROMPTS[prompt_models.DEFAULT_PROMPT_NAME]
+    for answer in answers:
+        assert answer.headers["x-cached-inputs"] == "0"
+        (chunks,) = answer.json()["text_chunks"]
+        vectors = np.array([chunk["embedding"] for chunk in chunks])
+        assert cosine_rows(vectors, reference(libraries[DENSE], text, prompt, chunks)[0]).min() >= 0.9999
 
 
 # A text whose last chunk is its last token alone, after a token of one character.
