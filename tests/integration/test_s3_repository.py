@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,7 @@ def assert_no_secret(gateway, http) -> None:
         assert SECRET_ACCESS_KEY not in http.get(path).text
 
 
-def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny_dense):
+def test_one_bucket_two_gateways(s3_bucket, moto_server, tmp_path, tiny_dense):
     model_path, library = str(tiny_dense[0]), tiny_dense[1]
     first_cache, second_cache = tmp_path / "first-cache", tmp_path / "second-cache"
     first = start_gateway(s3_bucket.url, tmp_path / "first.log", repository_cache_dir=str(first_cache))
@@ -110,6 +111,7 @@ def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny_dense):
             assert loaded.status_code == 200, loaded.text
             assert (loaded.json()["status"], loaded.json()["converted"]) == ("loaded", False)
             np.testing.assert_allclose(embed(http), served, atol=1e-5)
+            serves_while_the_bucket_is_unreachable(second, moto_server, library)
             assert not any(f.endswith(".onnx") for f in files_under(second_cache))
             baseline = in_process_baseline(s3_bucket.url, tmp_path / "bench.json")
             assert baseline["baselines"]["plain"]["texts"] == 4
@@ -131,6 +133,30 @@ def test_one_bucket_two_gateways(s3_bucket, tmp_path, tiny_dense):
                 gateway.stop()
     assert SECRET_ACCESS_KEY not in first.log() + second.log()
     assert glob.glob(f"{tempfile.gettempdir()}/embedgate_{first.process.pid}_*s3-*") == []
+
+
+def serves_while_the_bucket_is_unreachable(gateway, moto_server, library) -> None:
+    """The bucket's service stops answering (SIGSTOPped): a listing of the repository waits on
+    it, and the loaded model answers meanwhile, with the library's vectors, since nothing
+    reads the bucket per request; once the service is back, the listing answers."""
+
+    def listing():
+        with gateway.client(timeout=300) as client:
+            return client.get("/repository_models")
+
+    texts = ["served while the bucket is down", "nothing reads it per request"]
+    os.kill(moto_server.process.pid, signal.SIGSTOP)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(listing)
+            time.sleep(0.5)  # the listing on its way to the stopped service
+            with gateway.client(timeout=15) as http:
+                assert cosine_rows(embed(http, texts), library.encode(texts)).min() >= 0.9999
+            assert not waiting.done(), "the listing did not wait on the bucket"
+            os.kill(moto_server.process.pid, signal.SIGCONT)
+            assert waiting.result().status_code == 200
+    finally:
+        os.kill(moto_server.process.pid, signal.SIGCONT)
 
 
 def test_a_bucket_that_cannot_be_read_stops_the_gateway_at_startup_saying_why(s3_bucket, tmp_path):
