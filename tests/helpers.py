@@ -85,15 +85,22 @@ def page_curl(page: str) -> tuple[str, dict]:
 def page_python_lines(page: str, url: str) -> list[list[str]]:
     """A docs page's one Python example, run against ``url`` (for localhost:8686, where
     ``make serve`` listens): the words of each line it prints."""
+    return page_python(page, url)[0]
+
+
+def page_python(page: str, url: str) -> tuple[list[list[str]], dict]:
+    """:func:`page_python_lines`, and the names the example left (its ``result``...): what
+    it was answered, to compare with the library."""
     import contextlib
     import io
     import re
 
     (python,) = re.findall(r"```python\n(.*?)```", page, re.S)
     printed = io.StringIO()
+    names: dict = {}
     with contextlib.redirect_stdout(printed):
-        exec(python.replace("http://localhost:8686", url), {})  # noqa: S102 - the page's own example
-    return [line.split() for line in printed.getvalue().splitlines()]
+        exec(python.replace("http://localhost:8686", url), names)  # noqa: S102 - the page's own example
+    return [line.split() for line in printed.getvalue().splitlines()], names
 
 
 def words_of(*key: object, count: int = 6) -> str:

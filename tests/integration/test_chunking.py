@@ -14,7 +14,7 @@ import numpy as np
 import openai
 import pytest
 
-from tests.helpers import cosine_rows, page_curl, page_python_lines
+from tests.helpers import cosine_rows, page_curl, page_python
 
 from .conftest import MINILM, run_batch
 
@@ -153,5 +153,9 @@ def test_the_docs_pages_examples_run_as_written(gateway, http, minilm_loaded, mi
     parts = [text[chunk["start"] : chunk["end"]] for chunk in chunks]
     assert cosine_rows([chunk["embedding"] for chunk in chunks], minilm.encode(parts)).min() >= 0.9999
 
-    lines = page_python_lines(page, gateway.url)
+    lines, names = page_python(page, gateway.url)
     assert len(lines) > 1 and all(line[0] == "0" and int(line[3]) <= 128 and line[4] == "384" for line in lines)
+    # What it was answered: each chunk the library's vector of its span of the document.
+    document, data = names["document"], names["result"].data
+    parts = [document[item.model_dump()["start"] : item.model_dump()["end"]] for item in data]
+    assert cosine_rows([item.embedding for item in data], minilm.encode(parts)).min() >= 0.9999

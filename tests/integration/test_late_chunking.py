@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tests import prompt_models, tiny_models
-from tests.helpers import cosine_rows, page_curl, page_python_lines
+from tests.helpers import cosine_rows, page_curl, page_python
 
 from .conftest import MINILM, models_loaded, run_batch, start_gateway, wait_ready
 
@@ -245,8 +245,12 @@ def test_the_docs_pages_examples_run_as_written(minilm_late, minilm):
     expected, _ = reference(minilm, text, "", data)
     assert cosine_rows([item["embedding"] for item in data], expected).min() >= 0.9999
 
-    lines = page_python_lines(page, server.url)
+    lines, names = page_python(page, server.url)
     assert len(lines) > 10 and all(line[0] == "0" and int(line[3]) <= 64 and line[4] == "384" for line in lines)
+    # What it was answered: each late chunk the library's, pooled over the whole document.
+    chunks = [item.model_dump() for item in names["result"].data]
+    expected, _ = reference(minilm, names["document"], "", chunks)
+    assert cosine_rows([chunk["embedding"] for chunk in chunks], expected).min() >= 0.9999
 
 
 def test_the_benchmark_runs_late_chunks(minilm_late, minilm_path):
