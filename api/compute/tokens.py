@@ -5,8 +5,8 @@ A text is tokenized as the model's route for the request's task tokenizes it, wi
 prompt the request chose before it (the model's default prompt when it names none; a
 vision-language model's text in its chat template, the prompt its system message), but
 not cut to the model's max length: a client counts what a text costs, and sees whether it
-would be cut. Offsets are in bytes of the prompted (or rendered) text's UTF-8, as TEI gives them. The
-work runs in the tokenizer pool, off the event loop.
+would be cut. Offsets are in bytes of the prompted (or rendered) text's UTF-8, as TEI gives
+them. The work runs in the tokenizer pool, off the event loop.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ class Tokens:
         prefix = prompt_for(model.name, model.metadata, prompt)
         tokenizer = _text_tokenizer(model, route.tokenizer)
         read = [tokenizer.as_read(text, prefix, add_special_tokens) for text in texts]
-        prompted = [text for text, _ in read]
-        special = bool(read) and read[0][1]
+        prompted, special = [text for text, _ in read], any(adds for _, adds in read)
         return await self._pool.run(tokenized, tokenizer, prompted, special)
 
     async def decode(self, model: Served, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
