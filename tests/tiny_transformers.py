@@ -165,6 +165,19 @@ def byte_level_bpe(specials: list[str], vocab_size: int = 600):
     return tokenizer
 
 
+def framed_bpe(specials: list[str], start: str, end: str):
+    """A byte-level BPE tokenizer over ``specials`` whose texts are ``start text end`` (a pair
+    ``start a end b end``)."""
+    from tokenizers import processors
+
+    backend = byte_level_bpe(specials)
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{start} $A {end}", pair=f"{start} $A {end} $B {end}",
+        special_tokens=[(start, backend.token_to_id(start)), (end, backend.token_to_id(end))],
+    )
+    return backend
+
+
 def xlm_roberta(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
     """XLM-RoBERTa with a Unigram tokenizer (multilingual-e5's and bge-reranker's layout)."""
     from transformers import XLMRobertaConfig, XLMRobertaTokenizerFast
@@ -204,15 +217,10 @@ def mpnet(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
 def modernbert(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
     """ModernBERT with a byte-level BPE tokenizer and ``[CLS] text [SEP]``. Its sliding-window
     layers see 24 tokens either side: all of a short text, not all of one of max_seq_length."""
-    from tokenizers import processors
     from transformers import ModernBertConfig, PreTrainedTokenizerFast
 
     torch_seed(seed)
-    backend = byte_level_bpe(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
-    backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", backend.token_to_id("[CLS]")), ("[SEP]", backend.token_to_id("[SEP]"))],
-    )
+    backend = framed_bpe(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"], "[CLS]", "[SEP]")
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
         mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
@@ -254,15 +262,10 @@ def qwen3(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
 def gemma3(directory: Path, head: str = "base", seed: int = 0, **config) -> Path:
     """A Gemma 3 text model with bidirectional attention, as EmbeddingGemma's (sliding-window
     layers and a global one), ``<bos> text <eos>``."""
-    from tokenizers import processors
     from transformers import Gemma3TextConfig, PreTrainedTokenizerFast
 
     torch_seed(seed)
-    backend = byte_level_bpe(["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"])
-    backend.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>", pair="<bos> $A <eos> $B <eos>",
-        special_tokens=[("<bos>", backend.token_to_id("<bos>")), ("<eos>", backend.token_to_id("<eos>"))],
-    )
+    backend = framed_bpe(["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"], "<bos>", "<eos>")
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
         mask_token="<mask>",
