@@ -7,7 +7,9 @@ a request whose key holds less than its share (the limit over the keys with requ
 flight, its own counted), and refuses the keys at or over theirs. A key alone may use the
 whole limit; when another comes, the flooding key is refused until it is back under its
 share, so a light key is never refused for a heavy one's load. The model can then hold
-more than the limit for a while (at most twice it: what the keys under their share bring).
+more than the limit for a while, at most twice it: past twice, every key is refused (keys
+coming one after another, each under a share that shrinks as they come, would otherwise
+add up past it: a share of the limit each for ever more keys).
 Anonymous requests (no keys configured) are admitted by the limit alone, as always.
 """
 
@@ -28,6 +30,11 @@ def admit(model: ServedModel, limit: int, fair_share: bool = True) -> _Admission
         if key is None or not fair_share:
             raise Overloaded(
                 f"model '{model.name}' has {model.inflight} requests in flight (limit {limit}); retry shortly"
+            )
+        if model.inflight >= 2 * limit:
+            raise Overloaded(
+                f"model '{model.name}' has {model.inflight} requests in flight, twice its limit of {limit} "
+                "(keys under their share are admitted past the limit, up to twice it); retry shortly"
             )
         held = model.by_key.get(key, 0)
         keys = len(model.by_key) + (held == 0)

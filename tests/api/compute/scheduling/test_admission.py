@@ -103,3 +103,26 @@ def test_without_fair_share_keys_meet_the_limit_as_anonymous_requests_do():
     requests.send(A, 2)
     with pytest.raises(Overloaded, match="limit 2"):
         requests.send(B)
+
+
+def test_keys_coming_one_after_another_never_take_the_model_past_twice_its_limit():
+    # Each new key's share is the limit over the keys then in flight: A holds 12, B 6, C 4,
+    # D 3 and every later key at least one, so without a ceiling the keys add up past twice
+    # the limit (12 + 6 + 4 + 3 = 25 > 24, and one more for every further key).
+    model = Model()
+    requests = Requests(model, 12)
+    keys = [Tenant(owner=f"key-{n}", label=f"key-{n}") for n in range(30)]
+    refused = []
+    for tenant in keys:
+        while True:
+            try:
+                requests.send(tenant)
+            except Overloaded as error:
+                refused.append(error)
+                break
+    assert model.inflight == 24
+    assert "twice its limit of 12" in refused[-1].message
+    assert model.by_key[keys[0].owner] == 12 and model.by_key[keys[1].owner] == 6  # the shares held so far
+    requests.end(keys[0], 2)  # below twice the limit: a key under its share is admitted again
+    requests.send(keys[-1])
+    assert model.inflight == 23
