@@ -173,7 +173,14 @@ class NoDefaultModel(ModelNotFound):
 
 
 class ModelNotLoaded(EmbedgateError):
+    """In the repository but not loaded: ``key`` is the model (a registry key), for a load on
+    its first request."""
+
     code = "model_not_loaded"
+
+    def __init__(self, message: str, *, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 class ModelConflict(EmbedgateError):
@@ -214,6 +221,12 @@ class ConversionOutOfMemory(EmbedgateError):
 
 class InsufficientStorage(EmbedgateError):
     code = "insufficient_storage"
+
+
+class MemoryBudgetExceeded(EmbedgateError):
+    """A load that would pass the memory budget, with no idle model to unload that frees enough."""
+
+    code = "memory_budget_exceeded"
 
 
 class RepositoryUnavailable(EmbedgateError):

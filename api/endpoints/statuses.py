@@ -48,6 +48,7 @@ STATUS: dict[type[EmbedgateError], int] = {
     errors.HubUnavailable: 502,
     errors.HubTimeout: 504,
     errors.InsufficientStorage: 507,
+    errors.MemoryBudgetExceeded: 507,
 }
 
 

@@ -5,7 +5,7 @@ reads the environment.
 
 Each group of settings is a module of its own (the sections of docs/configuration.md):
 ``server.py``, ``repository.py``, ``triton.py``, ``batching.py``, ``requests.py``,
-``measuring.py``, ``access.py``, ``images.py``, ``scale_out.py``, ``jobs.py``. ``Settings``
+``residency.py``, ``measuring.py``, ``access.py``, ``images.py``, ``scale_out.py``, ``jobs.py``. ``Settings``
 composes them, and owns what spans several: the settings' source (the environment), the
 comma-separated lists, and the paths derived from more than one group.
 """
@@ -24,6 +24,7 @@ from .jobs import JobsSettings
 from .measuring import MeasuringSettings
 from .repository import RepositorySettings
 from .requests import RequestSettings
+from .residency import ResidencySettings
 from .scale_out import ScaleOutSettings
 from .server import ServerSettings
 from .triton import TritonSettings
@@ -38,6 +39,7 @@ class Settings(
     ImageSettings,
     AccessSettings,
     MeasuringSettings,
+    ResidencySettings,
     RequestSettings,
     BatchingSettings,
     TritonSettings,

@@ -9,6 +9,7 @@ from embedgate.api.settings.jobs import JobsSettings
 from embedgate.api.settings.measuring import MeasuringSettings
 from embedgate.api.settings.repository import RepositorySettings
 from embedgate.api.settings.requests import RequestSettings
+from embedgate.api.settings.residency import ResidencySettings
 from embedgate.api.settings.scale_out import ScaleOutSettings
 from embedgate.api.settings.server import ServerSettings
 from embedgate.api.settings.triton import TritonSettings
@@ -19,6 +20,7 @@ GROUPS = [
     TritonSettings,
     BatchingSettings,
     RequestSettings,
+    ResidencySettings,
     MeasuringSettings,
     AccessSettings,
     ImageSettings,
