@@ -15,6 +15,7 @@ from .jobs.files import open_files
 from .jobs.queue import JobQueue, LocalQueue
 from .jobs.service import JobService
 from .models.control import ModelControl
+from .models.first_request import FirstRequestLoads
 from .models.host import ModelHost
 from .models.registry import ModelRegistry
 from .settings import Settings
@@ -80,7 +81,10 @@ class Gateway:
         # A call that met a model's dead process: whoever loads models here loads it again.
         triton.reload_lost = self.models.reload_lost
         self.embeddings = EmbeddingService(self.settings, self.backend)
-        self.endpoints = Endpoints(self.registry, self.embeddings, self.settings)
+        first_requests = (
+            FirstRequestLoads(lambda: self.models, self.registry.residency) if self.settings.load_on_first_request else None
+        )
+        self.endpoints = Endpoints(self.registry, self.embeddings, self.settings, first_requests)
         self.jobs = self._jobs()
         self.jobs.start()
         if self.cluster is not None:
@@ -127,9 +131,13 @@ class Gateway:
     async def own_metrics(self, *, triton_scraped: bool) -> bytes:
         """This process's metrics and state, in Prometheus's text format."""
         cache = self.embeddings.cache
+        residency = self.registry.residency
+        memory = await residency.figures()
         state = scrape.GatewayState(
             models=[
-                scrape.ModelState(m.name, m.inflight, m.metadata.kind, m.metadata.form, m.cache_hits, m.cache_misses)
+                scrape.ModelState(
+                    m.name, m.inflight, m.metadata.kind, m.metadata.form, m.cache_hits, m.cache_misses, memory.get(m.name, {})
+                )
                 for m in self.registry.loaded()
             ],
             inflight_limit=self.settings.max_inflight_requests,
@@ -137,6 +145,7 @@ class Gateway:
             triton_ready=await self.triton_ready(),
             triton_scraped=triton_scraped,
             cache=None if cache is None else scrape.cache_state(cache.stats()),
+            memory_budgets={kind: size for kind, size in residency.budgets.items() if size > 0},
         )
         return scrape.own_text(state)
 

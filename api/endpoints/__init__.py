@@ -18,6 +18,7 @@ same ones (:attr:`Endpoints.batch`), so the bulk path never climbs into the HTTP
 from __future__ import annotations
 
 from ..compute.service import EmbeddingService
+from ..models.first_request import FirstRequestLoads
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from .cohere import CohereEmbed, CohereRerank
@@ -46,8 +47,11 @@ class TeiEndpoints:
 class Endpoints:
     """Every endpoint of one gateway, made once its parts exist."""
 
-    def __init__(self, registry: ModelRegistry, service: EmbeddingService, settings: Settings):
-        parts = Parts(registry, service, settings)
+    def __init__(
+        self, registry: ModelRegistry, service: EmbeddingService, settings: Settings,
+        first_requests: FirstRequestLoads | None = None,
+    ):
+        parts = Parts(registry, service, settings, first_requests)
         self.infer = Infer(parts)
         self.infer_uploads = InferUploads(parts)
         self.embeddings = OpenAIEmbed(parts)

@@ -27,14 +27,15 @@ from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.concurrency import run_all
 from ..compute.service import EmbeddingService
-from ..errors import EmbedgateError
+from ..errors import EmbedgateError, ModelNotLoaded
+from ..models.first_request import FirstRequestLoads
 from ..models.names import split_clip_key
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from ..telemetry import tag_model
 from .rate_limits import rate_limit_headers
 from .statuses import openai_error_of
-from .timing import inference_headers
+from .timing import LOAD_HEADER, inference_headers
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -46,6 +47,8 @@ class Parts:
     registry: ModelRegistry
     service: EmbeddingService
     settings: Settings
+    # Loads on a model's first request (None: off, a model not loaded is a 409).
+    first_requests: FirstRequestLoads | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class Endpoint(Generic[Body]):
         self.registry = parts.registry
         self.service = parts.service
         self.settings = parts.settings
+        self.first_requests = parts.first_requests
 
     def check(self, body: Body, model: ServedModel | None) -> Call:
         """The request checked (its limits, its options, its model: ``model`` where the
@@ -129,7 +133,17 @@ class Endpoint(Generic[Body]):
         return inference_headers(call.model.name, results[0], total_ms)
 
     async def __call__(self, body: Body, timeout_s: float, model: ServedModel | None = None) -> Answer:
-        return await self.execute(self.prepare(body, model), timeout_s)
+        try:
+            prepared = self.prepare(body, model)
+        except ModelNotLoaded as missing:
+            if self.first_requests is None or missing.key is None:
+                raise
+            # Loaded for this request (``models/first_request.py``), within its deadline.
+            async with self.first_requests.loaded(missing.key, timeout_s) as waited_s:
+                answer = await self.execute(self.prepare(body, model), timeout_s - waited_s)
+            answer.headers[LOAD_HEADER] = f"{waited_s * 1000:.2f}"
+            return answer
+        return await self.execute(prepared, timeout_s)
 
     def prepare(self, body: Body, model: ServedModel | None = None) -> Prepared:
         """The request checked and planned, or the domain error that refuses it: nothing is
@@ -144,8 +158,12 @@ class Endpoint(Generic[Body]):
         call, service = prepared.call, self.service
         standing = service.charge(call.charged, call.images)
         with service.admit(call.model):
-            runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in prepared.plans]
-            results = await run_all(runs)
+            call.model.last_used = time.monotonic()  # the memory budget unloads the least recently used
+            try:
+                runs = [service.run(call.model, plan, timeout_s=timeout_s) for plan in prepared.plans]
+                results = await run_all(runs)
+            finally:
+                call.model.last_used = time.monotonic()
         total_ms = (time.perf_counter() - prepared.started) * 1000
         payload = self.respond(call, results)
         headers = {**self.headers(call, results, total_ms), **rate_limit_headers(standing)}
@@ -187,7 +205,13 @@ class Endpoint(Generic[Body]):
                 continue
             planned.append((row, call))
         if planned:
-            results = await self.service.run_bulk_plans(planned[0][1].model, plans)
+            model = planned[0][1].model
+            model.bulk_calls += 1  # a bulk job's use keeps the model from the memory budget's unloads
+            try:
+                results = await self.service.run_bulk_plans(model, plans)
+            finally:
+                model.bulk_calls -= 1
+                model.last_used = time.monotonic()
             for (row, call), result in zip(planned, results):
                 try:
                     if isinstance(result, EmbedgateError):

@@ -23,6 +23,8 @@ TRUNCATED_HEADER = "x-truncated-inputs"
 CACHED_HEADER = "x-cached-inputs"
 IMAGE_LOAD_HEADER = "x-image-load-time-ms"
 IMAGE_INFERENCE_HEADER = "x-image-inference-time-ms"
+# The request waited this long for its model's load (EMBEDGATE_LOAD_ON_FIRST_REQUEST).
+LOAD_HEADER = "x-model-load-time-ms"
 
 
 def documented_headers(*, text_always: bool) -> dict[str, dict]:

@@ -44,6 +44,8 @@ class ModelHost:
             self._tasks.append(asyncio.create_task(self._watch_external(), name="external-triton-watch"))
         if self.restore:
             self._tasks.append(asyncio.create_task(self._restore(), name="restore-models"))
+            # Who loads the models unloads the idle ones (a Ray replica follows the desired state).
+            self._tasks.append(asyncio.create_task(self.registry.residency.expire_idle(), name="keep-alive"))
 
     async def stop_tasks(self) -> None:
         for task in self._tasks:

@@ -29,6 +29,7 @@ from .on_disk import OnDisk
 from .progress import Progress
 from .refs import ModelRef
 from .repository import off_loop
+from .residency import Residency
 from .source_change import OnSourceChange, converts_again
 from .sources import check_model_path, check_pretrained, check_revision
 from .specs import conversion_spec
@@ -45,6 +46,7 @@ class Registry(Protocol):
     backend: Backend
     repository: ModelRepository
     batching: BatchingPolicy
+    residency: Residency
 
     def held(self, key: str) -> ServedModel | None: ...
 
@@ -85,10 +87,14 @@ class Loads:
         revision: str | None = None,
         on_source_change: OnSourceChange = "convert",
         progress: Progress | None = None,
+        from_repository: bool = False,
     ) -> LoadOutcome:
         """A sentence-transformers model of any of its classes (the directory says which);
-        ``revision``: the hub's branch, tag or commit of it."""
+        ``revision``: the hub's branch, tag or commit of it; ``from_repository``: as the
+        repository holds it, never converted (a load on a request's behalf)."""
         ref = ModelRef.named(name)
+        if from_repository:
+            return await self._load(ref, progress, None, from_repository=True)
         check_revision(revision, model_path=model_path)
         model_path = check_model_path(self.settings, model_path, trust_remote_code)
         source = {"model_path": model_path, "trust_remote_code": trust_remote_code, "revision": revision}
@@ -102,10 +108,14 @@ class Loads:
         revision: str | None = None,
         on_source_change: OnSourceChange = "convert",
         progress: Progress | None = None,
+        from_repository: bool = False,
     ) -> LoadOutcome:
         """An OpenCLIP model: one model in the registry, two Triton models (text, image);
-        ``revision``: the hub's, of an ``hf-hub:`` pretrained."""
+        ``revision``: the hub's, of an ``hf-hub:`` pretrained; ``from_repository``: as
+        :meth:`sentence_transformer`."""
         ref = ModelRef.named(model_name, pretrained)
+        if from_repository:
+            return await self._load(ref, progress, None, from_repository=True)
         check_pretrained(self.settings, pretrained)
         check_revision(revision, pretrained=pretrained)
         return await self._load(ref, progress, on_source_change, revision=revision)
@@ -170,6 +180,8 @@ class Loads:
                 progress.step("converting again: late chunking is on, and the repository's copy was converted without it")
                 metadata, replace = None, True
         converted = metadata is None
+        if metadata is None and source.get("from_repository"):
+            raise ModelNotFound(f"model '{ref.described()}' is not in the repository; load it first")
         if metadata is None:
             # In a thread: the first spec asks PyTorch, in a subprocess, whether it sees a GPU.
             spec = await asyncio.to_thread(
@@ -208,7 +220,11 @@ class Loads:
         converted, so a copy an external Triton holds already is an older one."""
         model = await self._model(name, triton_name, metadata)
         try:
-            await self.registry.backend.load(model, fresh=new_files or replacing is not None)
+            if replacing is not None:  # its memory is counted already
+                await self.registry.backend.load(model, fresh=True)
+            else:
+                async with self.registry.residency.loading(name, model.triton_names):
+                    await self.registry.backend.load(model, fresh=new_files)
         except BaseException:
             if replacing is not None:
                 # Its parts in Triton are now the new copy's, or none: the old one is no

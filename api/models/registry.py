@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,10 +32,12 @@ from .control import LoadOutcome
 from .loading import Loads
 from .lost import LostProcesses
 from .manifest import Manifest
+from .memory import MemoryMeter
 from .names import clip_key, is_triton_name
 from .on_disk import OnDisk, find_on_disk
 from .refs import ModelRef
 from .repository import off_loop, open_for
+from .residency import Residency
 
 log = logging.getLogger("embedgate.registry")
 
@@ -59,6 +62,8 @@ class ModelRegistry:
         self.loads = Loads(self)
         # Models whose process died in Triton, loaded again.
         self.lost = LostProcesses(self)
+        # Each model's memory, the memory budget and the keep-alive of idle models.
+        self.residency = Residency(self, MemoryMeter(backend))
 
     # --- lookups (hot path: no I/O unless the model is missing)
     def served(self, name: str, pretrained: str | None = None) -> ServedModel:
@@ -70,7 +75,7 @@ class ModelRegistry:
         if pretrained is None and served_as is not None:
             raise InvalidInput(f"model '{name}' is served as '{served_as}': give its pretrained too")
         if self._in_repository(ref):
-            raise ModelNotLoaded(f"model '{ref.described()}' is in the repository but not loaded")
+            raise ModelNotLoaded(f"model '{ref.described()}' is in the repository but not loaded", key=ref.key)
         raise ModelNotFound(f"model '{ref.described()}' is not in the repository; load it first")
 
     def _in_repository(self, ref: ModelRef) -> bool:
@@ -127,12 +132,19 @@ class ModelRegistry:
 
     # --- loads (loading.py)
     async def load_sentence_transformer(self, name: str, model_path: str | None = None, **options: Any) -> LoadOutcome:
-        """A sentence-transformers model of any of its classes (``Loads.sentence_transformer``)."""
-        return await self.loads.sentence_transformer(name, model_path, **options)
+        """A sentence-transformers model of any of its classes (``Loads.sentence_transformer``);
+        ``pinned``, ``keep_alive``: its terms (``residency.py``)."""
+        pinned, keep_alive = options.pop("pinned", None), options.pop("keep_alive", None)
+        return self._agreed(await self.loads.sentence_transformer(name, model_path, **options), pinned, keep_alive)
 
     async def load_clip(self, model_name: str, pretrained: str, **options: Any) -> LoadOutcome:
         """An OpenCLIP model: one model here, two Triton models (``Loads.clip``)."""
-        return await self.loads.clip(model_name, pretrained, **options)
+        pinned, keep_alive = options.pop("pinned", None), options.pop("keep_alive", None)
+        return self._agreed(await self.loads.clip(model_name, pretrained, **options), pinned, keep_alive)
+
+    def _agreed(self, outcome: LoadOutcome, pinned: bool | None, keep_alive: float | None) -> LoadOutcome:
+        self.residency.agreed(outcome.model.name, fresh=not outcome.already_loaded, pinned=pinned, keep_alive_s=keep_alive)
+        return outcome
 
     async def restore(self, key: str) -> LoadOutcome:
         """A model named as in the manifest, served as the repository holds it."""
@@ -149,6 +161,7 @@ class ModelRegistry:
     # --- management
     async def serve(self, model: ServedModel, *, announce: bool = True) -> None:
         """Serve ``model`` (loaded) from now on; ``announce``: tell ``on_change``."""
+        model.last_used = time.monotonic()  # its keep-alive counts from here
         self._served[model.name] = model
         if announce:
             await self._changed()
@@ -237,3 +250,4 @@ class ModelRegistry:
 
     async def write_manifest(self) -> None:
         await self._manifest.write(list(self._served))
+

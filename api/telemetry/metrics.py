@@ -86,6 +86,19 @@ IMAGE_FETCH_FAILURES = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+MODEL_UNLOADS = Counter(
+    "embedgate_model_unloads",
+    "Models unloaded by the server itself, by reason: 'budget' (room made for another under the memory budget), "
+    "'idle' (its keep-alive ran out).",
+    ["model", "reason"],
+    registry=REGISTRY,
+)
+FIRST_REQUEST_LOADS = Counter(
+    "embedgate_first_request_loads",
+    "Models loaded by a request for them (EMBEDGATE_LOAD_ON_FIRST_REQUEST), by outcome ('loaded' or the error code).",
+    ["model", "outcome"],
+    registry=REGISTRY,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")

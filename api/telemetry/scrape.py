@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client import generate_latest
@@ -36,6 +36,8 @@ class ModelState:
     form: str
     cache_hits: int = 0
     cache_misses: int = 0
+    # Bytes it holds, by memory ("host", "gpu"), where measured (``models/memory.py``).
+    memory: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class GatewayState:
     triton_scraped: bool
     # The response cache; None when it is off.
     cache: CacheState | None = None
+    # The memory budgets in bytes, by memory, where set.
+    memory_budgets: dict[str, int] = field(default_factory=dict)
 
     def collect(self) -> Iterator[Metric]:
         inflight = GaugeMetricFamily(
@@ -70,6 +74,7 @@ class GatewayState:
             loaded.add_metric([model.name, model.kind, model.form], 1)
         yield inflight
         yield loaded
+        yield from self._memory_metrics()
         yield GaugeMetricFamily(
             "embedgate_inflight_limit",
             "Requests in flight per model beyond which requests are rejected (503).",
@@ -90,6 +95,25 @@ class GatewayState:
         )
         if self.cache is not None:
             yield from self._cache_metrics(self.cache)
+
+    def _memory_metrics(self) -> Iterator[Metric]:
+        memory = GaugeMetricFamily(
+            "embedgate_model_memory_bytes",
+            "Memory each loaded model holds: 'host' the resident memory of its Triton instances' processes, 'gpu' "
+            "what its GPU instances report.",
+            labels=["model", "memory"],
+        )
+        for model in self.models:
+            for kind, size in sorted(model.memory.items()):
+                memory.add_metric([model.name, kind], size)
+        yield memory
+        budgets = GaugeMetricFamily(
+            "embedgate_memory_budget_bytes", "The memory budget the loaded models share, by memory, where set.",
+            labels=["memory"],
+        )
+        for kind, size in sorted(self.memory_budgets.items()):
+            budgets.add_metric([kind], size)
+        yield budgets
 
     def _cache_metrics(self, cache: CacheState) -> Iterator[Metric]:
         hits = CounterMetricFamily(

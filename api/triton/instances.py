@@ -101,6 +101,30 @@ def running(triton_pid: int) -> set[tuple[str, str]]:
     return found
 
 
+def resident_bytes(pid: int) -> int | None:
+    """Process ``pid``'s resident memory (VmRSS), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def resident_by_model(triton_pid: int) -> dict[str, int]:
+    """The resident memory of this tritonserver's stubs, summed by the Triton model they run."""
+    held: dict[str, int] = {}
+    for stub in stubs_of(triton_pid):
+        instance = stub.instance
+        rss = resident_bytes(stub.pid) if instance is not None else None
+        if instance is not None and rss is not None:
+            model = _INSTANCE.fullmatch(instance.encode())["model"].decode()
+            held[model] = held.get(model, 0) + rss
+    return held
+
+
 def lost(before: set[tuple[str, str]], now: set[tuple[str, str]]) -> set[str]:
     """Triton models one of whose instances ran a stub at ``before`` and runs none now."""
     return {model for model, instance in before - now}

@@ -68,8 +68,26 @@ class FakeModel:
         return routes
 
 
+class FakeResidency:
+    """No budget, nothing measured: the registry's residency where no Triton runs."""
+
+    budgets: dict = {}
+
+    async def figures(self):
+        return {}
+
+    def terms(self, key):
+        from embedgate.api.models.residency import Terms
+
+        return Terms()
+
+    def keep_alive_s(self, key):
+        return -1.0
+
+
 @dataclass
 class FakeRegistry:
+    residency: FakeResidency = field(default_factory=FakeResidency)
     loaded_names: set = field(default_factory=lambda: {"org/loaded"})
     on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
     # model name -> metadata fields its FakeModel has other than fake_metadata's

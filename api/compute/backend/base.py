@@ -14,6 +14,7 @@ model's process dies under a call or a load is the backend's own business (Trito
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,6 +27,15 @@ Tensors = dict[str, np.ndarray]
 RestartListener = Callable[[], Awaitable[None]]
 # Told the part one of whose processes died while the server runs on.
 LostListener = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    """One look at the server's host memory: its own process's resident bytes, and its
+    parts' own processes' (Triton's Python-backend stubs), summed by part."""
+
+    server: int | None
+    parts: dict[str, int]
 
 
 class Backend(Protocol):
@@ -96,4 +106,8 @@ class Backend(Protocol):
 
     async def metrics_text(self) -> bytes | None:
         """The server's own Prometheus metrics; None where it did not answer."""
+        ...
+
+    def host_memory(self) -> HostMemory | None:
+        """The server's host memory now (blocking: /proc); None where it runs elsewhere."""
         ...

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..requests.served import ServedModel
-from .base import Backend, LostListener, RestartListener, Tensors
+from .base import Backend, HostMemory, LostListener, RestartListener, Tensors
 
 
 class NoopBackend:
@@ -81,3 +81,6 @@ class NoopBackend:
 
     async def metrics_text(self) -> bytes | None:
         return await self.models.metrics_text() if self.models is not None else None
+
+    def host_memory(self) -> HostMemory | None:
+        return self.models.host_memory() if self.models is not None else None

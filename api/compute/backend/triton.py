@@ -19,14 +19,14 @@ import numpy as np
 from ...errors import TritonConnectionLost
 from ...settings import Settings
 from ...telemetry import scrape
-from ...triton import gpus
+from ...triton import gpus, instances
 from ...triton.client import TritonClient
 from ...triton.external import ExternalTriton
 from ...triton.server import TritonServer
 from ...triton.supervisor import TritonSupervisor
 from ..requests.served import ServedModel
 from . import resend
-from .base import LostListener, RestartListener, Tensors
+from .base import HostMemory, LostListener, RestartListener, Tensors
 
 log = logging.getLogger("embedgate.registry")
 # How long an external Triton's readiness answer is reused (health checks stay cheap).
@@ -182,3 +182,9 @@ class TritonBackend:
 
     async def metrics_text(self) -> bytes | None:
         return None if self.triton is None else await scrape.fetch_triton_metrics(self.triton.metrics_url)
+
+    def host_memory(self) -> HostMemory | None:
+        pid = getattr(self.triton, "pid", None)
+        if pid is None:  # none, or one that runs elsewhere (external, a gateway worker's primary's)
+            return None
+        return HostMemory(instances.resident_bytes(pid), instances.resident_by_model(pid))

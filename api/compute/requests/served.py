@@ -4,6 +4,7 @@ tokenizer."""
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 
 from embedgate.contract.preprocess.clip_text import AnyClipTokenizer
@@ -36,6 +37,10 @@ class ServedModel:
     # Inputs answered from the response cache, and those that were not.
     cache_hits: int = field(default=0, init=False)
     cache_misses: int = field(default=0, init=False)
+    # When a request or a bulk job's call last used it (monotonic), and the bulk job's calls
+    # running now: an idle model is the least recently used one the memory budget unloads.
+    last_used: float = field(init=False, default_factory=time.monotonic)
+    bulk_calls: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.kind = kind_of(self.metadata)

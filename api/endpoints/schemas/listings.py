@@ -54,6 +54,15 @@ class _ModelInfo(BaseModel):
         description="GPU memory the model's GPU instances hold (weights, CUDA graphs, buffers), as they report "
         "it (/loaded_models only; none: CPU instances).",
     )
+    memory_bytes: int | None = Field(
+        None,
+        description="Host memory the model holds: the resident memory of its Triton instances' processes, read "
+        "now (/loaded_models only; none where Triton runs elsewhere).",
+    )
+    pinned: bool | None = Field(None, description="Never unloaded by the memory budget (/loaded_models only).")
+    keep_alive_s: float | None = Field(
+        None, description="Seconds it stays loaded once idle; -1: for ever (/loaded_models only)."
+    )
     prompts: dict[str, str] | None = Field(
         None,
         description="The model's prompts (name -> text put before every text), as sentence-transformers holds "

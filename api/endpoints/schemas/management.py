@@ -28,6 +28,19 @@ OnSourceChangeField = Annotated[
         "until then); 'refuse' answers 409 source_changed, naming both, and changes nothing.",
     ),
 ]
+# How long the model stays loaded once idle, and whether the memory budget may unload it.
+KeepAliveField = Annotated[
+    float | None,
+    Field(
+        ge=-1,
+        description="Seconds the model stays loaded once idle (no request for it in flight), then is unloaded; "
+        "-1: for ever; absent: EMBEDGATE_MODEL_KEEP_ALIVE_S (a model already loaded keeps its own).",
+    ),
+]
+PinnedField = Annotated[
+    bool | None,
+    Field(description="Never unloaded to make room under the memory budget (absent: not pinned, or as it was)."),
+]
 MADE_FROM_DESCRIPTION = (
     "What the model was converted from: the directory, package, hub snapshot or checkpoint, and a fingerprint "
     "of its files; null for a model converted before sources were recorded (its source is unknown)."
@@ -71,6 +84,8 @@ class LoadSentenceTransformerRequest(Body):
         "too, the model is still '@int8'.",
     )
     on_source_change: OnSourceChangeField = "convert"
+    keep_alive: KeepAliveField = None
+    pinned: PinnedField = None
 
     @model_validator(mode="after")
     def _one_way_to_name_a_variant(self) -> LoadSentenceTransformerRequest:
@@ -95,6 +110,8 @@ class LoadClipRequest(Body):
     pretrained: Annotated[Pretrained, Field(json_schema_extra={"pattern": patterns.PRETRAINED_TO_LOAD})]
     revision: Revision | None = None
     on_source_change: OnSourceChangeField = "convert"
+    keep_alive: KeepAliveField = None
+    pinned: PinnedField = None
 
     @model_validator(mode="before")
     @classmethod

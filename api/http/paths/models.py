@@ -84,6 +84,12 @@ def _routes(metadata: ModelMetadata) -> list[RouteListing] | None:
     ]
 
 
+def _terms(body: LoadSentenceTransformerRequest | LoadClipRequest) -> dict[str, Any]:
+    """What the load says of the model's stay (``models/residency.py``), where it says it."""
+    terms = {"keep_alive": body.keep_alive, "pinned": body.pinned}
+    return {name: value for name, value in terms.items() if value is not None}
+
+
 def _outcome(already_loaded: bool, described: str) -> tuple[str, str]:
     """The status and the seed-style message of a load."""
     if already_loaded:
@@ -110,6 +116,7 @@ async def load_sentence_transformer_model(
             revision=body.revision,
             on_source_change=body.on_source_change,
             progress=progress,
+            **_terms(body),
         )
         model: ServedModel = outcome.model
         metadata = model.metadata
@@ -134,7 +141,7 @@ async def load_clip_model(
     async def load(progress: Progress | None = None) -> LoadClipResponse:
         outcome = await gateway.models.load_clip(
             body.model_name, body.pretrained, revision=body.revision, on_source_change=body.on_source_change,
-            progress=progress,
+            progress=progress, **_terms(body),
         )
         metadata = outcome.model.metadata
         status, message = _outcome(outcome.already_loaded, f"{body.model_name} ({body.pretrained})")
@@ -168,7 +175,20 @@ async def delete_model(body: ModelRequest, gateway: Gateway = Depends(get_gatewa
 @listing.get("/loaded_models", response_model=ModelList, responses=READ_ANSWERS)
 async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     gpu_memory = await gateway.gpu_memory()
-    return ModelList(models=[_info(m.metadata, True, gpu_memory) for m in gateway.registry.loaded()])
+    residency = gateway.registry.residency
+    memory = await residency.figures()
+    return ModelList(
+        models=[
+            _info(m.metadata, True, gpu_memory).model_copy(
+                update={
+                    "memory_bytes": memory.get(m.name, {}).get("host"),
+                    "pinned": residency.terms(m.name).pinned,
+                    "keep_alive_s": residency.keep_alive_s(m.name),
+                }
+            )
+            for m in gateway.registry.loaded()
+        ]
+    )
 
 
 @listing.get("/repository_models", response_model=ModelList, responses=READ_ANSWERS)

@@ -6,7 +6,9 @@ lines answered as the route answers them."""
 from __future__ import annotations
 
 import asyncio
+import collections
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,9 +18,12 @@ from embedgate.api.compute.requests.asks import Ask, Output
 from embedgate.api.compute.requests.served import ServedModel
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.endpoints import Endpoints
+from embedgate.api.endpoints.embed import OpenAIEmbed
 from embedgate.api.endpoints.envelope import Call, Endpoint, Parts
 from embedgate.api.endpoints.schemas.openai import EmbeddingsRequest
-from embedgate.api.errors import ModelNotFound, Overloaded, PromptError
+from embedgate.api.endpoints.timing import LOAD_HEADER
+from embedgate.api.errors import ModelNotFound, ModelNotLoaded, Overloaded, PromptError
+from embedgate.api.models.first_request import FirstRequestLoads
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
 from tests.api.conftest import fake_metadata
@@ -121,3 +126,54 @@ async def test_a_batch_jobs_lines_answer_as_the_route_and_a_bad_line_as_its_erro
     ]
     # A line is never admitted: the bulk lane is behind every online request.
     assert model.inflight == 0
+
+
+class NotYetLoaded(Registry):
+    """The model is in the repository; it is served once something loaded it."""
+
+    def __init__(self, model: ServedModel):
+        super().__init__(model)
+        self.is_loaded = False
+
+    def served(self, name, pretrained=None):
+        if not self.is_loaded:
+            raise ModelNotLoaded(f"model '{name}' is in the repository but not loaded", key=name)
+        return super().served(name, pretrained)
+
+
+class Loader:
+    def __init__(self, registry: NotYetLoaded):
+        self.registry = registry
+        self.loads: list[str] = []
+
+    async def load_sentence_transformer(self, name, model_path=None, **options):
+        self.loads.append(name)
+        await asyncio.sleep(0.01)
+        self.registry.is_loaded = True
+        return SimpleNamespace(model=name)
+
+
+async def test_a_request_for_a_model_not_loaded_loads_it_when_first_requests_load(parts):
+    parts, model, _ = parts
+    registry = NotYetLoaded(model)
+    loader = Loader(registry)
+    residency = SimpleNamespace(waiting=collections.Counter())
+    first = FirstRequestLoads(lambda: loader, residency)
+    settings = parts.settings.model_copy(update={"max_inflight_requests": 4})
+    service = EmbeddingService(settings, TritonBackend(HeldClient()))
+    try:
+        endpoint = OpenAIEmbed(Parts(registry, service, settings, first))
+        body = EmbeddingsRequest(model="org/m", input=["one text"])
+        answers = await asyncio.gather(endpoint(body, 5.0), endpoint(body, 5.0))
+        assert loader.loads == ["org/m"]
+        assert all(float(answer.headers[LOAD_HEADER]) > 0 for answer in answers)
+        assert LOAD_HEADER not in (await endpoint(body, 5.0)).headers
+    finally:
+        service.close()
+
+
+async def test_without_first_request_loads_a_model_not_loaded_is_refused(parts):
+    parts, model, _ = parts
+    endpoint = OpenAIEmbed(Parts(NotYetLoaded(model), parts.service, parts.settings))
+    with pytest.raises(ModelNotLoaded):
+        await endpoint(EmbeddingsRequest(model="org/m", input=["one text"]), 5.0)

@@ -56,3 +56,19 @@ def test_a_process_is_alive_until_it_exits_even_before_it_is_reaped():
         child.kill()
         child.wait()
     assert not instances.alive(child.pid)
+
+
+def _vm_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+async def test_a_models_stubs_resident_memory_is_what_proc_says_of_them():
+    triton, stub = await start_fake_triton(IDLE, instance="m_0_0")
+    try:
+        held = instances.resident_by_model(triton.pid)
+        assert set(held) == {"m"}
+        assert abs(held["m"] - _vm_rss(stub)) < 1024 * 1024  # read moments apart
+    finally:
+        await stop(triton, stub)
+    assert instances.resident_bytes(stub) is None  # gone

@@ -1,0 +1,320 @@
+"""Models in memory, on the real gateway and tritonserver (docs/memory.md): loads on a
+model's first request, a memory budget that holds two of three tiny models, keep-alive and
+pinning. Every answer is compared with the library's own vectors.
+
+Two dense sentence-transformers (A, B: one Triton model each) and an OpenCLIP model (C: a
+text and an image tower) are converted once by the session gateway, which measures them;
+they are copied into this module's repository and served there by one gateway whose budget
+holds any two of them, never three. A request for C with an image that the test's image
+server holds back is a request in flight for as long as the test wants.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import threading
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests import tiny_models
+from tests.clip_model import build_tiny_clip, reference_model
+from tests.helpers import cosine_rows
+from tests.image_server import ImageServer
+
+from .conftest import model_stubs, start_gateway, wait_ready, wait_until
+
+A, B = "tiny/memory-a", "tiny/memory-b"
+MIB = 1024 * 1024
+LOAD_HEADER = "x-model-load-time-ms"
+# The image host the gateway may fetch from (127.0.0.1 it never may).
+IMAGE_HOST = "127.0.0.2"
+
+
+def png(seed: int) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 255, size=(40, 56, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+class Library:
+    """The library's own vectors for each model (normalized, as the APIs answer)."""
+
+    def __init__(self, dense: dict[str, object], clip):
+        self.dense = dense
+        self.clip = clip
+
+    def texts(self, model: str, texts: list[str]) -> np.ndarray:
+        if model in self.dense:
+            return self.dense[model].encode(texts, normalize_embeddings=True)
+        import torch
+
+        clip_model, _, tokenizer = self.clip
+        with torch.no_grad():
+            vectors = clip_model.encode_text(tokenizer(texts)).numpy()
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def images(self, blobs: list[bytes]) -> np.ndarray:
+        import torch
+
+        clip_model, preprocess, _ = self.clip
+        with torch.no_grad():
+            batch = torch.stack([preprocess(Image.open(io.BytesIO(blob))) for blob in blobs])
+            vectors = clip_model.encode_image(batch).numpy()
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def assert_parity(served, expected) -> None:
+    assert cosine_rows(served, expected).min() >= 0.9999
+    np.testing.assert_allclose(served, expected, atol=1e-4)
+
+
+class Served:
+    """This module's gateway, the models it serves (by key: what requests name) and the
+    library's twins of them."""
+
+    def __init__(self, gateway, library: Library, bodies: dict[str, dict], triton_names: dict[str, list[str]], images):
+        self.gateway = gateway
+        self.library = library
+        self.bodies = bodies  # how a request names each model
+        self.triton_names = triton_names
+        self.images = images
+        self.http = gateway.client(timeout=120)
+        self.texts = 0
+
+    def text(self, model: str) -> str:
+        self.texts += 1
+        return f"{tiny_models.WORDS[self.texts % len(tiny_models.WORDS)]} {model} request {self.texts}"
+
+    def infer(self, model: str, text: str | None = None, **headers: str) -> httpx.Response:
+        text = text or self.text(model)
+        answer = self.http.post("/infer", json={**self.bodies[model], "text": [text]}, headers=headers)
+        if answer.status_code == 200:
+            assert_parity(answer.json()["text_embeddings"], self.library.texts(model, [text]))
+        return answer
+
+    def loaded(self) -> dict[str, dict]:
+        """The loaded models, by the key requests name them by."""
+        keys = {body.get("pretrained", body["model_name"]): key for key, body in self.bodies.items()}
+        listed = self.http.get("/loaded_models").json()["models"]
+        return {keys[m.get("pretrained") or m["model_name"]]: m for m in listed}
+
+    def triton_pid(self) -> int:
+        return self.gateway.children("tritonserver")[0]
+
+    def stubs(self, model: str) -> list[int]:
+        return [pid for part in self.triton_names[model] for pid in model_stubs(self.triton_pid(), part)]
+
+
+def resident(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.fixture(scope="module")
+def converted(gateway, clip_configs, tmp_path_factory):
+    """The three models converted by the session gateway, each answered once there and
+    measured; copied into a repository of this module's own, then deleted from the session's
+    (other tests count its models). Yields the repository, the library's models, how a
+    request names each model, their Triton models and their memory there."""
+    from sentence_transformers import SentenceTransformer
+
+    sources = tmp_path_factory.mktemp("memory-models")
+    repository = tmp_path_factory.mktemp("memory-repository")
+    tiny_clip = build_tiny_clip(sources / "clip", seed=7, config_dir=clip_configs)
+    clip_key = f"{tiny_clip.model_name}:{tiny_clip.checkpoint}"
+    bodies = {
+        A: {"model_name": A}, B: {"model_name": B},
+        clip_key: {"model_name": tiny_clip.model_name, "pretrained": str(tiny_clip.checkpoint)},
+    }
+    dense = {}
+    with gateway.client(timeout=600) as http:
+        for seed, name in enumerate((A, B), start=31):
+            directory = tiny_models.dense_model(sources / name.replace("/", "-"), seed=seed)
+            dense[name] = SentenceTransformer(str(directory), device="cpu")
+            loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+            assert loaded.status_code == 200, loaded.text
+        loaded = http.post("/load_clip_model", json=bodies[clip_key])
+        assert loaded.status_code == 200, loaded.text
+        for body in bodies.values():
+            assert http.post("/infer", json={**body, "text": ["warm it"]}).status_code == 200
+        listed = {m.get("pretrained") or m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
+        triton_names, held = {}, {}
+        for key, body in bodies.items():
+            model = listed[body.get("pretrained", body["model_name"])]
+            triton_names[key], held[key] = model["triton_parts"], model["memory_bytes"]
+            for part in model["triton_parts"]:
+                shutil.copytree(gateway.repository / part, repository / part)
+            assert http.post("/delete_model", json=body).status_code == 200
+    return repository, Library(dense, reference_model(tiny_clip)), bodies, triton_names, held
+
+
+@pytest.fixture(scope="module")
+def images():
+    server = ImageServer(IMAGE_HOST)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def served(converted, clip_configs, images, tmp_path_factory):
+    repository, library, bodies, triton_names, held = converted
+    # Any two fit, the three do not: all three less half the smallest.
+    budget_mb = (sum(held.values()) - min(held.values()) / 2) / MIB
+    gateway = start_gateway(
+        repository, tmp_path_factory.mktemp("memory-logs") / "gateway.log",
+        load_on_first_request="true", memory_budget_mb=f"{budget_mb:.1f}", clip_model_config_dir=str(clip_configs),
+        image_fetch_allow=IMAGE_HOST, image_fetch_timeout_s="120", workers="1",
+    )
+    wait_ready(gateway)
+    serving = Served(gateway, library, bodies, triton_names, images)
+    try:
+        yield serving
+    finally:
+        serving.http.close()
+        gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def C(served) -> str:  # noqa: N802 - the third model, as A and B
+    return next(key for key in served.bodies if key not in (A, B))
+
+
+def first_request_loads(served: Served, model: str, after: int) -> int:
+    return served.gateway.log()[after:].count(f"model {model} loaded on its first request")
+
+
+def test_a_model_not_in_the_repository_is_never_converted(served):
+    start = len(served.gateway.log())
+    answer = served.http.post("/infer", json={"model_name": "tiny/never-converted", "text": ["anything"]})
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["error"]["code"] == "model_not_found"
+    assert "convert" not in served.gateway.log()[start:]
+
+
+def test_concurrent_first_requests_wait_for_one_load(served):
+    assert A not in served.loaded()
+    start = len(served.gateway.log())
+    texts = [served.text(A) for _ in range(6)]
+    answers: list[httpx.Response | None] = [None] * len(texts)
+
+    def send(i: int) -> None:
+        # Half through OpenAI's API: every API's requests load the model the same way.
+        with served.gateway.client(timeout=120) as http:
+            if i % 2:
+                answers[i] = http.post("/v1/embeddings", json={"model": A, "input": [texts[i]]})
+            else:
+                answers[i] = http.post("/infer", json={"model_name": A, "text": [texts[i]]})
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, answer in enumerate(answers):
+        assert answer is not None and answer.status_code == 200, answer and answer.text
+        body = answer.json()
+        vectors = [row["embedding"] for row in body["data"]] if i % 2 else body["text_embeddings"]
+        assert_parity(vectors, served.library.texts(A, [texts[i]]))
+    assert first_request_loads(served, A, start) == 1
+    # The one that started the load waited for it, and says so.
+    assert any(float(answer.headers.get(LOAD_HEADER, 0)) > 0 for answer in answers if answer is not None)
+
+
+def assert_memory_is_its_stubs(served: Served, model: str, stubs: int) -> None:
+    """/loaded_models and the metrics say what /proc says the model's stubs hold, within 20%."""
+    pids = served.stubs(model)
+    assert len(pids) == stubs
+    measured = sum(resident(pid) for pid in pids)
+    listed = served.loaded()[model]["memory_bytes"]
+    assert abs(listed - measured) <= 0.2 * measured, (listed, measured)
+    metric = served.gateway.metric("embedgate_model_memory_bytes", model=model, memory="host")
+    assert abs(metric - measured) <= 0.2 * measured, (metric, measured)
+
+
+def test_a_models_memory_is_its_stubs_resident_memory(served):
+    assert served.infer(A).status_code == 200
+    assert_memory_is_its_stubs(served, A, 1)
+
+
+def test_the_least_recently_used_idle_model_makes_room(served, C):
+    assert served.infer(B).status_code == 200  # A and B fit
+    assert served.infer(A).status_code == 200  # B is now the least recently used
+    start = len(served.gateway.log())
+    assert served.infer(C).status_code == 200
+    served.gateway.wait_log(f"model {B} unloaded (budget)", after=start)
+    assert set(served.loaded()) == {A, C}
+    assert served.gateway.metric("embedgate_model_unloads_total", model=B, reason="budget") >= 1
+    assert served.infer(A).status_code == 200 and served.infer(C).status_code == 200
+    assert_memory_is_its_stubs(served, C, 2)  # its text and image towers
+
+
+def test_a_model_with_a_request_in_flight_is_never_unloaded(served, C):
+    assert served.infer(A).status_code == 200
+    assert set(served.loaded()) == {A, C}
+    # C is the least recently used; a request for it held in flight (its image held back).
+    release = threading.Event()
+    image = png(5)
+    url = served.images.add("/held.png", image, headers={"Content-Type": "image/png"}, hold=release)
+    answer: list[httpx.Response] = []
+
+    def held_request() -> None:
+        with served.gateway.client(timeout=120) as http:
+            answer.append(http.post("/infer", json={**served.bodies[C], "image": [url]}))
+
+    held = threading.Thread(target=held_request)
+    held.start()
+    try:
+        wait_until(lambda: "/held.png" in served.images.requests, 60, "C's request fetching its image")
+        start = len(served.gateway.log())
+        assert served.infer(B).status_code == 200  # A made room, not C
+        served.gateway.wait_log(f"model {A} unloaded (budget)", after=start)
+        assert set(served.loaded()) == {B, C}
+        # B pinned, C in use: nothing idle frees enough for A.
+        pinned = served.http.post("/load_sentence_transformer_model", json={"model_name": B, "pinned": True})
+        assert pinned.status_code == 200 and pinned.json()["status"] == "already_loaded", pinned.text
+        assert served.loaded()[B]["pinned"] is True
+        refused = served.infer(A)
+        assert refused.status_code == 507, refused.text
+        message = refused.json()["error"]["message"]
+        assert "EMBEDGATE_MEMORY_BUDGET_MB" in message and f"{B}" in message and "pinned" in message
+        assert "in use" in message
+    finally:
+        release.set()
+        held.join()
+    assert answer[0].status_code == 200, answer[0].text
+    assert_parity(answer[0].json()["image_embeddings"], served.library.images([image]))
+    assert set(served.loaded()) == {B, C}
+    # C idle again: it makes room for A (B stays, pinned).
+    assert served.infer(A).status_code == 200
+    assert set(served.loaded()) == {A, B}
+
+
+def test_a_deadline_shorter_than_the_load(served, C):
+    assert C not in served.loaded()
+    start = len(served.gateway.log())
+    late = served.infer(C, **{"x-request-timeout": "0.001"})
+    assert late.status_code == 504, late.text
+    assert "still loading" in late.json()["error"]["message"]
+    served.gateway.wait_log(f"model {C} loaded on its first request", after=start)
+    answer = served.infer(C)
+    assert answer.status_code == 200 and LOAD_HEADER not in answer.headers
+    assert first_request_loads(served, C, start) == 1
+    assert set(served.loaded()) == {B, C}  # A made room (B is pinned)
+
+
+def test_an_idle_model_is_unloaded_after_its_keep_alive(served, C):
+    start = len(served.gateway.log())
+    loaded = served.http.post("/load_sentence_transformer_model", json={"model_name": A, "keep_alive": 0.2})
+    assert loaded.status_code == 200, loaded.text
+    served.gateway.wait_log(f"model {A} unloaded (idle)", after=start)
+    assert set(served.loaded()) == {B}  # C made room for A; B keeps the server's keep-alive, for ever
+    assert served.gateway.metric("embedgate_model_unloads_total", model=A, reason="idle") >= 1
+    assert served.infer(A).status_code == 200  # loaded again on its next request
