@@ -12,6 +12,7 @@ through the Ray nodes' environment). The replicas are deployed with ``embedgate 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -51,6 +52,10 @@ NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 # From a worker node's loss to the first 200 after which nothing failed (the survivor serving
 # alone), measured 0.1-1.9 s on 2 cores beside other test runs; the bound leaves room for more load.
 NODE_LOSS_BOUND_S = 30.0
+# The replicas' EMBEDGATE_TRITON_STARTUP_TIMEOUT_S: past it, a replica whose tritonserver is
+# not ready fails Serve's health check and is replaced. Shorter than the default 60 s so the
+# test waits less; a replica's tritonserver (no model loaded at its start) is ready in a few.
+STARTUP_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -81,7 +86,7 @@ class Deployment:
             # Small chunks: a short job still spreads over every replica.
             "--batch-chunk-texts", "25",
         ]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "EMBEDGATE_TRITON_STARTUP_TIMEOUT_S": str(STARTUP_TIMEOUT_S)}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
@@ -250,21 +255,34 @@ async def test_requests_keep_succeeding_when_one_replicas_triton_dies(ray_app, l
     assert replacement != victim
 
 
-def test_a_replica_that_dies_is_replaced_by_one_that_serves_without_a_load_call(ray_app, library):
+def test_a_replica_whose_triton_stays_down_past_the_startup_timeout_is_replaced_by_one_that_serves_at_once(
+    ray_app, library
+):
+    """A replica alive but without a tritonserver that answers (stopped: it neither exits,
+    which the supervisor would restart, nor gets ready) fails Serve's health check once the
+    startup timeout has passed, and Serve replaces it; the successor serves the model
+    without a load call. (A replica that dies outright is replaced too: the node loss.)"""
     replicas = ray_app.wait_replicas(len(ray_app.replicas()))
-    dead = replicas[0]
-    (its_triton,) = tritonserver_of(dead)
-    os.kill(dead["pid"], signal.SIGKILL)
+    stuck = replicas[0]
+    (its_triton,) = tritonserver_of(stuck)
+    os.kill(its_triton, signal.SIGSTOP)
+    stopped = time.monotonic()
 
     def replaced() -> list[dict]:
         now = ray_app.replicas()
         ids = {r["replica_id"] for r in now}
         running = len(now) == len(replicas) and all(r["state"] == "RUNNING" for r in now)
-        return now if running and dead["replica_id"] not in ids else []
+        return now if running and stuck["replica_id"] not in ids else []
 
-    (successor,) = [r for r in wait_until(replaced, 600, "Serve to replace the replica") if r not in replicas]
-    # The dead replica's tritonserver went with it; the successor has its own.
-    wait_until(lambda: its_triton not in tritonservers(), 120, "the dead replica's tritonserver to exit")
+    try:
+        (successor,) = [r for r in wait_until(replaced, 600, "Serve to replace the replica") if r not in replicas]
+        # Not before the timeout: a tritonserver restarting is waited for, not replaced.
+        assert time.monotonic() - stopped > STARTUP_TIMEOUT_S
+        # The replaced replica's tritonserver went with it, stopped as it was; the successor has its own.
+        wait_until(lambda: its_triton not in tritonservers(), 120, "the replaced replica's tritonserver to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(its_triton, signal.SIGCONT)
     assert len(tritonserver_of(successor)) == 1
     text = "served by a replica that never saw the load"
     answers = embed_until_every_replica_answers(ray_app, text, len(replicas))

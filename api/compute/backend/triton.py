@@ -29,8 +29,11 @@ from . import resend
 from .base import HostMemory, LostListener, RestartListener, Tensors
 
 log = logging.getLogger("embedgate.registry")
-# How long an external Triton's readiness answer is reused (health checks stay cheap).
+# How long Triton's own answer to "ready?" is reused (health checks stay cheap), and how
+# long one is waited for: a tritonserver that runs but does not answer (hung, stopped) is
+# not ready, however long ago it started.
 READY_CACHE_S = 1.0
+READY_ASK_TIMEOUT_S = 3.0
 # What Triton says of a model it holds.
 HOLDING = ("READY", "LOADING")
 
@@ -72,12 +75,16 @@ class TritonBackend:
         return self.triton is None or self.triton.embedded
 
     async def ready(self) -> bool:
-        if self.triton is not None and self.triton.embedded:
-            return self.triton.is_ready()
-        # External Triton: ask it, at most once a second.
+        """Triton answers that it is ready (asked at most once a second); an embedded one
+        must also be running as its supervisor sees it (not starting, not restarting)."""
+        if self.triton is not None and self.triton.embedded and not self.triton.is_ready():
+            return False
         checked_at, ready = self._ready_at
         if time.monotonic() - checked_at > READY_CACHE_S:
-            ready = await self.client.is_ready()
+            try:
+                ready = await asyncio.wait_for(self.client.is_ready(), READY_ASK_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                ready = False
             self._ready_at = (time.monotonic(), ready)
         return ready
 

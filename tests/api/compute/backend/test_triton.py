@@ -1,14 +1,16 @@
 """The Triton backend's side of a model's life, over a fake Triton client and server: a
 model of several parts is loaded whole or not at all, a load Triton died under is made
-again once it is back, an external Triton already serving a model keeps it, and what
-Triton holds and reports is read through it."""
+again once it is back, an external Triton already serving a model keeps it, what
+Triton holds and reports is read through it, and a Triton that does not answer is not ready."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
 
+from embedgate.api.compute.backend import triton as triton_backend
 from embedgate.api.compute.backend.triton import TritonBackend
 from embedgate.api.errors import TritonConnectionLost, TritonError
 
@@ -103,7 +105,7 @@ async def test_what_triton_holds_and_reports_is_read_through_it():
     assert await backend.held() == {"a", "b"}
     assert backend.restarts == 3
     assert await backend.statistics() == [{"name": "m", "inference_count": 1}]
-    # An external Triton's readiness is asked of it at most once a second.
+    # Triton's readiness is asked of it at most once a second.
     assert await backend.ready() and await backend.ready()
     assert client.ready_asked == 1
 
@@ -112,3 +114,29 @@ async def test_a_model_the_gateway_computes_whole_loads_nothing():
     client = FakeClient()
     await TritonBackend(client, FakeTriton(embedded=False)).load(model())
     assert client.loads == []
+
+
+class SilentClient(FakeClient):
+    """A tritonserver that runs but never answers (hung, or stopped)."""
+
+    async def is_ready(self) -> bool:
+        self.ready_asked += 1
+        await asyncio.Event().wait()
+
+
+class Restarting(FakeTriton):
+    def is_ready(self) -> bool:
+        return False
+
+
+async def test_an_embedded_triton_that_runs_but_does_not_answer_is_not_ready(monkeypatch):
+    monkeypatch.setattr(triton_backend, "READY_ASK_TIMEOUT_S", 0.05)
+    # Its supervisor sees it running: only asking it finds it does not answer.
+    silent = SilentClient()
+    assert not await TritonBackend(silent, FakeTriton()).ready()
+    assert silent.ready_asked == 1
+    answering = FakeClient()
+    assert await TritonBackend(answering, FakeTriton()).ready()
+    # One its supervisor is (re)starting is not ready, and is not asked.
+    assert not await TritonBackend(answering, Restarting()).ready()
+    assert answering.ready_asked == 1
