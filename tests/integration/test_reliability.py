@@ -6,8 +6,10 @@ deadline of one second and conversions cut after one second)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -17,9 +19,14 @@ import httpx
 import numpy as np
 import pytest
 
+from embedgate.api.compute.scheduling.batching import BatchingPolicy
+from embedgate.api.settings import Settings
+from embedgate.contract.spec import EMBEDDING
+from embedgate.converters import triton_config
 from tests.helpers import cosine_rows
+from tests.run_shared import SERVED, link_or_copy
 
-from .conftest import MINILM, processes, start_gateway, wait_ready, wait_until_async
+from .conftest import MINILM, MINILM_TRITON_NAME, processes, start_gateway, wait_ready, wait_until_async
 
 USER = {"authorization": "Bearer user-key"}
 ADMIN = {"authorization": "Bearer admin-key"}
@@ -35,19 +42,46 @@ LIMITS = dict(
 )
 
 
+def published_with_tritons_queue(published: Path, repository: Path, settings: Settings) -> None:
+    """The session's MiniLM conversion (``published``) in ``repository`` as a gateway with
+    ``settings`` publishes it: Triton's dynamic batcher and queue policy in its config, built
+    by the converter's own code from the options the gateway's batching policy gives
+    (``tests/converters/test_triton_config.py`` checks that the converter writes them), and
+    in its metadata. Only the batcher differs: the ONNX graphs, the parity checks and the
+    rest of the config are the same conversion's, so MiniLM is not converted again here.
+    Files are hard links to the session's: the two rewritten are new files."""
+    target = repository / published.name
+    shutil.copytree(published, target, copy_function=link_or_copy, ignore=SERVED)
+    options = BatchingPolicy(settings).triton_options("sentence_transformers")
+    config_file, metadata_file = target / "config.pbtxt", target / "metadata.json"
+    config = triton_config.parse(config_file.read_text())
+    built = triton_config.build_text_model_config(config.name, EMBEDDING, config.output[0].dims[0], options)
+    config.dynamic_batching.CopyFrom(built.dynamic_batching)
+    metadata = json.loads(metadata_file.read_text())
+    metadata["dynamic_batching"] = options.dynamic_batching
+    for path, text in ((config_file, triton_config.render(config)), (metadata_file, json.dumps(metadata, indent=2))):
+        path.unlink()
+        path.write_text(text)
+
+
 @pytest.fixture(scope="module")
-def strict(tmp_path_factory):
+def strict(gateway, minilm_published, tmp_path_factory):
     """A gateway with API keys, 8 requests in flight per model and a Triton queue of 2
-    (Triton's dynamic batcher)."""
+    (Triton's dynamic batcher), on a repository of its own: the session's MiniLM with this
+    gateway's Triton batcher and queue policy written into it."""
     root = tmp_path_factory.mktemp("strict")
-    gateway = start_gateway(root / "repo", root / "gateway.log", **LIMITS)
+    published_with_tritons_queue(gateway.repository / MINILM_TRITON_NAME, root / "repo", Settings(**LIMITS))
+    policy = triton_config.parse((root / "repo" / MINILM_TRITON_NAME / "config.pbtxt").read_text())
+    assert policy.dynamic_batching.default_queue_policy.max_queue_size == 2
+    strict = start_gateway(root / "repo", root / "gateway.log", **LIMITS)
     try:
-        with gateway.client() as http:
+        with strict.client() as http:
             response = http.post("/load_sentence_transformer_model", json={"model_name": MINILM}, headers=ADMIN)
             assert response.status_code == 200, response.text
-        yield gateway
+            assert response.json()["converted"] is False
+        yield strict
     finally:
-        gateway.stop()
+        strict.stop()
 
 
 # No warm converter: the conversion past its limit is a process of its own, ended at 1 s
