@@ -71,7 +71,8 @@ class Gateway:
         return self.host.restoring
 
     async def start(self) -> None:
-        triton = await TritonBackend.started(self.settings, self.cluster.triton() if self.cluster else None)
+        shared = self.cluster.triton() if self.cluster else None
+        triton = await TritonBackend.started(self.settings, shared)
         self.backend = self._backend(triton)
         await self.host.start(self.backend)
         self.registry = self.host.registry
@@ -81,8 +82,13 @@ class Gateway:
         # A call that met a model's dead process: whoever loads models here loads it again.
         triton.reload_lost = self.models.reload_lost
         self.embeddings = EmbeddingService(self.settings, self.backend)
+        # Loads on a request's behalf are made by whoever loads into the Triton this gateway
+        # serves through: a worker's primary; a single gateway's, or a Ray replica's, own
+        # registry (a replica's budget is its own, the desired state what admins loaded).
+        loads_for_requests = self.models if shared is not None else self.registry
         first_requests = (
-            FirstRequestLoads(lambda: self.models, self.registry.residency) if self.settings.load_on_first_request else None
+            FirstRequestLoads(lambda: loads_for_requests, self.registry.residency)
+            if self.settings.load_on_first_request else None
         )
         self.endpoints = Endpoints(self.registry, self.embeddings, self.settings, first_requests)
         self.jobs = self._jobs()

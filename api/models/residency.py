@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +40,9 @@ log = logging.getLogger("embedgate.residency")
 KEEP_ALIVE_TICK_S = 0.25
 # A model's memory, by memory ("host", "gpu"): what it holds where it was measured.
 Figures = dict[str, int]
+# The use other processes make of the models, by model: in use there, and seconds idle there
+# (a workers' primary asks its workers; a model no other process serves is not listed).
+Uses = dict[str, tuple[bool, float]]
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,11 @@ class Residency:
         # Requests waiting for a model's load (``first_request.py``), by model.
         self.waiting: Counter[str] = Counter()
         self._budget_lock = asyncio.Lock()
+        # Where other processes serve these models (a workers' primary: its workers, which
+        # take its requests), how they use them: asked before each decision.
+        self.used_elsewhere: Callable[[], Awaitable[Uses]] | None = None
+        # False in a gateway worker: its primary loads, unloads and keeps the terms.
+        self.decides = True
 
     @property
     def budgeted(self) -> bool:
@@ -106,6 +114,14 @@ class Residency:
 
     def in_use(self, model: ServedModel) -> bool:
         return model.inflight > 0 or model.bulk_calls > 0 or self.waiting[model.name] > 0
+
+    def uses(self) -> Uses:
+        """This process's use of its models (what a gateway worker tells its primary)."""
+        now = time.monotonic()
+        return {model.name: (self.in_use(model), now - model.last_used) for model in self.owner.loaded()}
+
+    async def _elsewhere(self) -> Uses:
+        return {} if self.used_elsewhere is None else await self.used_elsewhere()
 
     def _busy(self, model: ServedModel) -> bool:
         """In use, or being loaded again or unloaded (its lock held)."""
@@ -157,7 +173,7 @@ class Residency:
         for _ in range(3):  # an unload that found its model busy meanwhile: choose again
             figures = await self.figures()
             expected = self._known.get(key) or self._typical(figures, len(parts))
-            chosen = to_unload(self._holders(figures, key), expected, self.budgets, key)
+            chosen = to_unload(self._holders(figures, key, await self._elsewhere()), expected, self.budgets, key)
             if not chosen:
                 return
             if all([await self.unload(holder.name, "budget") for holder in chosen]):
@@ -179,7 +195,7 @@ class Residency:
         """After ``key`` loaded: where it took more than expected, idle models unloaded until
         the budget holds again (never ``key`` itself)."""
         figures = await self.figures()
-        holders = self._holders(figures, key)
+        holders = self._holders(figures, key, await self._elsewhere())
         try:
             chosen = to_unload(holders, figures.get(key, {}), self.budgets, key)
         except MemoryBudgetExceeded as refused:  # it is loaded: past the budget until models go idle
@@ -188,12 +204,18 @@ class Residency:
         for holder in chosen:
             await self.unload(holder.name, "budget")
 
-    def _holders(self, figures: dict[str, Figures], loading: str) -> list[Holder]:
-        return [
-            Holder(model.name, figures.get(model.name, {}), model.last_used, self._busy(model), self.terms(model.name).pinned)
-            for model in self.owner.loaded()
-            if model.name != loading
-        ]
+    def _holders(self, figures: dict[str, Figures], loading: str, elsewhere: Uses) -> list[Holder]:
+        now = time.monotonic()
+        holders = []
+        for model in self.owner.loaded():
+            if model.name == loading:
+                continue
+            busy, last_used = self._busy(model), model.last_used
+            if model.name in elsewhere:
+                in_use, idle_s = elsewhere[model.name]
+                busy, last_used = busy or in_use, max(last_used, now - idle_s)
+            holders.append(Holder(model.name, figures.get(model.name, {}), last_used, busy, self.terms(model.name).pinned))
+        return holders
 
     async def unload(self, key: str, reason: str) -> bool:
         """``key`` unloaded by the server itself (``reason``: "budget", "idle") where it is
@@ -225,11 +247,18 @@ class Residency:
             await self.expire(time.monotonic())
 
     async def expire(self, now: float) -> None:
-        """Unload each model idle since before ``now`` less its keep-alive."""
-        for model in self.owner.loaded():
-            keep = self.keep_alive_s(model.name)
-            if keep >= 0 and not self.in_use(model) and now - model.last_used >= keep:
-                try:
-                    await self.unload(model.name, "idle")
-                except EmbedgateError as exc:
-                    log.error("could not unload idle model %s: %s", model.name, exc.message)
+        """Unload each model idle since before ``now`` less its keep-alive (here and wherever
+        else it is served)."""
+        due = [
+            (model, keep) for model in self.owner.loaded()
+            if (keep := self.keep_alive_s(model.name)) >= 0 and not self.in_use(model) and now - model.last_used >= keep
+        ]
+        elsewhere = await self._elsewhere() if due else {}
+        for model, keep in due:
+            in_use, idle_s = elsewhere.get(model.name, (False, now - model.last_used))
+            if in_use or idle_s < keep:
+                continue
+            try:
+                await self.unload(model.name, "idle")
+            except EmbedgateError as exc:
+                log.error("could not unload idle model %s: %s", model.name, exc.message)

@@ -3,7 +3,7 @@
 
 Counters, histograms and most gauges add up (requests, seconds, requests in flight, CPU
 seconds, memory, the response caches' bytes). Gauges that every process reports alike
-(Triton's state, which models are loaded) take the largest value, and a process's start
+(Triton's state, which models are loaded and the memory they hold) take the largest value, and a process's start
 time the earliest. A series only some processes have is kept as they report it.
 """
 
@@ -22,6 +22,8 @@ SAME_IN_EVERY_PROCESS = frozenset(
         "embedgate_triton_metrics_up",
         "embedgate_triton_restarts",
         "embedgate_model_loaded",
+        "embedgate_model_memory_bytes",
+        "embedgate_memory_budget_bytes",
         "process_max_fds",
     }
 )

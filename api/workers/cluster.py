@@ -45,7 +45,6 @@ class SharedTriton:
     # Someone here watches it (the primary): the gateway trusts is_ready() and does not
     # poll it or reload what it lost.
     embedded = True
-    pid = None
 
     def __init__(self, cluster: WorkerCluster):
         self._cluster = cluster
@@ -63,6 +62,11 @@ class SharedTriton:
         self.serving = state["serving"]
         self.restarts = state["restarts"]
         self._triton_pid = state.get("triton_pid")
+
+    @property
+    def pid(self) -> int | None:
+        """The primary's tritonserver (its models' memory is read from /proc, on this host)."""
+        return self._triton_pid
 
     def is_ready(self) -> bool:
         return self.ready
@@ -152,6 +156,8 @@ class WorkerCluster:
         """Serve the primary's models before the app starts (and so before this worker
         listens)."""
         self._gateway = gateway
+        assert self._registry is not None
+        self._registry.result().residency.decides = False  # the primary does, for every worker
         await self._sync(*self._hello_models)
 
     async def gather_metrics(self, own: bytes) -> list[bytes]:
@@ -165,6 +171,7 @@ class WorkerCluster:
             "sync": self._sync,
             "state": self._state,
             "own_metrics": self._own_metrics,
+            "uses": self._uses,
             "progress": self._relay_progress,
             "process_replaced": self._process_replaced,
         }
@@ -241,6 +248,10 @@ class WorkerCluster:
         """Wait until this worker has applied ``revision`` of the primary's models."""
         async with self._applied:
             await self._applied.wait_for(lambda: self._revision >= revision)
+
+    async def _uses(self) -> dict[str, tuple[bool, float]]:
+        """How this worker uses its models, for the primary's memory budget and keep-alive."""
+        return {} if self._gateway is None else self._gateway.registry.residency.uses()
 
     async def _own_metrics(self) -> bytes:
         if self._gateway is None:

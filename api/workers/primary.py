@@ -29,6 +29,7 @@ from ..jobs.queue import LocalQueue, forwarded
 from ..models.host import ModelHost
 from ..models.progress import Progress
 from ..models.refs import ModelRef
+from ..models.residency import Uses
 from ..settings import Settings
 from ..telemetry import scrape
 from ..triton.server import TritonServer
@@ -71,6 +72,8 @@ class Primary:
         await self.host.start(await TritonBackend.started(self.settings, self.triton))
         self.host.registry.on_change = self.publish
         self.host.registry.lost.on_replaced = self._process_replaced
+        # The workers take the requests: the memory budget and keep-alive ask them how they use the models.
+        self.host.registry.residency.used_elsewhere = self._uses
         settings = self.settings
         coordinator = open_coordinator(settings.model_repository, settings.jobs_state_dir, lease_s=settings.batch_lease_s)
         self._jobs = LocalQueue(coordinator)
@@ -183,6 +186,23 @@ class Primary:
         """A worker's call of the coordinator (``PrimaryQueue``)."""
         assert self._jobs is not None
         return await forwarded(self._jobs, name)(*args, **kwargs)
+
+    async def _uses(self) -> Uses:
+        """How the workers use the models: in use in any of them, idle as long as the least idle.
+        A worker that does not answer is taken to use every model (none is unloaded for it)."""
+        peers = list(self.peers)
+        answers = await asyncio.gather(
+            *(asyncio.wait_for(peer.call("uses"), METRICS_TIMEOUT_S) for peer in peers), return_exceptions=True
+        )
+        uses: Uses = {}
+        for peer, answer in zip(peers, answers):
+            if isinstance(answer, BaseException):
+                log.warning("gateway worker %s did not say how it uses its models: %r", self.peers.get(peer), answer)
+                answer = {model.name: (True, 0.0) for model in self.host.registry.loaded()}
+            for name, (in_use, idle_s) in answer.items():
+                was_in_use, was_idle_s = uses.get(name, (False, idle_s))
+                uses[name] = (was_in_use or in_use, min(was_idle_s, idle_s))
+        return uses
 
     async def _gather_metrics(self, asking: int) -> list[bytes]:
         """This process's metrics text (its conversions, its CPU) and every worker's but

@@ -72,6 +72,7 @@ class FakeResidency:
     """No budget, nothing measured: the registry's residency where no Triton runs."""
 
     budgets: dict = {}
+    decides = True
 
     async def figures(self):
         return {}

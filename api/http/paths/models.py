@@ -182,8 +182,9 @@ async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
             _info(m.metadata, True, gpu_memory).model_copy(
                 update={
                     "memory_bytes": memory.get(m.name, {}).get("host"),
-                    "pinned": residency.terms(m.name).pinned,
-                    "keep_alive_s": residency.keep_alive_s(m.name),
+                    # A gateway worker's primary keeps what each load said.
+                    "pinned": residency.terms(m.name).pinned if residency.decides else None,
+                    "keep_alive_s": residency.keep_alive_s(m.name) if residency.decides else None,
                 }
             )
             for m in gateway.registry.loaded()

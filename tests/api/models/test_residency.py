@@ -172,3 +172,27 @@ async def test_a_reload_with_terms_keeps_what_it_does_not_say():
     assert residency.terms("m").pinned is True and residency.keep_alive_s("m") == 5
     residency.agreed("m", fresh=True)  # loaded anew: the server's terms
     assert residency.terms("m").pinned is False and residency.keep_alive_s("m") == -1
+
+
+async def test_where_other_processes_serve_the_models_their_use_counts():
+    """A workers' primary serves no request itself: its workers say which models they use."""
+    residency, registry, meter = resident(("a", 100, 1.0), ("b", 100, 2.0), ("c", 100, 3.0))
+    told = {"a": (True, 0.0), "b": (False, 0.0)}  # a in use in a worker, b used there just now
+
+    async def elsewhere():
+        return told
+
+    residency.used_elsewhere = elsewhere
+    await load(residency, registry, meter, "d", 100)
+    assert registry.stopped == ["c"]
+
+
+async def test_a_model_used_elsewhere_within_its_keep_alive_stays():
+    residency, registry, _ = resident(("a", 10, 0.0), ("b", 10, 0.0), keep_alive_s=5)
+
+    async def elsewhere():
+        return {"a": (False, 1.0), "b": (False, 60.0)}
+
+    residency.used_elsewhere = elsewhere
+    await residency.expire(now=100.0)
+    assert registry.stopped == ["b"]

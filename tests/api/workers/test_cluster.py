@@ -29,6 +29,7 @@ class FakeRegistry:
         self.served: dict[str, object] = {}
         self.adopted: list[str] = []
         self.missing = set(missing)
+        self.residency = SimpleNamespace(decides=True)
 
     async def adopt(self, key):
         await asyncio.sleep(0)
@@ -120,6 +121,7 @@ async def test_ready_once_the_primary_restored_and_this_worker_took_its_models()
     # The models the primary serves are taken before the app starts.
     await worker.attached(gateway)
     assert set(registry.served) == {"org/m"}
+    assert not registry.residency.decides  # the primary keeps what loads said, and unloads
     assert not gateway.applied
     await worker._state({**state, "restored": True})
     assert gateway.applied
