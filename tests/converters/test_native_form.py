@@ -18,25 +18,32 @@ from tritonclient.grpc import model_config_pb2 as pb
 from embedgate.contract.preprocess.text import TextTokenizer, bucket_length
 from embedgate.contract.spec import METADATA_FILE, ONNX_FILE, TOKENIZER_DIR, ModelMetadata
 from embedgate.converters.triton_config import parse
+from tests import tiny_models
 from tests.helpers import cosine_rows
-
-from .conftest import MINILM
 
 ONNX_TYPES = {onnx.TensorProto.INT64: pb.TYPE_INT64, onnx.TensorProto.FLOAT: pb.TYPE_FP32}
 
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory, run_conversion) -> Path:
+def tiny(tmp_path_factory) -> Path:
+    """A tiny dense model (a conversion of seconds): what is checked here is the form's
+    config, graph and batching, not MiniLM's numbers."""
+    return tiny_models.dense_model(tmp_path_factory.mktemp("native_model") / "model", seed=8)
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory, run_conversion, tiny) -> Path:
     repository = tmp_path_factory.mktemp("native_repository")
     spec = {
-        "model_name": MINILM,
-        "triton_name": "minilm",
+        "model_name": "org/tiny",
+        "model_path": str(tiny),
+        "triton_name": "tiny",
         "repository": str(repository),
         "triton": {"form": "onnxruntime", "instance_kind": "gpu", "max_batch_size": 32},
     }
     run = run_conversion(spec)
     assert run.returncode == 0, run.stderr
-    return repository / "minilm"
+    return repository / "tiny"
 
 
 def test_config_parses_and_matches_the_onnx_graph(native):
@@ -61,17 +68,20 @@ def test_config_parses_and_matches_the_onnx_graph(native):
             assert not axis.HasField("dim_value") or axis.dim_value == dim, tensor.name
 
 
-def test_bucketed_requests_batch_together_and_match_pytorch(native, minilm):
+def test_bucketed_requests_batch_together_and_match_pytorch(native, tiny):
+    from sentence_transformers import SentenceTransformer
+
     metadata = ModelMetadata.model_validate_json((native / METADATA_FILE).read_text())
     tokenizer = TextTokenizer(
         native / TOKENIZER_DIR / "tokenizer.json", metadata.max_seq_length, metadata.strip_whitespace
     )
+    # Of the tiny model's own words (tests/tiny_transformers.WORDS, a token each).
     texts = [
-        "Short one.",
-        "A somewhat longer sentence, still short.",
-        "Triton batches requests of one shape together, so the gateway pads to buckets.",
-        "Eleven tokens or so in this sentence right here.",
-        "A much longer sentence " * 100,  # truncated to the max length, the last bucket
+        "hello world",
+        "the quick brown fox jumps over the lazy dog",
+        "a man is eating food at the bank and the stocks fell",
+        "the model server is a search server for text and the query is a document with an embedding of the world",
+        "an awesome movie with a lazy dog " * 20,  # truncated to the max length, the last bucket
     ]
     # One request per text, tokenized as the gateway does for this form.
     requests = [tokenizer.encode([text], pad_to_bucket=True) for text in texts]
@@ -97,4 +107,5 @@ def test_bucketed_requests_batch_together_and_match_pytorch(native, minilm):
         }
         (output,) = session.run(["embedding"], feeds)
         served[members] = output
-    assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+    library = SentenceTransformer(str(tiny), device="cpu")
+    assert cosine_rows(served, library.encode(texts)).min() >= 0.9999
