@@ -16,6 +16,7 @@ from embedgate.contract.kinds.dense import DenseInfo
 from embedgate.contract.repository.publish import STAGING_DIR
 from embedgate.contract.spec import ATTENTION_MASK, EMBEDDING, INPUT_IDS, ModelMetadata
 from embedgate.converters.triton_config import parse
+from tests import tiny_models
 from tests.helpers import cosine_rows
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -207,11 +208,15 @@ def test_a_model_not_on_this_host_with_downloads_off_exits_10_with_a_json_error(
 
 
 def test_parity_failure_exits_3_and_publishes_nothing(tmp_path, run_conversion):
-    # No embedding reaches cosine 1.5: the check must refuse to publish.
-    run = run_conversion(
-        {"model_name": MINILM, "triton_name": "minilm", "repository": str(tmp_path), "parity_threshold": 1.5}
-    )
+    # No embedding reaches cosine 1.5: the check must refuse to publish. A tiny model's
+    # conversion takes the same steps as MiniLM's, in seconds.
+    model, repository = tiny_models.dense_model(tmp_path / "model"), tmp_path / "repository"
+    repository.mkdir()
+    run = run_conversion({
+        "model_name": "org/tiny", "model_path": str(model), "triton_name": "tiny", "repository": str(repository),
+        "parity_threshold": 1.5,
+    })
 
     assert run.returncode == 3, run.stderr[-3000:]
     assert "min cosine" in run.last_line["error"]
-    assert list(tmp_path.iterdir()) == []
+    assert list(repository.iterdir()) == []
