@@ -54,3 +54,24 @@ def test_a_new_model_gets_gpu_instances_where_the_registrys_backend_serves_on_a_
         registry = ModelRegistry(settings, SimpleNamespace(has_gpu=lambda gpu=gpu: gpu))
         chosen = conversion_spec(settings, str(tmp_path), registry.batching, ModelRef.named("org/m")).triton
         assert chosen.instance_kind == kind
+
+
+async def test_a_load_from_the_repository_never_converts(tmp_path, monkeypatch):
+    """What a request's load asks (``from_repository``): a model the repository lacks is not
+    found, never converted."""
+    import pytest
+
+    from embedgate.api.errors import ModelNotFound
+    from embedgate.api.models import loading
+
+    async def convert(*args, **kwargs):
+        raise AssertionError("converted")
+
+    monkeypatch.setattr(loading, "convert", convert)
+    settings = Settings(model_repository=tmp_path / "repository", repository_cache=tmp_path)
+    (tmp_path / "repository").mkdir()
+    registry = ModelRegistry(settings, SimpleNamespace(has_gpu=lambda: False))
+    with pytest.raises(ModelNotFound):
+        await registry.load_sentence_transformer("org/m", from_repository=True)
+    with pytest.raises(ModelNotFound):
+        await registry.load_clip("ViT-B-32", "laion2b_s34b_b79k", from_repository=True)

@@ -140,8 +140,10 @@ async def test_a_model_is_expected_to_hold_what_it_held_when_last_measured():
 
 async def test_a_model_of_several_parts_is_expected_to_hold_as_many_times_the_mean_part():
     residency, registry, meter = resident(("a", 100, 1.0), ("b", 100, 2.0))
-    await load(residency, registry, meter, "clip", 200, parts=2)  # 100 + 100 + 2 x 100 > 300
-    assert registry.stopped == ["a"]
+    model = FakeModel("clip", 100.0, parts=2)
+    async with residency.loading("clip", model.triton_names):
+        assert registry.stopped == ["a"]  # 100 + 100 + 2 x 100 > 300: room made before the load
+        registry.models["clip"], meter.mib["clip"] = model, 200
 
 
 async def test_no_budget_unloads_nothing_but_still_measures():
