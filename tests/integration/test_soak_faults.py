@@ -152,7 +152,13 @@ async def test_every_fault_in_turn_under_load_loses_nothing(soaked, minilm, tmp_
             broken_by_kill.append({id(a) for _, a in everything if isinstance(a, Exception)} - before)
             await go_on("after the worker's death")
 
-            # 4. A conversion, killed once it is loading the model: nothing published.
+            # 4. A conversion, killed once it is loading the model: nothing published. The
+            # churned model's own conversion (its first load's) over first: on a starved
+            # machine it can still run here, and the kill would take it too.
+            await wait_until_async(
+                lambda: any(step == "load" and getattr(answer, "status_code", None) == 200 for step, answer in churn_log),
+                300, "the churned model's first load",
+            )
             at = len(soaked.log())
             crash = asyncio.create_task(
                 admin.post("/load_sentence_transformer_model", json={"model_name": "soak/crashed", "model_path": str(crashed_dir)})
