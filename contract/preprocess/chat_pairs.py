@@ -59,7 +59,7 @@ class ChatPairTokenizer(PairTokenizer):
         return rendering.render(query, document, prompt)
 
     def encode(self, pairs: list, pad_to_bucket: bool = False) -> TokenBatch:  # type: ignore[override]
-        encodings = self._tokenizer.encode_batch([self.render(pair) for pair in pairs], add_special_tokens=False)
+        encodings = self._tokenizer.encode_batch_fast([self.render(pair) for pair in pairs], add_special_tokens=False)
         rows = [list(encoding.ids) for encoding in encodings]
         if self.template.restore_suffix:
             for pair, ids in zip(pairs, rows):

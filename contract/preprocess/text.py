@@ -94,8 +94,11 @@ class TextTokenizer:
         self._whole: Tokenizer | None = None
 
     def encodings(self, texts: list[str]) -> list:
+        """Each text's encoding: its ids, type ids, special tokens and whether it was cut, not
+        its offsets (``encode_batch_fast``: the same ids for about a fifth less CPU; what
+        needs offsets tokenizes with :meth:`whole`)."""
         prepared = [t.strip() for t in texts] if self.strip_whitespace else texts
-        return self._tokenizer.encode_batch(prepared, add_special_tokens=self.add_special_tokens)
+        return self._tokenizer.encode_batch_fast(prepared, add_special_tokens=self.add_special_tokens)
 
     def encode(self, texts: list[str], pad_to_bucket: bool = False) -> TokenBatch:
         return _batch(self.encodings(texts), pad_to_bucket, self.max_length)
@@ -129,5 +132,5 @@ class PairTokenizer(TextTokenizer):
     def encode(self, pairs: list[tuple[str, str] | str], pad_to_bucket: bool = False) -> TokenBatch:
         if self.strip_whitespace:
             pairs = [pair.strip() if isinstance(pair, str) else (pair[0].strip(), pair[1].strip()) for pair in pairs]
-        encodings = self._tokenizer.encode_batch(pairs)
+        encodings = self._tokenizer.encode_batch_fast(pairs)
         return _batch(encodings, pad_to_bucket, self.max_length, self.type_ids)

@@ -82,7 +82,7 @@ class MessageTokenizer(TextTokenizer):
         return (batch.input_ids == self.template.image_token_id).astype(np.int64) * batch.attention_mask
 
     def _ids(self, rendered: list[str]) -> list[list[int]]:
-        return [encoding.ids for encoding in self._tokenizer.encode_batch(rendered, add_special_tokens=False)]
+        return [encoding.ids for encoding in self._tokenizer.encode_batch_fast(rendered, add_special_tokens=False)]
 
     def _kept(self, row: list[int]) -> list[int]:
         """A row as the library keeps it: one that reaches the max length cut there, the

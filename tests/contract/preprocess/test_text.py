@@ -34,9 +34,9 @@ def test_stripping_follows_the_models_metadata(minilm_path, strip, expected):
     seen = []
 
     class Spy:
-        def encode_batch(self, texts, add_special_tokens=True):
+        def encode_batch_fast(self, texts, add_special_tokens=True):
             seen.extend(texts)
-            return real.encode_batch(texts, add_special_tokens=add_special_tokens)
+            return real.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
 
     tokenizer._tokenizer = Spy()
     tokenizer.encode([" x "])
