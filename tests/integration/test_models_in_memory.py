@@ -11,6 +11,7 @@ server holds back is a request in flight for as long as the test wants.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import shutil
 import threading
@@ -134,25 +135,34 @@ def converted(gateway, clip_configs, tmp_path_factory):
         A: {"model_name": A}, B: {"model_name": B},
         clip_key: {"model_name": tiny_clip.model_name, "pretrained": str(tiny_clip.checkpoint)},
     }
-    dense = {}
-    with gateway.client(timeout=600) as http:
-        for seed, name in enumerate((A, B), start=31):
-            directory = tiny_models.dense_model(sources / name.replace("/", "-"), seed=seed)
-            dense[name] = SentenceTransformer(str(directory), device="cpu")
-            loaded = http.post("/load_sentence_transformer_model", json={"model_name": name, "model_path": str(directory)})
+    dense, loads = {}, {}
+    for seed, name in enumerate((A, B), start=31):
+        directory = tiny_models.dense_model(sources / name.replace("/", "-"), seed=seed)
+        dense[name] = SentenceTransformer(str(directory), device="cpu")
+        loads[name] = ("/load_sentence_transformer_model", {"model_name": name, "model_path": str(directory)})
+    loads[clip_key] = ("/load_clip_model", bodies[clip_key])
+
+    def convert(key: str) -> None:
+        with gateway.client(timeout=600) as http:
+            loaded = http.post(*loads[key][:1], json=loads[key][1])
             assert loaded.status_code == 200, loaded.text
-        loaded = http.post("/load_clip_model", json=bodies[clip_key])
-        assert loaded.status_code == 200, loaded.text
-        for body in bodies.values():
-            assert http.post("/infer", json={**body, "text": ["warm it"]}).status_code == 200
-        listed = {m.get("pretrained") or m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
+            assert http.post("/infer", json={**bodies[key], "text": ["warm it"]}).status_code == 200
+
+    def delete(key: str) -> None:
+        with gateway.client(timeout=600) as http:
+            assert http.post("/delete_model", json=bodies[key]).status_code == 200
+
+    with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
+        list(pool.map(convert, bodies))  # side by side: the warm converter forks each
+        with gateway.client() as http:
+            listed = {m.get("pretrained") or m["model_name"]: m for m in http.get("/loaded_models").json()["models"]}
         triton_names, held = {}, {}
         for key, body in bodies.items():
             model = listed[body.get("pretrained", body["model_name"])]
             triton_names[key], held[key] = model["triton_parts"], model["memory_bytes"]
             for part in model["triton_parts"]:
                 shutil.copytree(gateway.repository / part, repository / part)
-            assert http.post("/delete_model", json=body).status_code == 200
+        list(pool.map(delete, bodies))
     return repository, Library(dense, reference_model(tiny_clip)), bodies, triton_names, held
 
 
@@ -312,9 +322,11 @@ def test_a_deadline_shorter_than_the_load(served, C):
 
 def test_an_idle_model_is_unloaded_after_its_keep_alive(served, C):
     start = len(served.gateway.log())
-    loaded = served.http.post("/load_sentence_transformer_model", json={"model_name": A, "keep_alive": 0.2})
-    assert loaded.status_code == 200, loaded.text
-    served.gateway.wait_log(f"model {A} unloaded (idle)", after=start)
-    assert set(served.loaded()) == {B}  # C made room for A; B keeps the server's keep-alive, for ever
-    assert served.gateway.metric("embedgate_model_unloads_total", model=A, reason="idle") >= 1
-    assert served.infer(A).status_code == 200  # loaded again on its next request
+    # C is loaded (it serves for ever, as the server's keep-alive says): a load that says
+    # its own keep-alive changes it.
+    loaded = served.http.post("/load_clip_model", json={**served.bodies[C], "keep_alive": 0.2})
+    assert loaded.status_code == 200 and loaded.json()["status"] == "already_loaded", loaded.text
+    served.gateway.wait_log(f"model {C} unloaded (idle)", after=start)
+    assert set(served.loaded()) == {B}  # B keeps the server's keep-alive: for ever
+    assert served.gateway.metric("embedgate_model_unloads_total", model=C, reason="idle") >= 1
+    assert served.infer(C).status_code == 200  # loaded again on its next request
