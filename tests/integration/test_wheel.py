@@ -31,9 +31,10 @@ import pytest
 
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, start_gateway, wait_ready
+from .conftest import start_gateway, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
+MODEL = "org/tiny-wheel"
 # What make install downloads for this test (a user's numpy 2 and protobuf 7, Triton's runtime).
 WHEELS = Path(sys.prefix) / "wheels"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -188,7 +189,10 @@ def test_without_a_triton_runtime_serve_says_how_to_make_one(venv, tmp_path):
     assert "numpy 2." in answer.stderr and "embedgate triton-runtime" in answer.stderr, answer.stderr[-3000:]
 
 
-def test_the_installed_wheel_serves_and_converts_minilm(venv, cache, tmp_path, minilm, monkeypatch):
+def test_the_installed_wheel_converts_and_serves_a_model(venv, cache, tmp_path, tiny_dense, monkeypatch):
+    """A tiny model (a conversion of seconds, MiniLM's takes half a minute here): what is
+    checked is the wheel's converter and serving, not MiniLM's numbers."""
+    model_path, library = tiny_dense
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     located = run(venv / "bin" / "python", "-c", "import embedgate.api, embedgate.converters as c; print(c.__file__)", cwd=outside)
@@ -207,14 +211,15 @@ def test_the_installed_wheel_serves_and_converts_minilm(venv, cache, tmp_path, m
         )
         assert environ["PATH"].split(os.pathsep)[0] == str(cache / "embedgate" / f"triton-runtime-py{PY}" / "bin")
         with gateway.client(timeout=600) as http:
-            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MINILM})
+            loaded = http.post("/load_sentence_transformer_model", json={"model_name": MODEL, "model_path": str(model_path)})
             assert loaded.status_code == 200, loaded.text
             assert loaded.json()["converted"] is True
-            texts = ["The wheel works.", "Embeddings from an installed package."]
-            answer = http.post("/infer", json={"model_name": MINILM, "text": texts})
+            # Of the tiny model's words (tests/tiny_transformers.WORDS).
+            texts = ["the model server is a search server", "hello world and the quick brown fox"]
+            answer = http.post("/infer", json={"model_name": MODEL, "text": texts})
             assert answer.status_code == 200, answer.text
         served = np.asarray(answer.json()["text_embeddings"], dtype=np.float32)
-        assert cosine_rows(served, minilm.encode(texts)).min() >= 0.9999
+        assert cosine_rows(served, library.encode(texts)).min() >= 0.9999
         # The converter of the wheel copied the wheel's backend model, and the module it
         # imports, into the repository.
         assert len(list((tmp_path / "repo").glob("*/1/model.py"))) == 1
