@@ -7,7 +7,9 @@ results become the answer's body, and the headers of its own the answer carries.
 Everything around them is here: the clock, the model's kind asked whether it gives what is
 asked (saying where to go instead, in the endpoint's API), the key's charge (429 past its
 limits), one slot of the model's in-flight limit for the whole request (503 when full), the
-embedding service within the request's deadline, the timing and rate-limit headers.
+embedding service within the request's deadline, the timing and rate-limit headers; and,
+where loads on a first request are on, a model in the repository but not loaded loaded for
+the request within its deadline (``models/first_request.py``), the wait in a header.
 
 The HTTP routes of every API call an endpoint; a batch job's lines call the same
 endpoints' :meth:`Endpoint.answer_lines`, so a line is answered by the route's own code.
