@@ -46,6 +46,14 @@ class TritonSettings(BaseModel):
         300.0, gt=0, description="Seconds Triton may take to load a converted model: past it the load is taken for "
         "hung, tritonserver is restarted and the load made once more.",
     )
+    triton_stall_poll_s: float = Field(
+        10.0, gt=0, description="How often the stubs of a model whose load is pending are looked at: stubs that "
+        "use almost no CPU over one look to the next are idle, and a load whose stubs stay idle has hung."
+    )
+    triton_stall_grace_s: float = Field(
+        15.0, ge=0, description="Past the stub timeout (EMBEDGATE_TRITON_STUB_TIMEOUT_S), how long Triton's own "
+        "handling of a stub that did not start is waited for before one idle poll ends a pending load."
+    )
     triton_exit_timeout_s: int = Field(5, ge=1, description="Triton's --exit-timeout-secs on shutdown.")
     triton_restart_backoff_s: float = Field(
         0.5, ge=0, description="First delay before restarting a Triton that died (doubles on failure)."

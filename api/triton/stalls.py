@@ -10,8 +10,9 @@ tritonserver, use no CPU. A stub that loads a model is busy (even on a starved m
 gets its share of a core), so one idle for several polls in a row is stuck, and the only
 way out is a new tritonserver. The stub start-up timeout is long, for slow starts on a busy
 machine, so the hang is not waited out until then: the first look comes after
-``EARLY_LOOK_S``, and ``IDLE_POLLS`` idle polls in a row end it (one, past the timeout,
-where Triton's own handling of a stub that did not start has come first).
+``EARLY_LOOK_S``, and ``IDLE_POLLS`` idle polls in a row end it (one, past the timeout and
+its grace, ``EMBEDGATE_TRITON_STALL_GRACE_S``, where Triton's own handling of a stub that
+did not start has come first). A poll is ``EMBEDGATE_TRITON_STALL_POLL_S``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,9 @@ from .instances import stubs_of
 log = logging.getLogger("embedgate.triton")
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-# Past the stub start-up timeout, one idle poll is enough after this long: Triton's own
-# handling of a stub that did not start comes first.
-GRACE_S = 15.0
 # The first look at a pending load (a load on a busy machine takes tens of seconds).
 EARLY_LOOK_S = 60.0
 # Stubs of the loading model that together use less CPU than this over one poll are idle.
-POLL_S = 10.0
 IDLE_CPU_S = 0.05
 # Idle polls in a row that end a load before the stub start-up timeout.
 IDLE_POLLS = 3
@@ -76,8 +73,9 @@ async def end_a_hung_load(
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = started + settings.triton_load_timeout_s
-    timed_out_at = started + settings.triton_stub_timeout_s + GRACE_S
-    next_look = started + min(EARLY_LOOK_S, settings.triton_stub_timeout_s + GRACE_S)
+    poll_s = settings.triton_stall_poll_s
+    timed_out_at = started + settings.triton_stub_timeout_s + settings.triton_stall_grace_s
+    next_look = min(started + EARLY_LOOK_S, timed_out_at)
     before, idle_polls = None, 0
     while True:
         await asyncio.sleep(max(0.0, min(next_look, deadline) - loop.time()))
@@ -98,11 +96,11 @@ async def end_a_hung_load(
                 "tritonserver has not finished loading %s, and the model's stubs have been idle for %.0fs: "
                 "a stub handshake that hangs; restarting tritonserver",
                 triton_name,
-                idle_polls * POLL_S,
+                idle_polls * poll_s,
             )
             break
         before = now
-        next_look = loop.time() + POLL_S
+        next_look = loop.time() + poll_s
     # Its stubs too (they share its process group): a stuck one may never notice that
     # its parent is gone, and would hold Triton's output open.
     try:

@@ -217,7 +217,12 @@ def test_a_load_whose_stub_hangs_ends_tritonserver_and_is_made_again(gateway, mi
     published = gateway.repository / "sentence-transformers--all-MiniLM-L6-v2"
     repository = tmp_path / "repository"
     shutil.copytree(published, repository / published.name, copy_function=link_or_copy)
-    hanging = start_gateway(repository, tmp_path / "hanging.log", triton_stub_timeout_s="5")
+    # Looks two seconds apart, two seconds of grace past the stub timeout (the defaults, 10 and
+    # 15, would only make the test wait longer for the same end).
+    hanging = start_gateway(
+        repository, tmp_path / "hanging.log", triton_stub_timeout_s="5", triton_stall_poll_s="2",
+        triton_stall_grace_s="2",
+    )
     try:
         wait_ready(hanging)
         (triton_pid,) = hanging.children("tritonserver")

@@ -119,15 +119,20 @@ def test_no_stubs_at_either_look_is_not_idle():
     assert not is_idle(1.0, None)
 
 
+POLL_S = 0.5  # the tests' EMBEDGATE_TRITON_STALL_POLL_S
+
+
 @pytest.fixture
 def quick_looks(monkeypatch):
-    monkeypatch.setattr(stalls, "GRACE_S", 0.0)
-    monkeypatch.setattr(stalls, "POLL_S", 0.5)
     monkeypatch.setattr(stalls, "EARLY_LOOK_S", 0.5)
 
 
 def supervisor(tmp_path, triton: asyncio.subprocess.Process, stub_timeout_s: int = 1) -> TritonSupervisor:
-    running = TritonSupervisor(Settings(model_repository=tmp_path, triton_stub_timeout_s=stub_timeout_s), tmp_path)
+    settings = Settings(
+        model_repository=tmp_path, triton_stub_timeout_s=stub_timeout_s, triton_stall_poll_s=POLL_S,
+        triton_stall_grace_s=0,
+    )
+    running = TritonSupervisor(settings, tmp_path)
     running.process.proc = triton
     return running
 
@@ -154,7 +159,7 @@ async def test_stubs_idle_for_several_polls_end_tritonserver_long_before_the_stu
         watch = supervisor(tmp_path, triton, stub_timeout_s=300).watch_load("m")
         await asyncio.wait_for(watch, 30)
         assert await asyncio.wait_for(triton.wait(), 10) == -signal.SIGKILL
-        assert f"stubs have been idle for {stalls.IDLE_POLLS * stalls.POLL_S:.0f}s" in caplog.text
+        assert f"stubs have been idle for {stalls.IDLE_POLLS * POLL_S:.0f}s" in caplog.text
     finally:
         await stop(triton, stub)
 
@@ -165,7 +170,7 @@ async def test_a_load_with_a_busy_stub_or_none_is_left_alone(tmp_path, quick_loo
     try:
         watch = asyncio.create_task(supervisor(tmp_path, triton).watch_load(model))
         # Its first look comes after the 1-s stub timeout; then five polls.
-        done, _ = await asyncio.wait([watch], timeout=1.0 + 5 * stalls.POLL_S)
+        done, _ = await asyncio.wait([watch], timeout=1.0 + 5 * POLL_S)
         assert not done
         assert triton.returncode is None
         watch.cancel()
