@@ -50,6 +50,7 @@ def deployment_config(settings: Settings, desired: DesiredModels) -> dict[str, A
             "runtime_env": {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "0"}},
         },
         "user_config": desired.user_config(),
+        "health_check_period_s": settings.ray_health_check_period_s,
     }
     if settings.ray_max_replicas > settings.ray_replicas:
         deployment["autoscaling_config"] = {

@@ -36,6 +36,10 @@ class ScaleOutSettings(BaseModel):
         "batcher still sees full batches.",
     )
     ray_replica_cpus: float = Field(1.0, gt=0, description="CPUs Ray reserves for each replica.")
+    ray_health_check_period_s: float = Field(
+        5.0, gt=0, description="How often Serve checks each replica (its Triton answering, for at most "
+        "EMBEDGATE_TRITON_STARTUP_TIMEOUT_S unready); three failed checks in a row replace the replica."
+    )
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = Field(
         "EveryNode",
         description="Where Serve runs its HTTP proxies: on every node (each prefers the "

@@ -53,9 +53,11 @@ NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 # alone), measured 0.1-1.9 s on 2 cores beside other test runs; the bound leaves room for more load.
 NODE_LOSS_BOUND_S = 30.0
 # The replicas' EMBEDGATE_TRITON_STARTUP_TIMEOUT_S: past it, a replica whose tritonserver is
-# not ready fails Serve's health check and is replaced. Shorter than the default 60 s so the
-# test waits less; a replica's tritonserver (no model loaded at its start) is ready in a few.
-STARTUP_TIMEOUT_S = 20.0
+# not ready fails Serve's health check (every HEALTH_CHECK_PERIOD_S) and, three failures on,
+# is replaced. Shorter than the defaults (60 s, 5 s) so the test waits less; a replica's
+# tritonserver (no model loaded at its start) is ready in well under a second.
+STARTUP_TIMEOUT_S = 10.0
+HEALTH_CHECK_PERIOD_S = 2.0
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Deployment:
             "--ray-replicas", str(replicas),
             "--ray-max-replicas-per-node", "1",
             "--ray-replica-cpus", "1",
+            "--ray-health-check-period-s", str(HEALTH_CHECK_PERIOD_S),
             # One proxy: with one on every node, each would send everything to its own node's replica.
             "--ray-proxy-location", "HeadOnly",
             "--host", "127.0.0.1",

@@ -16,7 +16,9 @@ OTHER = {"name": "other", "route_prefix": "/other", "import_path": "other:app"}
 
 
 def test_the_application_config_is_one_serve_accepts():
-    settings = Settings(ray_replicas=2, ray_max_replicas=6, ray_max_replicas_per_node=1, ray_replica_cpus=2)
+    settings = Settings(
+        ray_replicas=2, ray_max_replicas=6, ray_max_replicas_per_node=1, ray_replica_cpus=2, ray_health_check_period_s=2
+    )
     config = application_config(settings, DesiredModels(("m",), 1))
     schema = ServeDeploySchema.model_validate({"applications": [config]})
     (deployment,) = schema.applications[0].deployments
@@ -25,6 +27,7 @@ def test_the_application_config_is_one_serve_accepts():
     assert deployment.autoscaling_config["max_replicas"] == 6
     assert deployment.max_ongoing_requests == 256
     assert deployment.ray_actor_options.num_cpus == 2
+    assert deployment.health_check_period_s == 2
 
 
 def test_a_fixed_replica_count_without_autoscaling():
