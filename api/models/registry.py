@@ -250,4 +250,3 @@ class ModelRegistry:
 
     async def write_manifest(self) -> None:
         await self._manifest.write(list(self._served))
-

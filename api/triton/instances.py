@@ -117,10 +117,9 @@ def resident_by_model(triton_pid: int) -> dict[str, int]:
     """The resident memory of this tritonserver's stubs, summed by the Triton model they run."""
     held: dict[str, int] = {}
     for stub in stubs_of(triton_pid):
-        instance = stub.instance
-        rss = resident_bytes(stub.pid) if instance is not None else None
-        if instance is not None and rss is not None:
-            model = _INSTANCE.fullmatch(instance.encode())["model"].decode()
+        rss = resident_bytes(stub.pid)
+        if stub.instance is not None and rss is not None:
+            model = _INSTANCE.fullmatch(stub.instance.encode())["model"].decode()
             held[model] = held.get(model, 0) + rss
     return held
 

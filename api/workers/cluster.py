@@ -42,8 +42,8 @@ class SharedTriton:
     """The primary's Triton as this worker sees it: its addresses, and its state as the
     primary last reported it. Nothing here starts, stops or reloads anything."""
 
-    # Someone here watches it (the primary): the gateway trusts is_ready() and does not
-    # poll it or reload what it lost.
+    # Someone here watches it (the primary): the gateway reloads nothing it lost, and is
+    # ready where is_ready() says so and Triton itself answers.
     embedded = True
 
     def __init__(self, cluster: WorkerCluster):
