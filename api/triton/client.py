@@ -177,3 +177,10 @@ class TritonClient:
             return bool(await self._control.is_server_ready())
         except Exception:  # noqa: BLE001 - any failure means "not ready"
             return False
+
+    async def is_live(self) -> bool:
+        """Whether Triton answers at all (its readiness also says no while a model loads)."""
+        try:
+            return bool(await self._control.is_server_live())
+        except Exception:  # noqa: BLE001 - any failure means "not live"
+            return False

@@ -75,14 +75,17 @@ class TritonBackend:
         return self.triton is None or self.triton.embedded
 
     async def ready(self) -> bool:
-        """Triton answers that it is ready (asked at most once a second); an embedded one
-        must also be running as its supervisor sees it (not starting, not restarting)."""
-        if self.triton is not None and self.triton.embedded and not self.triton.is_ready():
+        """An external Triton: ready as it answers (asked at most once a second). An embedded
+        one: running as its supervisor sees it (not starting, not restarting) and answering
+        at all (alive: its own readiness also says no while a model loads)."""
+        embedded = self.triton is not None and self.triton.embedded
+        if embedded and not self.triton.is_ready():
             return False
         checked_at, ready = self._ready_at
         if time.monotonic() - checked_at > READY_CACHE_S:
             try:
-                ready = await asyncio.wait_for(self.client.is_ready(), READY_ASK_TIMEOUT_S)
+                asked = self.client.is_live() if embedded else self.client.is_ready()
+                ready = await asyncio.wait_for(asked, READY_ASK_TIMEOUT_S)
             except asyncio.TimeoutError:
                 ready = False
             self._ready_at = (time.monotonic(), ready)

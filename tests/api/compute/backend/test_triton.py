@@ -24,6 +24,7 @@ class FakeClient:
         self.unloads: list[str] = []
         self.states: dict[str, str] = {}
         self.ready_asked = 0
+        self.live_asked = 0
 
     async def load(self, part: str) -> None:
         if self.dying:
@@ -41,6 +42,10 @@ class FakeClient:
 
     async def is_ready(self) -> bool:
         self.ready_asked += 1
+        return True
+
+    async def is_live(self) -> bool:
+        self.live_asked += 1
         return True
 
     async def statistics(self):
@@ -119,9 +124,17 @@ async def test_a_model_the_gateway_computes_whole_loads_nothing():
 class SilentClient(FakeClient):
     """A tritonserver that runs but never answers (hung, or stopped)."""
 
+    async def is_live(self) -> bool:
+        self.live_asked += 1
+        await asyncio.Event().wait()
+
+
+class LoadingClient(FakeClient):
+    """A tritonserver loading a model: alive, and "not ready" by its own strict readiness."""
+
     async def is_ready(self) -> bool:
         self.ready_asked += 1
-        await asyncio.Event().wait()
+        return False
 
 
 class Restarting(FakeTriton):
@@ -134,9 +147,11 @@ async def test_an_embedded_triton_that_runs_but_does_not_answer_is_not_ready(mon
     # Its supervisor sees it running: only asking it finds it does not answer.
     silent = SilentClient()
     assert not await TritonBackend(silent, FakeTriton()).ready()
-    assert silent.ready_asked == 1
-    answering = FakeClient()
-    assert await TritonBackend(answering, FakeTriton()).ready()
+    assert silent.live_asked == 1
+    # Asked whether it is alive, not ready: Triton is "not ready" while a model loads.
+    loading = LoadingClient()
+    assert await TritonBackend(loading, FakeTriton()).ready()
+    assert (loading.live_asked, loading.ready_asked) == (1, 0)
     # One its supervisor is (re)starting is not ready, and is not asked.
-    assert not await TritonBackend(answering, Restarting()).ready()
-    assert answering.ready_asked == 1
+    assert not await TritonBackend(loading, Restarting()).ready()
+    assert loading.live_asked == 1
