@@ -30,6 +30,7 @@ import numpy as np
 import openai
 import pytest
 from ray.cluster_utils import Cluster
+from ray.util.state import list_actors
 
 from tests.helpers import cosine_rows, words_of
 from tests.s3 import S3Bucket
@@ -38,7 +39,6 @@ from .conftest import (
     assert_each_got_its_embedding,
     free_port,
     processes,
-    processes_mentioning,
     steady_clients,
     wait_until,
     wait_until_async,
@@ -309,6 +309,15 @@ def done_by(app: Deployment, batch_id: str, store_file: Path | None = None) -> d
     return done
 
 
+def coordinator_pid(app: Deployment) -> int:
+    """The process of this cluster's coordinator actor, asked of its state API: another Ray
+    cluster on the machine (the image tests' node) runs a coordinator of its own."""
+    (actor,) = list_actors(
+        address=app.dashboard_url, filters=[("class_name", "=", "JobCoordinator"), ("state", "=", "ALIVE")]
+    )
+    return actor.pid
+
+
 def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinators_node_lost(ray_app, library):
     """A replica is SIGKILLed mid-job, then the coordinator actor too, its store lost with
     it (as with its node): Ray starts the actor again, it takes the copy of the store kept
@@ -341,7 +350,7 @@ def test_a_batch_runs_on_every_replica_and_survives_one_dying_and_the_coordinato
             return done_by(ray_app, batch.id, copy)
 
         wait_until(lambda: pids <= set(copied()), 120, "the bucket's copy to hold every replica's chunks", 0.1)
-        (coordinator,) = processes_mentioning("ray::JobCoordinator")
+        coordinator = coordinator_pid(ray_app)
         for path in ray_app.jobs_dir.glob("jobs.sqlite3*"):
             path.unlink()
         os.kill(coordinator, signal.SIGKILL)
