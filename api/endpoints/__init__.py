@@ -17,23 +17,28 @@ same ones (:attr:`Endpoints.batch`), so the bulk path never climbs into the HTTP
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from ..compute.requests.served import ServedModel
 from ..compute.service import EmbeddingService
 from ..models.first_request import FirstRequestLoads
 from ..models.registry import ModelRegistry
 from ..settings import Settings
 from .cohere import CohereEmbed, CohereRerank
 from .embed import Infer, InferUploads, OpenAIEmbed, TeiEmbed, TeiEmbedAll, TeiEmbedSparse
-from .envelope import Endpoint, Parts
+from .envelope import Answered, Endpoint, Parts, Unloaded
 from .predict import Predict, TeiPredict
 from .rerank import Rerank, TeiRerank
 from .similarity import TeiSimilarity
+from .tei import only_loaded
 from .tokens import TeiDecode, TeiTokenize
 
 
 class TeiEndpoints:
-    """TEI's routes under one base URL."""
+    """TEI's routes under one base URL, and the model a base URL serves."""
 
     def __init__(self, parts: Parts):
+        self.parts = parts
         self.embed = TeiEmbed(parts)
         self.embed_sparse = TeiEmbedSparse(parts)
         self.embed_all = TeiEmbedAll(parts)
@@ -42,6 +47,23 @@ class TeiEndpoints:
         self.predict = TeiPredict(parts)
         self.tokenize = TeiTokenize(parts)
         self.decode = TeiDecode(parts)
+
+    def model_named(self, key: str) -> ServedModel | Unloaded:
+        """The model ``/tei/<model>`` names (where loads on a first request are on, one in
+        the repository not loaded yet is loaded by whatever answers the request)."""
+        return self.embed.model_named(key)
+
+    def default_model(self) -> ServedModel | Unloaded:
+        """The model ``/tei`` serves: EMBEDGATE_TEI_MODEL, else the only loaded model."""
+        chosen = self.parts.settings.tei_model
+        return self.model_named(chosen) if chosen else only_loaded(self.parts.registry)
+
+    async def for_model(
+        self, model: ServedModel | Unloaded, timeout_s: float, answer: Callable[[ServedModel, float], Awaitable[Answered]]
+    ) -> Answered:
+        """``answer`` for a base URL's model (``Endpoint.for_model``): the /info route's, and
+        the base URL's, which reads the model's kind before it knows which route it is."""
+        return await self.embed.for_model(model, timeout_s, answer)
 
 
 class Endpoints:

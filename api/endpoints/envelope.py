@@ -17,10 +17,11 @@ endpoints' :meth:`Endpoint.answer_lines`, so a line is answered by the route's o
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,6 +52,36 @@ class Parts:
     settings: Settings
     # Loads on a model's first request (None: off, a model not loaded is a 409).
     first_requests: FirstRequestLoads | None = None
+
+
+@dataclass(frozen=True)
+class Unloaded:
+    """The model a URL names (TEI's base URLs), in the repository but not loaded, where loads
+    on a first request are on: whatever answers the request loads it first."""
+
+    key: str
+    message: str
+
+    def missing(self) -> ModelNotLoaded:
+        return ModelNotLoaded(self.message, key=self.key)
+
+
+class Headed(Protocol):
+    headers: MutableMapping[str, str]
+
+
+Answered = TypeVar("Answered", bound=Headed)
+
+
+async def answered_after_load(
+    first_requests: FirstRequestLoads, key: str, timeout_s: float, answer: Callable[[float], Awaitable[Answered]]
+) -> Answered:
+    """``answer`` (given the seconds left of the deadline) once the model ``key`` is loaded
+    for the request, the model held in use until it is answered; the wait in a header."""
+    async with first_requests.loaded(key, timeout_s) as waited_s:
+        answered = await answer(timeout_s - waited_s)
+    answered.headers[LOAD_HEADER] = f"{waited_s * 1000:.2f}"
+    return answered
 
 
 @dataclass(frozen=True)
@@ -134,23 +165,28 @@ class Endpoint(Generic[Body]):
         """The answer's timing headers (and any of the API's own)."""
         return inference_headers(call.model.name, results[0], total_ms)
 
-    async def __call__(self, body: Body, timeout_s: float, model: ServedModel | None = None) -> Answer:
+    async def __call__(self, body: Body, timeout_s: float, model: ServedModel | Unloaded | None = None) -> Answer:
         try:
             prepared = self.prepare(body, model)
         except ModelNotLoaded as missing:
             if self.first_requests is None or missing.key is None:
                 raise
             # Loaded for this request (``models/first_request.py``), within its deadline.
-            async with self.first_requests.loaded(missing.key, timeout_s) as waited_s:
-                answer = await self.execute(self.prepare(body, model), timeout_s - waited_s)
-            answer.headers[LOAD_HEADER] = f"{waited_s * 1000:.2f}"
-            return answer
+            key = missing.key
+
+            async def answer(timeout_s: float) -> Answer:
+                named = self.model_by_key(key) if isinstance(model, Unloaded) else model
+                return await self.execute(self.prepare(body, named), timeout_s)
+
+            return await answered_after_load(self.first_requests, key, timeout_s, answer)
         return await self.execute(prepared, timeout_s)
 
-    def prepare(self, body: Body, model: ServedModel | None = None) -> Prepared:
+    def prepare(self, body: Body, model: ServedModel | Unloaded | None = None) -> Prepared:
         """The request checked and planned, or the domain error that refuses it: nothing is
         charged or admitted yet (so a caller may still hand the request to another path)."""
         started = time.perf_counter()
+        if isinstance(model, Unloaded):
+            raise model.missing()
         call = self.check(body, model)
         # Everything the model's kind refuses is refused before the key is charged.
         return Prepared(call, [self.service.plan(call.model, ask, self.elsewhere) for ask in call.asks], started)
@@ -190,11 +226,15 @@ class Endpoint(Generic[Body]):
         """What planning a batch needs of a line's body (read before it is checked)."""
         raise NotImplementedError
 
-    async def answer_lines(self, bodies: list[dict[str, Any]]) -> list[Outcome]:
+    async def answer_lines(
+        self, bodies: list[dict[str, Any]], *, may_load: bool = True, refused: EmbedgateError | None = None
+    ) -> list[Outcome]:
         """Each line's outcome, in order, as the route would answer its body: the good ones
         asked of the embedding service together (``answer_bulk``: the bulk lane, no
         admission slot, no request deadline), a bad one an outcome, never an exception.
-        A chunk's lines all name one model."""
+        A chunk's lines all name one model: where loads on a first request are on and it is
+        in the repository but not loaded, it is loaded for them first (``may_load``), and a
+        load refused is the answer of each line that names it (``refused``)."""
         outcomes: list[Outcome | None] = [None] * len(bodies)
         planned: list[tuple[int, Call]] = []
         plans: list[Plan | EmbedgateError] = []
@@ -202,6 +242,11 @@ class Endpoint(Generic[Body]):
             try:
                 call = self.check(self.body_type.model_validate(raw), None)  # type: ignore[arg-type]
                 plans.append(self.service.plan(call.model, call.asks[0], self.elsewhere))
+            except ModelNotLoaded as missing:
+                if may_load and self.first_requests is not None and missing.key is not None:
+                    return await self._answer_lines_once_loaded(missing.key, bodies)
+                outcomes[row] = Outcome(*openai_error_of(refused or missing))
+                continue
             except (EmbedgateError, ValidationError) as error:
                 outcomes[row] = Outcome(*openai_error_of(error))
                 continue
@@ -223,11 +268,44 @@ class Endpoint(Generic[Body]):
                     outcomes[row] = Outcome(*openai_error_of(error))
         return outcomes  # type: ignore[return-value]
 
+    async def _answer_lines_once_loaded(self, key: str, bodies: list[dict[str, Any]]) -> list[Outcome]:
+        """A chunk's lines, once their model is loaded for them (held in use until they are
+        answered; the load waited for as long as a load may take)."""
+        assert self.first_requests is not None
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(self.first_requests.loaded(key, self.settings.load_timeout_s))
+            except EmbedgateError as error:
+                return await self.answer_lines(bodies, may_load=False, refused=error)
+            return await self.answer_lines(bodies, may_load=False)
+
     def model(self, name: str, pretrained: str | None = None) -> ServedModel:
         return served(self.registry, name, pretrained)
 
     def model_by_key(self, key: str) -> ServedModel:
         return served_by_key(self.registry, key)
+
+    def model_named(self, key: str) -> ServedModel | Unloaded:
+        """The model a URL names: the loaded one, or, where loads on a first request are on,
+        one in the repository to load for the request (an error otherwise)."""
+        try:
+            return served_by_key(self.registry, key)
+        except ModelNotLoaded as missing:
+            if self.first_requests is None or missing.key is None:
+                raise
+            return Unloaded(missing.key, missing.message)
+
+    async def for_model(
+        self, model: ServedModel | Unloaded, timeout_s: float, answer: Callable[[ServedModel, float], Awaitable[Answered]]
+    ) -> Answered:
+        """``answer`` for the model a URL named (:meth:`model_named`), given the seconds left
+        of the deadline: at once where it is loaded, else once it is loaded for the request."""
+        if not isinstance(model, Unloaded):
+            return await answer(model, timeout_s)
+        assert self.first_requests is not None  # an Unloaded model is one to load on a first request
+        return await answered_after_load(
+            self.first_requests, model.key, timeout_s, lambda left: answer(self.model_by_key(model.key), left)
+        )
 
 
 def served(registry: ModelRegistry, name: str, pretrained: str | None = None) -> ServedModel:

@@ -12,9 +12,8 @@ from ..compute.requests.results import Embeddings
 from ..compute.requests.served import ServedModel
 from ..errors import InputTooLong, NoDefaultModel, TooManyInputs
 from ..models.registry import ModelRegistry
-from ..settings import Settings
 from ..telemetry import tag_model
-from .envelope import Body, Call, Endpoint, characters, served_by_key
+from .envelope import Body, Call, Endpoint, characters
 from .schemas.tei import Truncation
 from .timing import inference_headers
 
@@ -70,10 +69,8 @@ def check_cuts(body: Truncation, result: Embeddings, model: ServedModel) -> None
         )
 
 
-def default_model(registry: ModelRegistry, settings: Settings) -> ServedModel:
-    """The model ``/tei`` serves: EMBEDGATE_TEI_MODEL, else the only loaded model."""
-    if settings.tei_model:
-        return served_by_key(registry, settings.tei_model)
+def only_loaded(registry: ModelRegistry) -> ServedModel:
+    """The model ``/tei`` serves where EMBEDGATE_TEI_MODEL is not set: the only loaded one."""
     loaded = registry.loaded()
     if len(loaded) != 1:
         names = ", ".join(sorted(model.name for model in loaded)) or "none"

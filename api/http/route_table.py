@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from ..compute.requests.served import ServedModel
 from ..compute.scheduling.tenants import Tenant
 from ..endpoints import Endpoints
-from ..endpoints.envelope import Endpoint
+from ..endpoints.envelope import Endpoint, Unloaded
 from ..gateway import Gateway
 from ..settings import Settings
 from .auth import key_documentation, require_api_key
@@ -35,7 +35,7 @@ from .routing import BodyRoute
 
 # The model a path names: a dependency of the path's parameters (by name) and the gateway,
 # which FastAPI solves and the fast path calls as ``model_of(gateway=..., **parameters)``.
-ModelOf = Callable[..., Awaitable[ServedModel]]
+ModelOf = Callable[..., Awaitable[ServedModel | Unloaded]]
 KeyCheck = Callable[[Request], Awaitable[Tenant | None]]
 
 
@@ -54,8 +54,8 @@ class EndpointRoute:
     summary: str | None = None
     # Where the path names the model; None where the body does.
     model_of: ModelOf | None = None
-    # Whether a model runs: the request has a deadline, and the fast path may serve it.
-    # TEI's /tokenize and /decode run none (no deadline, no charge): FastAPI answers them.
+    # Whether a model runs (the fast path may serve it). TEI's /tokenize and /decode run
+    # none (nothing charged; their deadline bounds only a load on a first request): FastAPI answers them.
     runs_model: bool = True
     _endpoint_of: Callable[[Endpoints], Endpoint] = field(init=False, repr=False, compare=False)
 
@@ -82,7 +82,7 @@ class EndpointRouter(APIRouter):
         self.add_api_route(
             route.path, _operation(route), methods=["POST"], name=route.name, response_model=route.answer,
             responses=route.responses, summary=route.summary,
-            openapi_extra=TAKES_A_DEADLINE if route.runs_model else None,
+            openapi_extra=TAKES_A_DEADLINE,
         )
         self.endpoint_routes.append((route, self.routes[-1]))
 
@@ -95,24 +95,19 @@ async def _named_in_the_body() -> None:
     return None
 
 
-async def _no_deadline() -> float:
-    return 0.0
-
-
 def _operation(route: EndpointRoute) -> Callable[..., Awaitable[Response]]:
     """FastAPI's path operation for ``route``: its model (where the path names it), then the
     gateway and the deadline, solved as dependencies in that order; its body validated by its
     schema; the endpoint's answer in the form the client accepts."""
     Body = route.body
     model_of = route.model_of or _named_in_the_body
-    deadline = request_timeout if route.runs_model else _no_deadline
 
     async def operation(
         http: Request,
         body: Body,  # type: ignore[valid-type]
-        model: Annotated[ServedModel | None, Depends(model_of)],
+        model: Annotated[ServedModel | Unloaded | None, Depends(model_of)],
         gateway: Annotated[Gateway, Depends(get_gateway)],
-        timeout_s: Annotated[float, Depends(deadline)],
+        timeout_s: Annotated[float, Depends(request_timeout)],
     ) -> Response:
         answer = await route.endpoint_of(gateway.endpoints)(body, timeout_s, model)
         return answered(answer, http.headers.get("accept"))

@@ -59,6 +59,7 @@ class ChunkRunner:
         *,
         is_served: Callable[[str], bool],
         ready: Callable[[], bool],
+        loads_models: bool = False,
         chunks_in_hand: int,
         poll_s: float,
         lease_s: float,
@@ -67,6 +68,9 @@ class ChunkRunner:
         self.files = files
         self.endpoints = endpoints
         self.is_served = is_served
+        # Whether a chunk's lines load their model where it is not loaded (loads on a first
+        # request): a model unloaded while the batch runs is loaded again, not a failed batch.
+        self.loads_models = loads_models
         self.ready = ready
         self.chunks_in_hand = chunks_in_hand
         self.poll_s = poll_s
@@ -130,7 +134,7 @@ class ChunkRunner:
 
     async def _process(self, chunk: Chunk, batch: BatchRecord) -> None:
         endpoint = self.endpoints[batch.endpoint]
-        if chunk.model in batch.models and not self.is_served(chunk.model):
+        if not self.loads_models and chunk.model in batch.models and not self.is_served(chunk.model):
             await self.queue.fail(
                 batch.id, "model_unloaded",
                 f"model '{chunk.model}' was unloaded while the batch ran; load it and submit the rest again",

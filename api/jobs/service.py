@@ -59,6 +59,7 @@ class JobService:
             endpoints,
             is_served=is_served,
             ready=ready,
+            loads_models=settings.load_on_first_request,
             chunks_in_hand=settings.batch_chunks_in_hand,
             poll_s=settings.batch_poll_s,
             lease_s=settings.batch_lease_s,

@@ -5,8 +5,10 @@ Every request for the model waits for the same load (one task per model); the wa
 against each request's deadline, and a request whose deadline passes is answered 504 while
 the load goes on for the next ones. The load is the management routes' own, as the repository
 holds the model (``from_repository``: never converted, so an ordinary key never starts a
-conversion), through whoever loads models here (``ModelControl``: the registry, a gateway
-worker's primary, which decides once for all workers), and under the memory budget.
+conversion; a remote repository, not read on the request path, is read by the load, which
+answers 404 where it does not hold the model), through whoever loads models here
+(``ModelControl``: the registry, a gateway worker's primary, which decides once for all
+workers), and under the memory budget.
 While requests wait, and until they are answered, the model is in use for the budget.
 """
 
@@ -18,7 +20,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-from ..errors import DeadlineExceeded, EmbedgateError
+from ..errors import DeadlineExceeded, EmbedgateError, ModelNotFound
 from ..telemetry.metrics import FIRST_REQUEST_LOADS
 from .control import LoadOutcome, ModelControl
 from .names import split_clip_key
@@ -26,6 +28,7 @@ from .residency import Residency
 
 log = logging.getLogger("embedgate.registry")
 TASK_PREFIX = "first-request-load "
+NOT_IN_REPOSITORY = "(not in the repository)"
 
 
 class FirstRequestLoads:
@@ -79,7 +82,8 @@ class FirstRequestLoads:
             else:
                 outcome = await control.load_sentence_transformer(key, from_repository=True)
         except EmbedgateError as error:
-            FIRST_REQUEST_LOADS.labels(key, error.code).inc()
+            # A model a remote repository turned out not to hold is a name a client sent: not a label.
+            FIRST_REQUEST_LOADS.labels(NOT_IN_REPOSITORY if isinstance(error, ModelNotFound) else key, error.code).inc()
             log.warning("model %s could not be loaded for a request: %s", key, error.message)
             raise
         FIRST_REQUEST_LOADS.labels(key, "loaded").inc()

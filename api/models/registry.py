@@ -76,6 +76,10 @@ class ModelRegistry:
             raise InvalidInput(f"model '{name}' is served as '{served_as}': give its pretrained too")
         if self._in_repository(ref):
             raise ModelNotLoaded(f"model '{ref.described()}' is in the repository but not loaded", key=ref.key)
+        if self.repository.remote and self.settings.load_on_first_request:
+            # Not read here: whether the remote repository holds it is the load's to find
+            # (a 404 from there where it does not), as another replica may have converted it.
+            raise ModelNotLoaded(f"model '{ref.described()}' is not loaded", key=ref.key)
         raise ModelNotFound(f"model '{ref.described()}' is not in the repository; load it first")
 
     def _in_repository(self, ref: ModelRef) -> bool:

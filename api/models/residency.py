@@ -43,6 +43,8 @@ Figures = dict[str, int]
 # The use other processes make of the models, by model: in use there, and seconds idle there
 # (a workers' primary asks its workers; a model no other process serves is not listed).
 Uses = dict[str, tuple[bool, float]]
+# What each loaded model's load said, as listed: pinned, and the keep-alive in force (seconds).
+Listed = dict[str, tuple[bool, float]]
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,10 @@ class Residency:
         # Where other processes serve these models (a workers' primary: its workers, which
         # take its requests), how they use them: asked before each decision.
         self.used_elsewhere: Callable[[], Awaitable[Uses]] | None = None
-        # False in a gateway worker: its primary loads, unloads and keeps the terms.
+        # False in a gateway worker: its primary loads, unloads and keeps the terms, and
+        # says them (``listed_elsewhere``).
         self.decides = True
+        self.listed_elsewhere: Callable[[], Awaitable[Listed]] | None = None
 
     @property
     def budgeted(self) -> bool:
@@ -111,6 +115,16 @@ class Residency:
     def keep_alive_s(self, key: str) -> float:
         own = self.terms(key).keep_alive_s
         return self.settings.model_keep_alive_s if own is None else own
+
+    def listed(self) -> Listed:
+        """Each loaded model's terms as ``/loaded_models`` lists them."""
+        return {model.name: (self.terms(model.name).pinned, self.keep_alive_s(model.name)) for model in self.owner.loaded()}
+
+    async def listed_terms(self) -> Listed:
+        """:meth:`listed`, from whoever keeps the terms (a gateway worker asks its primary)."""
+        if self.decides or self.listed_elsewhere is None:
+            return self.listed()
+        return await self.listed_elsewhere()
 
     def in_use(self, model: ServedModel) -> bool:
         return model.inflight > 0 or model.bulk_calls > 0 or self.waiting[model.name] > 0

@@ -23,6 +23,7 @@ from ..jobs.queue import ForwardedQueue
 from ..models.control import LoadOutcome
 from ..models.progress import Event, Progress
 from ..models.registry import ModelRegistry
+from ..models.residency import Listed
 from ..settings import Settings
 from ..triton import instances
 from ..triton.server import LostListener, RestartListener
@@ -157,7 +158,9 @@ class WorkerCluster:
         listens)."""
         self._gateway = gateway
         assert self._registry is not None
-        self._registry.result().residency.decides = False  # the primary does, for every worker
+        residency = self._registry.result().residency
+        residency.decides = False  # the primary does, for every worker
+        residency.listed_elsewhere = self._terms
         await self._sync(*self._hello_models)
 
     async def gather_metrics(self, own: bytes) -> list[bytes]:
@@ -252,6 +255,10 @@ class WorkerCluster:
     async def _uses(self) -> dict[str, tuple[bool, float]]:
         """How this worker uses its models, for the primary's memory budget and keep-alive."""
         return {} if self._gateway is None else self._gateway.registry.residency.uses()
+
+    async def _terms(self) -> Listed:
+        """What each model's load said, as the primary keeps it."""
+        return {name: (pinned, keep_alive_s) for name, (pinned, keep_alive_s) in (await self.call("terms")).items()}
 
     async def _own_metrics(self) -> bytes:
         if self._gateway is None:

@@ -29,7 +29,7 @@ from ..jobs.queue import LocalQueue, forwarded
 from ..models.host import ModelHost
 from ..models.progress import Progress
 from ..models.refs import ModelRef
-from ..models.residency import Uses
+from ..models.residency import Listed, Uses
 from ..settings import Settings
 from ..telemetry import scrape
 from ..triton.server import TritonServer
@@ -111,6 +111,7 @@ class Primary:
             "reload_lost": self._reload_lost,
             "jobs": self._call_jobs,
             "gather_metrics": self._gather_metrics,
+            "terms": self._terms,
         }
         peer.handlers.update(handlers)
         try:
@@ -203,6 +204,10 @@ class Primary:
                 was_in_use, was_idle_s = uses.get(name, (False, idle_s))
                 uses[name] = (was_in_use or in_use, min(was_idle_s, idle_s))
         return uses
+
+    async def _terms(self) -> Listed:
+        """What each loaded model's load said (a worker's ``/loaded_models`` lists it)."""
+        return self.host.registry.residency.listed()
 
     async def _gather_metrics(self, asking: int) -> list[bytes]:
         """This process's metrics text (its conversions, its CPU) and every worker's but

@@ -77,13 +77,12 @@ class FakeResidency:
     async def figures(self):
         return {}
 
-    def terms(self, key):
-        from embedgate.api.models.residency import Terms
+    # The registry whose models it lists (set by it).
+    owner: FakeRegistry | None = None
 
-        return Terms()
-
-    def keep_alive_s(self, key):
-        return -1.0
+    async def listed_terms(self):
+        """Each loaded model's terms: the server's (not pinned, kept for ever)."""
+        return {model.name: (False, -1.0) for model in self.owner.loaded()}
 
 
 @dataclass
@@ -93,6 +92,9 @@ class FakeRegistry:
     on_disk_names: set = field(default_factory=lambda: {"org/loaded", "org/on-disk"})
     # model name -> metadata fields its FakeModel has other than fake_metadata's
     changes: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.residency.owner = self
 
     def served(self, name, pretrained=None):
         from embedgate.api.models.names import to_triton_name

@@ -177,14 +177,14 @@ async def loaded_models(gateway: Gateway = Depends(get_gateway)) -> ModelList:
     gpu_memory = await gateway.gpu_memory()
     residency = gateway.registry.residency
     memory = await residency.figures()
+    terms = await residency.listed_terms()  # a gateway worker's primary keeps what each load said
     return ModelList(
         models=[
             _info(m.metadata, True, gpu_memory).model_copy(
                 update={
                     "memory_bytes": memory.get(m.name, {}).get("host"),
-                    # A gateway worker's primary keeps what each load said.
-                    "pinned": residency.terms(m.name).pinned if residency.decides else None,
-                    "keep_alive_s": residency.keep_alive_s(m.name) if residency.decides else None,
+                    "pinned": terms[m.name][0] if m.name in terms else None,
+                    "keep_alive_s": terms[m.name][1] if m.name in terms else None,
                 }
             )
             for m in gateway.registry.loaded()

@@ -4,7 +4,8 @@ by the same embedding service as every route.
 TEI serves one model per process, so its clients take one base URL per model:
 ``/tei/<model>`` is any loaded model's (``<model_name>:<pretrained>`` for a CLIP model's
 text tower), and ``/tei`` is the default model's (``EMBEDGATE_TEI_MODEL``, else the only
-loaded model). Under each: ``POST /embed``, ``/embed_sparse``, ``/embed_all``,
+loaded model); where loads on a first request are on, a model in the repository that is not
+loaded is loaded by the first request to its base URL (``/health`` does not load it). Under each: ``POST /embed``, ``/embed_sparse``, ``/embed_all``,
 ``/similarity``, ``/rerank``, ``/predict``, ``/tokenize``, ``/decode``, ``GET /info`` and
 ``/health``, and ``POST`` to the base URL itself, which TEI routes by the model's kind
 (where huggingface_hub's ``InferenceClient`` sends ``feature_extraction`` and
@@ -28,7 +29,7 @@ from starlette.responses import Response
 
 from ...compute.requests.asks import Output
 from ...compute.requests.served import ServedModel
-from ...endpoints.envelope import served_by_key
+from ...endpoints.envelope import Answer, Unloaded
 from ...endpoints.schemas.predict import PredictResponse
 from ...endpoints.schemas.tei import (
     Rank,
@@ -44,7 +45,6 @@ from ...endpoints.schemas.tei import (
     TeiSimilarityRequest,
     TeiTokenizeRequest,
 )
-from ...endpoints.tei import default_model as tei_default_model
 from ...endpoints.tei import documented_tei_headers
 from ...endpoints.timing import documented_headers
 from ...gateway import Gateway
@@ -66,15 +66,17 @@ EMBED = {**INFERENCE, 200: {**INFERENCE[200], "content": BINARY_CONTENT}, **tei_
 TOKENS = tei_errors(400, 404, 409, 413, 415, 422, 424, 500, 503)
 
 
-# The model of a base URL, found for FastAPI and for the fast path alike (``route_table.ModelOf``).
-async def default_model(gateway: Gateway = Depends(get_gateway)) -> ServedModel:
+# The model of a base URL, found for FastAPI and for the fast path alike (``route_table.ModelOf``):
+# where loads on a first request are on, one in the repository not loaded yet (``Unloaded``)
+# is loaded by whatever answers the request.
+async def default_model(gateway: Gateway = Depends(get_gateway)) -> ServedModel | Unloaded:
     """The model ``/tei`` serves: EMBEDGATE_TEI_MODEL, else the only loaded model."""
-    return tei_default_model(gateway.registry, gateway.settings)
+    return gateway.endpoints.tei.default_model()
 
 
-async def named_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> ServedModel:
+async def named_model(model: ModelKey, gateway: Gateway = Depends(get_gateway)) -> ServedModel | Unloaded:
     """The model ``/tei/<model>`` names."""
-    return served_by_key(gateway.registry, model)
+    return gateway.endpoints.tei.model_named(model)
 
 
 # TEI's routes under a base URL, each answered by TEI's endpoint of its name: its body, its
@@ -156,7 +158,7 @@ register_url_convertor("tei_base_url", BaseUrlConvertor())
 def tei_router(prefix: str, base_url: str, model_of: ModelOf) -> EndpointRouter:
     """TEI's routes under ``prefix`` and a POST to ``base_url``, each for the model ``model_of`` finds."""
     router = EndpointRouter(tags=["tei"], errors=tei_errors)
-    Model = Annotated[ServedModel, Depends(model_of)]
+    Model = Annotated[ServedModel | Unloaded, Depends(model_of)]
     Served = Annotated[Gateway, Depends(get_gateway)]
     Deadline = Annotated[float, Depends(request_timeout)]
 
@@ -167,10 +169,13 @@ def tei_router(prefix: str, base_url: str, model_of: ModelOf) -> EndpointRouter:
                 summary=summary, model_of=model_of, runs_model=runs_model,
             ))
 
-    @router.get(f"{prefix}/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503),
-                summary="The model (TEI)")
-    async def model_info(model: Model, gateway: Served) -> JSONResponse:
-        return JSONResponse(info(model, gateway.settings))
+    @router.get(f"{prefix}/info", response_model=TeiInfo, responses=tei_errors(404, 409, 422, 500, 503, 504),
+                summary="The model (TEI)", openapi_extra=TAKES_A_DEADLINE)
+    async def model_info(model: Model, gateway: Served, timeout_s: Deadline) -> JSONResponse:
+        async def answer(model: ServedModel, _: float) -> JSONResponse:
+            return JSONResponse(info(model, gateway.settings))
+
+        return await gateway.endpoints.tei.for_model(model, timeout_s, answer)
 
     # Last: a POST to another path under the prefix is one to a base URL.
     @router.post(
@@ -184,21 +189,24 @@ def tei_router(prefix: str, base_url: str, model_of: ModelOf) -> EndpointRouter:
     async def at_base_url(
         http: Request, body: Annotated[Any, Body()], model: Model, gateway: Served, timeout_s: Deadline
     ) -> Response:
-        name, parsed = root_route(model, body)
-        answer = await getattr(gateway.endpoints.tei, name)(parsed, timeout_s, model)
-        return answered(answer, http.headers.get("accept"))
+        async def answer(model: ServedModel, timeout_s: float) -> Answer:
+            name, parsed = root_route(model, body)
+            return await getattr(gateway.endpoints.tei, name)(parsed, timeout_s, model)
+
+        return answered(await gateway.endpoints.tei.for_model(model, timeout_s, answer), http.headers.get("accept"))
 
     return router
 
 
 def health_router(prefix: str, model_of: ModelOf) -> APIRouter:
-    """TEI's ``GET /health``: 200 with no body while the model is loaded and Triton ready,
+    """TEI's ``GET /health``: 200 with no body while Triton is ready and the model loaded (or,
+    where loads on a first request are on, in the repository: the next request loads it),
     else 503 (TEI's shape); open, as TEI's is."""
     router = APIRouter(prefix=prefix, tags=["tei"])
 
     @router.get("/health", response_class=Response, responses={200: {"description": "Healthy."},
                 **tei_errors(404, 409, 422, 500, 503)}, summary="The model's health (TEI)")
-    async def health(model: Annotated[ServedModel, Depends(model_of)],
+    async def health(model: Annotated[ServedModel | Unloaded, Depends(model_of)],
                      gateway: Annotated[Gateway, Depends(get_gateway)]) -> Response:
         if await gateway.triton_ready():
             return Response(status_code=200)

@@ -1,7 +1,8 @@
 """The envelope every endpoint runs in, with the real embedding service over a fake Triton
 client: one admission slot per request whatever its parts, a request over the model's
-in-flight limit refused at once, refusals before the key is charged, and a batch job's
-lines answered as the route answers them."""
+in-flight limit refused at once, refusals before the key is charged, a batch job's lines
+answered as the route answers them, and a model not loaded loaded first where loads on a
+first request are on (named in a body, a URL or a batch job's lines)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from embedgate.api.compute.requests.served import ServedModel
 from embedgate.api.compute.service import EmbeddingService
 from embedgate.api.endpoints import Endpoints
 from embedgate.api.endpoints.embed import OpenAIEmbed
-from embedgate.api.endpoints.envelope import Call, Endpoint, Parts
+from embedgate.api.endpoints.envelope import Call, Endpoint, Parts, Unloaded
 from embedgate.api.endpoints.schemas.openai import EmbeddingsRequest
+from embedgate.api.endpoints.schemas.tei import TeiEmbedRequest
 from embedgate.api.endpoints.timing import LOAD_HEADER
-from embedgate.api.errors import ModelNotFound, ModelNotLoaded, Overloaded, PromptError
+from embedgate.api.errors import MemoryBudgetExceeded, ModelNotFound, ModelNotLoaded, Overloaded, PromptError
 from embedgate.api.models.first_request import FirstRequestLoads
 from embedgate.api.settings import Settings
 from embedgate.contract.preprocess.text import TextTokenizer
@@ -177,3 +179,75 @@ async def test_without_first_request_loads_a_model_not_loaded_is_refused(parts):
     endpoint = OpenAIEmbed(Parts(NotYetLoaded(model), parts.service, parts.settings))
     with pytest.raises(ModelNotLoaded):
         await endpoint(EmbeddingsRequest(model="org/m", input=["one text"]), 5.0)
+
+
+class RefusingLoader(Loader):
+    async def load_sentence_transformer(self, name, model_path=None, **options):
+        self.loads.append(name)
+        raise MemoryBudgetExceeded("loading it would pass EMBEDGATE_MEMORY_BUDGET_MB: nothing idle to unload")
+
+
+def first_request_parts(parts, loader_type=Loader):
+    """Parts whose registry holds the model unloaded, and a loader for first requests."""
+    parts, model, _ = parts
+    registry = NotYetLoaded(model)
+    loader = loader_type(registry)
+    first = FirstRequestLoads(lambda: loader, SimpleNamespace(waiting=collections.Counter()))
+    return Parts(registry, parts.service, parts.settings, first), loader
+
+
+async def test_a_batch_jobs_lines_load_their_model_once_when_first_requests_load(parts):
+    loading, loader = first_request_parts(parts)
+    lines = [{"model": "org/m", "input": [f"line {i}"]} for i in range(3)]
+    outcomes = await Endpoints(loading.registry, loading.service, loading.settings, loading.first_requests).batch[
+        "/v1/embeddings"].answer_lines(lines)
+    assert [outcome.status_code for outcome in outcomes] == [200, 200, 200]
+    assert loader.loads == ["org/m"]
+
+
+async def test_a_batch_jobs_lines_say_why_their_models_load_was_refused(parts):
+    loading, loader = first_request_parts(parts, RefusingLoader)
+    lines = [{"model": "org/m", "input": ["a"]}, {"model": "org/m", "input": []}]
+    outcomes = await Endpoints(loading.registry, loading.service, loading.settings, loading.first_requests).batch[
+        "/v1/embeddings"].answer_lines(lines)
+    assert [(o.status_code, o.body["error"]["code"]) for o in outcomes] == [
+        (507, "memory_budget_exceeded"), (400, "bad_request")
+    ]
+    assert loader.loads == ["org/m"]
+
+
+async def test_without_first_request_loads_a_batch_jobs_lines_are_refused(parts):
+    _, model, _ = parts
+    endpoints = Endpoints(NotYetLoaded(model), parts[0].service, parts[0].settings)
+    (outcome,) = await endpoints.batch["/v1/embeddings"].answer_lines([{"model": "org/m", "input": ["a"]}])
+    assert (outcome.status_code, outcome.body["error"]["code"]) == (409, "model_not_loaded")
+
+
+async def test_a_model_a_url_names_is_loaded_by_whatever_answers_for_it(parts):
+    """TEI's base URLs name their model: not loaded, it is an ``Unloaded`` that the route's
+    endpoint, or the base URL's own answer, loads first."""
+    loading, loader = first_request_parts(parts)
+    tei = Endpoints(loading.registry, loading.service, loading.settings, loading.first_requests).tei
+    named = tei.model_named("org/m")
+    assert isinstance(named, Unloaded) and named.key == "org/m"
+    answer = await tei.embed(TeiEmbedRequest(inputs=["a text"]), 5.0, named)
+    assert loader.loads == ["org/m"] and float(answer.headers[LOAD_HEADER]) > 0
+    assert tei.model_named("org/m") is loading.registry.model
+
+    loading.registry.is_loaded = False
+    seen = []
+
+    async def kind_first(model, timeout_s):
+        seen.append((model, timeout_s))
+        return SimpleNamespace(headers={})
+
+    answered = await tei.for_model(tei.model_named("org/m"), 5.0, kind_first)
+    assert seen[0][0] is loading.registry.model and 0 < seen[0][1] <= 5.0
+    assert LOAD_HEADER in answered.headers
+
+
+async def test_without_first_request_loads_a_url_naming_a_model_not_loaded_is_refused(parts):
+    _, model, _ = parts
+    tei = Endpoints(NotYetLoaded(model), parts[0].service, parts[0].settings).tei
+    with pytest.raises(ModelNotLoaded):
+        tei.model_named("org/m")

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from embedgate.api.errors import DeadlineExceeded, ModelNotFound
-from embedgate.api.models.first_request import FirstRequestLoads
+from embedgate.api.models.first_request import NOT_IN_REPOSITORY, FirstRequestLoads
+from embedgate.api.telemetry.metrics import FIRST_REQUEST_LOADS
 from tests.helpers import eventually
 
 
@@ -87,3 +88,15 @@ async def test_a_clip_model_is_loaded_by_its_name_and_pretrained():
     control.release.set()
     await wait(first, "ViT-B-32:laion2b_s34b_b79k")
     assert control.calls == [("clip", "ViT-B-32", "laion2b_s34b_b79k", {"from_repository": True})]
+
+
+async def test_a_name_the_repository_does_not_hold_is_never_a_metric_label():
+    """A remote repository is read by the load: a name it does not hold is what a client sent,
+    counted under one label of its own."""
+    first, control, _ = loads()
+    control.failure = ModelNotFound("model 'org/sent-by-a-client' is not in the repository")
+    control.release.set()
+    with pytest.raises(ModelNotFound):
+        await wait(first, "org/sent-by-a-client")
+    labels = {sample.labels["model"] for metric in FIRST_REQUEST_LOADS.collect() for sample in metric.samples}
+    assert NOT_IN_REPOSITORY in labels and "org/sent-by-a-client" not in labels

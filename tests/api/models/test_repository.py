@@ -80,6 +80,21 @@ def test_a_request_for_a_model_not_loaded_never_calls_the_bucket(tmp_path):
         registry.served("ViT-B-32", "tag")
 
 
+def test_where_first_requests_load_a_model_never_seen_in_the_bucket_is_the_loads_to_find(tmp_path):
+    """The request path still never calls the bucket: a model this process has not seen there
+    is one to load for the request (the load reads the bucket, and says 404 if it is not there),
+    as another replica may have converted it."""
+    settings = Settings(model_repository="s3://127.0.0.1:9/b/m", triton_work_dir=tmp_path, load_on_first_request=True)
+    registry = ModelRegistry(settings, backend=None)
+    registry.repository._client = NoNetwork()
+    with pytest.raises(ModelNotLoaded) as missing:
+        registry.served("org/unknown")
+    assert missing.value.key == "org/unknown"
+    with pytest.raises(ModelNotLoaded) as missing:
+        registry.served("ViT-B-32", "tag")
+    assert missing.value.key == "ViT-B-32:tag"
+
+
 async def test_listing_and_manifest_over_s3(s3_bucket, tmp_path):
     registry = ModelRegistry(Settings(model_repository=s3_bucket.url, triton_work_dir=tmp_path), backend=None)
     for name in ("org--one", "two"):

@@ -198,3 +198,21 @@ async def test_a_model_used_elsewhere_within_its_keep_alive_stays():
     residency.used_elsewhere = elsewhere
     await residency.expire(now=100.0)
     assert registry.stopped == ["b"]
+
+
+async def test_a_gateway_worker_lists_the_terms_its_primary_keeps():
+    """``/loaded_models`` lists each model's terms: a primary (or a single gateway) its own,
+    a gateway worker, which keeps none, those its primary says."""
+    residency, _, _ = resident(("a", 10, 0.0), ("b", 10, 0.0), keep_alive_s=60)
+    residency.agreed("a", fresh=True, pinned=True)
+    residency.agreed("b", fresh=True, keep_alive_s=5)
+    assert await residency.listed_terms() == {"a": (True, 60), "b": (False, 5)}
+
+    worker, _, _ = resident(("a", 10, 0.0), ("b", 10, 0.0), keep_alive_s=60)
+    worker.decides = False
+
+    async def primary():
+        return residency.listed()
+
+    worker.listed_elsewhere = primary
+    assert await worker.listed_terms() == {"a": (True, 60), "b": (False, 5)}
