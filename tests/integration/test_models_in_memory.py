@@ -4,15 +4,19 @@ pinning. Every answer is compared with the library's own vectors.
 
 Two dense sentence-transformers (A, B: one Triton model each) and an OpenCLIP model (C: a
 text and an image tower) are converted once by the session gateway, which measures them;
-they are copied into this module's repository and served there by one gateway whose budget
-holds any two of them, never three. A request for C with an image that the test's image
-server holds back is a request in flight for as long as the test wants.
+they are copied into this module's repository and served there by one gateway of two
+workers (whose primary decides for both) with a budget that holds any two of them, never
+three. A request for C with an image that the test's image server holds back is a request
+in flight for as long as the test wants. TEI's base URLs, which name their model in the
+path, and bulk jobs load their model as every other request does.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import io
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -28,6 +32,7 @@ from tests.helpers import cosine_rows
 from tests.image_server import ImageServer
 
 from .conftest import model_stubs, start_gateway, wait_ready, wait_until
+from .worker_clients import WORKER, WORKERS, connections
 
 A, B = "tiny/memory-a", "tiny/memory-b"
 MIB = 1024 * 1024
@@ -181,7 +186,7 @@ def served(converted, clip_configs, images, tmp_path_factory):
     gateway = start_gateway(
         repository, tmp_path_factory.mktemp("memory-logs") / "gateway.log",
         load_on_first_request="true", memory_budget_mb=f"{budget_mb:.1f}", clip_model_config_dir=str(clip_configs),
-        image_fetch_allow=IMAGE_HOST, image_fetch_timeout_s="120", workers="1",
+        image_fetch_allow=IMAGE_HOST, image_fetch_timeout_s="120", workers=str(WORKERS),
     )
     wait_ready(gateway)
     serving = Served(gateway, library, bodies, triton_names, images)
@@ -210,30 +215,40 @@ def test_a_model_not_in_the_repository_is_never_converted(served):
 
 
 def test_concurrent_first_requests_wait_for_one_load(served):
+    """Requests for a model not loaded, side by side on both gateway workers: the primary
+    loads it once for all of them, and every one is answered at parity."""
     assert A not in served.loaded()
     start = len(served.gateway.log())
     texts = [served.text(A) for _ in range(6)]
     answers: list[httpx.Response | None] = [None] * len(texts)
+    pinned = connections(served.gateway.url, timeout=120)  # the first two, one on each worker
 
     def send(i: int) -> None:
         # Half through OpenAI's API: every API's requests load the model the same way.
-        with served.gateway.client(timeout=120) as http:
+        with contextlib.nullcontext(pinned[i]) if i in pinned else served.gateway.client(timeout=120) as http:
             if i % 2:
                 answers[i] = http.post("/v1/embeddings", json={"model": A, "input": [texts[i]]})
             else:
                 answers[i] = http.post("/infer", json={"model_name": A, "text": [texts[i]]})
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for client in pinned.values():
+            client.close()
     for i, answer in enumerate(answers):
         assert answer is not None and answer.status_code == 200, answer and answer.text
         body = answer.json()
         vectors = [row["embedding"] for row in body["data"]] if i % 2 else body["text_embeddings"]
         assert_parity(vectors, served.library.texts(A, [texts[i]]))
-    assert first_request_loads(served, A, start) == 1
+    assert {answers[i].headers[WORKER] for i in pinned} == {"0", "1"}
+    # One load, by the primary; each worker that had requests waiting says it waited for it.
+    assert served.gateway.log()[start:].count(f"model {A} loaded (triton") == 1
+    assert 1 <= first_request_loads(served, A, start) <= WORKERS
     # The one that started the load waited for it, and says so.
     assert any(float(answer.headers.get(LOAD_HEADER, 0)) > 0 for answer in answers if answer is not None)
 
@@ -330,3 +345,72 @@ def test_an_idle_model_is_unloaded_after_its_keep_alive(served, C):
     assert set(served.loaded()) == {B}  # B keeps the server's keep-alive: for ever
     assert served.gateway.metric("embedgate_model_unloads_total", model=C, reason="idle") >= 1
     assert served.infer(C).status_code == 200  # loaded again on its next request
+
+
+def unload(served: Served, model: str) -> None:
+    answer = served.http.post("/unload_model", json=served.bodies[model])
+    assert answer.status_code == 200, answer.text
+    assert model not in served.loaded()
+
+
+def test_a_tei_base_url_loads_its_model_for_each_of_its_routes(served):
+    """TEI's URLs name their model in the path: each route of ``/tei/<model>`` that needs the
+    model loads it (the base URL reads its kind first); ``/health`` says it is served without
+    loading it."""
+    if A in served.loaded():
+        unload(served, A)
+    assert served.http.get(f"/tei/{A}/health").status_code == 200
+    assert A not in served.loaded()
+    text = served.text(A)
+    embedded = served.http.post(f"/tei/{A}/embed", json={"inputs": [text]})
+    assert embedded.status_code == 200, embedded.text
+    assert float(embedded.headers[LOAD_HEADER]) > 0
+    assert_parity(embedded.json(), served.library.texts(A, [text]))
+
+    unload(served, A)
+    text = served.text(A)
+    at_base_url = served.http.post(f"/tei/{A}", json={"inputs": text})
+    assert at_base_url.status_code == 200, at_base_url.text
+    assert LOAD_HEADER in at_base_url.headers
+    assert_parity(at_base_url.json(), served.library.texts(A, [text]))
+
+    unload(served, A)
+    tokens = served.http.post(f"/tei/{A}/tokenize", json={"inputs": "hello world"})
+    assert tokens.status_code == 200, tokens.text
+    assert LOAD_HEADER in tokens.headers
+    tokenizer = served.library.dense[A].tokenizer
+    assert [token["id"] for token in tokens.json()[0]] == tokenizer("hello world")["input_ids"]
+
+    unload(served, A)
+    info = served.http.get(f"/tei/{A}/info")
+    assert info.status_code == 200, info.text
+    assert info.json()["model_id"] == A and A in served.loaded()
+
+
+def test_a_bulk_job_loads_its_model(served):
+    """A batch whose model is in the repository but not loaded loads it for its chunks: every
+    line answered with the library's vector."""
+    import openai
+
+    if A in served.loaded():
+        unload(served, A)
+    texts = [served.text(A) for _ in range(40)]
+    lines = [
+        json.dumps({"custom_id": f"line-{i}", "method": "POST", "url": "/v1/embeddings",
+                    "body": {"model": A, "input": text}})
+        for i, text in enumerate(texts)
+    ]
+    with openai.OpenAI(api_key="x", base_url=f"{served.gateway.url}/v1", timeout=120) as client:
+        uploaded = client.files.create(file=("memory.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
+        batch = wait_until(
+            lambda: (b := client.batches.retrieve(batch.id)).status in ("completed", "failed", "expired") and b,
+            120, "the batch to finish", 0.2,
+        )
+        assert batch.status == "completed" and batch.request_counts.completed == len(texts), (
+            batch.status, batch.request_counts, batch.errors)
+        rows = sorted((json.loads(row) for row in client.files.content(batch.output_file_id).text.splitlines()),
+                      key=lambda row: int(row["custom_id"].split("-")[1]))
+    vectors = [row["response"]["body"]["data"][0]["embedding"] for row in rows]
+    assert_parity(vectors, served.library.texts(A, texts))
+    assert A in served.loaded()

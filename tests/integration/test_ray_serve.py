@@ -6,7 +6,8 @@ The model is a tiny one the test builds (what is checked is how replicas share a
 it, not its size), compared with the library's own vectors of it. The model repository is
 an S3 bucket of a ``moto_server`` on 127.0.0.1 (the AWS_* variables reach the replicas
 through the Ray nodes' environment). The replicas are deployed with ``embedgate serve
---ray`` and used through Serve's HTTP proxy.
+--ray`` and used through Serve's HTTP proxy, with loads on a first request on: a test that
+means a replica served what the desired state gave it checks that no answer waited for a load.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .conftest import (
 from .recovery import Clock, recovered
 
 REPLICA = "x-embedgate-replica"
+LOAD_HEADER = "x-model-load-time-ms"
 MODEL = "ray/tiny"
 TRITON_NAME = "ray--tiny"
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -89,7 +91,10 @@ class Deployment:
             # Small chunks: a short job still spreads over every replica.
             "--batch-chunk-texts", "25",
         ]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "EMBEDGATE_TRITON_STARTUP_TIMEOUT_S": str(STARTUP_TIMEOUT_S)}
+        env = {
+            **os.environ, "HF_HUB_OFFLINE": "1", "EMBEDGATE_TRITON_STARTUP_TIMEOUT_S": str(STARTUP_TIMEOUT_S),
+            "EMBEDGATE_LOAD_ON_FIRST_REQUEST": "true",
+        }
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
@@ -292,6 +297,7 @@ def test_a_replica_whose_triton_stays_down_past_the_startup_timeout_is_replaced_
     assert successor["replica_id"] in answers
     for replica_id, response in answers.items():
         assert response.status_code == 200, (replica_id, response.text)
+        assert LOAD_HEADER not in response.headers, "the successor loaded the model for a request"
         assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
 
 
@@ -455,6 +461,7 @@ async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new
     assert max(per_client.values(), default=0) <= 1, failed
     served = [(text, r) for text, r in answers if not isinstance(r, Exception) and r.status_code == 200]
     assert_each_got_its_embedding(served, library)
+    assert not [r for _, r in served if LOAD_HEADER in r.headers], "a replica loaded the model for a request"
     recovery = recovered(answers, clock, "a worker node lost", lost_at)
     by_successor = answered_by(successor)
     print(f"\nnode lost: {len(served)} answered 200 ({answered_by(lost)} by the lost replica, {by_successor} by the "
@@ -462,16 +469,26 @@ async def test_a_node_lost_under_load_leaves_the_other_replica_serving_and_a_new
     assert recovery.seconds <= NODE_LOSS_BOUND_S, recovery
 
 
-def test_unload_reaches_every_replica(ray_app):
+def desired_models(app: Deployment) -> list[str]:
+    """The application's desired state: the models admins loaded."""
+    details = httpx.get(f"{app.dashboard_url}/api/serve/applications/", timeout=10).json()
+    deployment = details["applications"]["embedgate"]["deployments"]["EmbedGate"]["deployment_config"]
+    return deployment["user_config"]["models"]
+
+
+def test_unload_reaches_every_replica_and_each_loads_the_model_again_for_a_request(ray_app, library):
+    """An unload takes the model from the desired state and every replica; the next request
+    each replica takes loads it from the bucket for itself (a replica Serve started during the
+    change never saw it there), and the desired state stays the models admins loaded."""
     replicas = len(ray_app.replicas())
     with httpx.Client(base_url=ray_app.url, timeout=300) as client:
         response = client.post("/unload_model", json={"model_name": MODEL})
         assert response.status_code == 200, response.text
-    answers = embed_until_every_replica_answers(ray_app, "gone everywhere", replicas)
-    # Not served anywhere. A replica that had it says it is in the repository but not loaded;
-    # one Serve started during the change (with the new config) never saw it there, and a
-    # remote repository is not listed on the request path: it says it is not there.
-    expected = {409: "model_not_loaded", 404: "model_not_found"}
+    assert MODEL not in desired_models(ray_app)
+    text = "loaded again for this request"
+    answers = embed_until_every_replica_answers(ray_app, text, replicas)
     for replica_id, response in answers.items():
-        assert response.status_code in expected, (replica_id, response.text)
-        assert response.json()["error"]["code"] == expected[response.status_code]
+        assert response.status_code == 200, (replica_id, response.text)
+        assert float(response.headers[LOAD_HEADER]) > 0, replica_id  # it was unloaded there
+        assert cosine_rows(response.json()["text_embeddings"], library.encode([text]))[0] >= 0.9999
+    assert MODEL not in desired_models(ray_app)
