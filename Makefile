@@ -14,13 +14,15 @@ RUN := PYTHONDONTWRITEBYTECODE=
 
 .PHONY: install serve test test-images test-unit test-integration docs docs-serve bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt setup.py api/grpc/proto/tei.proto
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q uv
 	# torch and torchvision pinned as a pair built together (constraints.txt): PyPI's
 	# build, which runs on the CPU where there is no GPU. setuptools and wheel: the wheel
-	# test builds ours with this environment's (tests/integration/test_wheel.py).
-	$(INSTALL) torch==2.14.1 torchvision==0.29.1 "setuptools>=68" wheel -e ".[convert,test,triton,s3]"
+	# test builds ours with this environment's (tests/integration/test_wheel.py). The build
+	# generates TEI's gRPC stubs (setup.py, grpcio-tools); grpc: TEI's gRPC API's health and
+	# reflection services.
+	$(INSTALL) torch==2.14.1 torchvision==0.29.1 "setuptools>=68" wheel -e ".[convert,test,triton,s3,grpc]"
 	# For the install test (tests/integration/test_wheel.py): a user's environment with
 	# numpy 2 and protobuf 7, whose Triton gets its own (nvidia-pytriton, numpy 1), offline.
 	$(BIN)/python -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: -d $(VENV)/wheels \

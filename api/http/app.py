@@ -40,9 +40,19 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
         gateway = Gateway(settings, cluster)
         await gateway.start()
         app.state.gateway = gateway
+        grpc_api = None
         try:
+            if settings.grpc_port:
+                # Imported only where it is served: the grpc extra may not be installed.
+                from ..grpc.server import GrpcServer
+
+                # Gateways that share the HTTP port (workers, replicas) share the gRPC port too.
+                grpc_api = GrpcServer(gateway, app.state.keyring, shared_port=cluster is not None)
+                await grpc_api.start()
             yield
         finally:
+            if grpc_api is not None:
+                await grpc_api.stop()
             app.state.gateway = None
             await gateway.stop()
 

@@ -1,5 +1,5 @@
 """The gateway's HTTP server: where it listens, how many processes share the port, its log
-level and per-request OpenTelemetry."""
+level and per-request OpenTelemetry; and TEI's gRPC API beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,16 @@ class ServerSettings(BaseModel):
     workers: int = Field(
         0, ge=0, le=64, description="Gateway processes sharing the port, one Triton and one model lifecycle; 0: one "
         "per four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host; 1: one process.",
+    )
+    grpc_port: int = Field(
+        0, ge=0, le=65535, description="Port of TEI's gRPC API (package tei.v1, on the host above); 0: not served. Off "
+        "unless asked: a second open port is the operator's choice (a container or a Kubernetes service must "
+        "publish it), and every gateway of a test or a host would otherwise contend for one default port. Needs "
+        "the grpc extra (pip install \"embedgate[grpc]\").",
+    )
+    grpc_stream_window: int = Field(
+        32, ge=1, le=1024, description="Requests of one gRPC stream in flight at once; past them the stream's next "
+        "requests are not read until the oldest is answered and sent.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     opentelemetry: bool = Field(False, description="FastAPI's OpenTelemetry spans and metrics for each request, "

@@ -65,6 +65,25 @@ KEY_REJECTIONS = Counter(
     ["key", "reason"],
     registry=REGISTRY,
 )
+RPCS = Counter(
+    "embedgate_grpc_requests",
+    "gRPC calls answered (TEI's gRPC API), by method, model and status code (a stream is one call).",
+    ["method", "model", "code"],
+    registry=REGISTRY,
+)
+RPC_SECONDS = Histogram(
+    "embedgate_grpc_request_duration_seconds",
+    "Time from a gRPC call's start to its status (a stream's whole life), by method and model.",
+    ["method", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+RPC_MESSAGES = Counter(
+    "embedgate_grpc_stream_messages",
+    "Requests answered within gRPC streams (one response each), by method and model.",
+    ["method", "model"],
+    registry=REGISTRY,
+)
 STAGE_SECONDS = Histogram(
     "embedgate_inference_stage_seconds",
     "Embedding requests by stage: queue (waiting for a tokenizer thread), tokenize, and "

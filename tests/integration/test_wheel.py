@@ -38,12 +38,16 @@ MODEL = "org/tiny-wheel"
 # What make install downloads for this test (a user's numpy 2 and protobuf 7, Triton's runtime).
 WHEELS = Path(sys.prefix) / "wheels"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-# The package folders (pyproject.toml's package-dir) and what the build reads beside them.
+# The package folders (pyproject.toml's package-dir) and what the build reads beside them
+# (setup.py: the build step that generates TEI's gRPC stubs).
 SOURCES = (
     *tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values(),
     "pyproject.toml",
+    "setup.py",
     "README.md",
 )
+# What the build makes, left out of the copy so that the build must make it.
+GENERATED = ("__pycache__", "tei_pb2*")
 
 
 def run(*argv: str | Path, cwd: Path | None = None) -> str:
@@ -82,7 +86,7 @@ def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
     for name in SOURCES:
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns(*GENERATED))
         else:
             shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
