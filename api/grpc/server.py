@@ -19,8 +19,9 @@ import contextlib
 import logging
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
-from ..errors import EmbedgateError
 from ..gateway import Gateway
 from ..http.auth import KeyRing
 from .calls import Calls
@@ -35,21 +36,6 @@ ALWAYS_SERVING = ("tei.v1.Info", "tei.v1.Tokenize")
 RESPONSE_ALLOWANCE = 64 << 20
 
 
-class GrpcUnavailable(EmbedgateError):
-    code = "grpc_unavailable"
-
-
-def _health_and_reflection():
-    try:
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-        from grpc_reflection.v1alpha import reflection
-    except ImportError as missing:
-        raise GrpcUnavailable(
-            f"EMBEDGATE_GRPC_PORT serves TEI's gRPC API, which needs {missing.name}: pip install \"embedgate[grpc]\""
-        ) from None
-    return health, health_pb2, health_pb2_grpc, reflection
-
-
 class GrpcServer:
     """TEI's gRPC API of one gateway process."""
 
@@ -59,10 +45,12 @@ class GrpcServer:
         self.shared_port = shared_port
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        # Triton's readiness as the health service last said it (None: not said yet).
+        self._ready: bool | None = None
         self._watch: asyncio.Task | None = None
 
     async def start(self) -> None:
-        health, health_pb2, health_pb2_grpc, reflection = _health_and_reflection()
         settings = self.gateway.settings
         server = grpc.aio.server(options=[
             ("grpc.so_reuseport", 1 if self.shared_port else 0),
@@ -70,30 +58,28 @@ class GrpcServer:
             ("grpc.max_send_message_length", RESPONSE_ALLOWANCE),
         ])
         add_services(TeiServices(Calls(self.gateway.endpoints.tei, self.keyring, settings), settings), server)
-        self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        self._serving = health_pb2.HealthCheckResponse.SERVING
-        self._not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            server,
-        )
-        address = f"{settings.host}:{settings.grpc_port}"
-        self.port = server.add_insecure_port(address)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        self.port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
         await server.start()
         self._server = server
+        for name in ALWAYS_SERVING:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         await self._report_health()
         self._watch = asyncio.create_task(self._watch_health())
         log.info("TEI's gRPC API on %s:%s", settings.host, self.port)
 
     async def _report_health(self) -> None:
+        """The services that need Triton, as Triton's readiness says (set when it changes:
+        a Watch of the health service hears of changes only)."""
         try:
             ready = await self.gateway.triton_ready()
         except Exception:  # noqa: BLE001 - a Triton that cannot say is not ready
             ready = False
-        for name in ALWAYS_SERVING:
-            await self._health.set(name, self._serving)
-        status = self._serving if ready else self._not_serving
+        if ready == self._ready:
+            return
+        self._ready = ready
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", *(name for name in SERVICE_NAMES if name not in ALWAYS_SERVING)):
             await self._health.set(name, status)
 

@@ -3,9 +3,28 @@ level and per-request OpenTelemetry; and TEI's gRPC API beside it."""
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib.util
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
+
+# What serving TEI's gRPC API imports beyond the gateway's own dependencies: the stubs the
+# package's build generates, and the standard health and reflection services (the grpc extra).
+GRPC_NEEDS = {
+    "embedgate.api.grpc.stubs.tei_pb2": "TEI's gRPC stubs are generated when the package is built: install it "
+    "(make install, or pip install .)",
+    "grpc_health": "TEI's gRPC API needs grpcio-health-checking: pip install 'embedgate[grpc]'",
+    "grpc_reflection": "TEI's gRPC API needs grpcio-reflection: pip install 'embedgate[grpc]'",
+}
+
+
+def _grpc_servable(port: int) -> int:
+    """``port`` itself, unless it asks for TEI's gRPC API and what serving it imports is missing."""
+    if port:
+        for module, hint in GRPC_NEEDS.items():
+            if importlib.util.find_spec(module) is None:
+                raise ValueError(hint)
+    return port
 
 
 class ServerSettings(BaseModel):
@@ -15,7 +34,7 @@ class ServerSettings(BaseModel):
         0, ge=0, le=64, description="Gateway processes sharing the port, one Triton and one model lifecycle; 0: one "
         "per four CPU cores on a CPU host (1 on up to 7 cores), one per core up to 8 on a GPU host; 1: one process.",
     )
-    grpc_port: int = Field(
+    grpc_port: Annotated[int, AfterValidator(_grpc_servable)] = Field(
         0, ge=0, le=65535, description="Port of TEI's gRPC API (package tei.v1, on the host above); 0: not served. Off "
         "unless asked: a second open port is the operator's choice (a container or a Kubernetes service must "
         "publish it), and every gateway of a test or a host would otherwise contend for one default port. Needs "
