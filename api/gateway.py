@@ -17,6 +17,7 @@ from .jobs.service import JobService
 from .models.control import ModelControl
 from .models.first_request import FirstRequestLoads
 from .models.host import ModelHost
+from .models.memory import gpu_by_part
 from .models.registry import ModelRegistry
 from .settings import Settings
 from .telemetry import scrape
@@ -156,12 +157,9 @@ class Gateway:
         return scrape.own_text(state)
 
     async def gpu_memory(self) -> dict[str, int]:
-        """GPU memory per Triton model (graphs included), as its GPU instances report it to
-        Triton's metrics; empty where no loaded model has GPU instances (nothing asked)."""
-        if not any(m.metadata.gpu is not None for m in self.registry.loaded()):
-            return {}
-        text = await self.backend.metrics_text()
-        return scrape.gpu_memory_by_model(text) if text else {}
+        """GPU memory per Triton model, as the memory budget counts it; empty where no loaded
+        model has GPU instances (nothing asked)."""
+        return await gpu_by_part(self.backend, self.registry.loaded())
 
     async def metrics_text(self) -> bytes:
         """One scrape of the whole server: every gateway process's metrics (summed where

@@ -10,12 +10,17 @@ load, measured once then. A model the gateway computes itself (static weights) h
 Triton memory and is counted as none. RSS counts the shared libraries each stub maps, so
 the figures are what ``ps`` shows, a little more than the stubs would free together.
 
-GPU memory: what each model's GPU instances report to Triton's metrics.
+GPU memory: what the driver says each model's stubs hold on the GPU (``triton/device_memory.py``),
+else what its GPU instances report to Triton's metrics (:func:`gpu_by_part`).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from ..compute.backend.base import Backend, HostMemory
+from ..compute.requests.served import ServedModel
+from ..telemetry import scrape
 
 # One look at tritonserver's memory (``Reading(None, {})``: nothing measured).
 Reading = HostMemory
@@ -29,6 +34,18 @@ class MemoryMeter:
 
     def read(self) -> Reading:
         return self._backend.host_memory() or Reading(None, {})
+
+
+async def gpu_by_part(backend: Backend, models: list[ServedModel]) -> dict[str, int]:
+    """GPU memory by Triton model: the driver's figures of its stubs (their CUDA contexts
+    included: what unloading it frees) where it names them, else what its GPU instances
+    report to Triton's metrics (their allocator's); empty where no model has GPU instances
+    (nothing asked)."""
+    if not any(model.metadata.gpu is not None for model in models):
+        return {}
+    text = await backend.metrics_text()
+    reported = scrape.gpu_memory_by_model(text) if text else {}
+    return {**reported, **(await asyncio.to_thread(backend.device_memory) or {})}
 
 
 def model_bytes(parts: tuple[str, ...], reading: Reading, in_server: int) -> int:

@@ -30,10 +30,9 @@ from ..compute.backend.base import Backend
 from ..compute.requests.served import ServedModel
 from ..errors import EmbedgateError, MemoryBudgetExceeded
 from ..settings import Settings
-from ..telemetry import scrape
 from ..telemetry.metrics import MODEL_UNLOADS
 from .budget import MIB, Holder, to_unload
-from .memory import MemoryMeter, Reading, grown_by, model_bytes
+from .memory import MemoryMeter, Reading, gpu_by_part, grown_by, model_bytes
 
 log = logging.getLogger("embedgate.residency")
 # How often idle models are looked at for their keep-alive.
@@ -164,10 +163,7 @@ class Residency:
         return await asyncio.to_thread(self.meter.read)
 
     async def _gpu(self, models: list[ServedModel]) -> dict[str, int]:
-        if not any(model.metadata.gpu is not None for model in models):
-            return {}
-        text = await self.owner.backend.metrics_text()
-        return scrape.gpu_memory_by_model(text) if text else {}
+        return await gpu_by_part(self.owner.backend, models)
 
     # --- loads under the budget
     @contextlib.asynccontextmanager

@@ -113,13 +113,20 @@ def resident_bytes(pid: int) -> int | None:
     return None
 
 
+def model_of_stub(stub: Stub) -> str | None:
+    """The Triton model a stub's instance belongs to."""
+    if stub.instance is None:
+        return None
+    return _INSTANCE.fullmatch(stub.instance.encode())["model"].decode()
+
+
 def resident_by_model(triton_pid: int) -> dict[str, int]:
     """The resident memory of this tritonserver's stubs, summed by the Triton model they run."""
     held: dict[str, int] = {}
     for stub in stubs_of(triton_pid):
         rss = resident_bytes(stub.pid)
-        if stub.instance is not None and rss is not None:
-            model = _INSTANCE.fullmatch(stub.instance.encode())["model"].decode()
+        model = model_of_stub(stub)
+        if model is not None and rss is not None:
             held[model] = held.get(model, 0) + rss
     return held
 

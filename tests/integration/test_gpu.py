@@ -3,13 +3,15 @@ CUDA; elsewhere these tests are skipped, and the CPU path is what the rest of th
 checks): a sentence-transformer loaded through the API gets GPU instances running its
 float16 TorchScript graph as CUDA graphs of bucketed shapes, and serves what the float32
 PyTorch model computes at each bucket's edges (its shortest and its longest texts, alone
-and as a full bucket); an OpenCLIP model's two towers run there too."""
+and as a full bucket); an OpenCLIP model's two towers run there too; each model's GPU
+memory is what the GPU says its processes hold, and a GPU memory budget unloads to make room."""
 
 from __future__ import annotations
 
 import base64
 import io
 import random
+import subprocess
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from tests import tiny_models
 from tests.clip_model import build_tiny_clip, reference_model
 from tests.helpers import cosine_rows
 
-from .conftest import start_gateway
+from .conftest import model_stubs, start_gateway
 
 pytestmark = pytest.mark.skipif(not gpus.available(), reason="needs an NVIDIA GPU and PyTorch with CUDA")
 
@@ -158,8 +160,62 @@ def test_each_gpu_instance_reports_its_memory_graphs_included(gpu_gateway, dense
     assert len(by_instance) == 2, samples
     for parts in by_instance.values():
         assert 0 < parts["weights"] < parts["total"]
-    # The listing shows the model's share: its instances' totals.
-    assert now["gpu_memory_bytes"] == sum(parts["total"] for parts in by_instance.values())
+    # The listing shows what the GPU says the model's stubs hold (nvidia-smi, asked here of
+    # the processes whose command line names an instance of it): within 20%, and more than
+    # its instances' allocators report (their CUDA contexts too).
+    on_gpu = gpu_memory_of_stubs(gpu_gateway, listed["triton_name"])
+    assert abs(now["gpu_memory_bytes"] - on_gpu) <= 0.2 * on_gpu, (now["gpu_memory_bytes"], on_gpu)
+    assert now["gpu_memory_bytes"] > sum(parts["total"] for parts in by_instance.values())
+
+
+def gpu_memory_of_stubs(gateway, triton_name: str) -> int:
+    """What nvidia-smi says the stubs of this gateway's tritonserver that run ``triton_name``
+    hold on the GPU, in bytes."""
+    done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True, check=True)
+    used = {int(pid): int(mib) * 2**20 for pid, mib in (line.split(",") for line in done.stdout.splitlines())
+            if mib.strip().isdigit()}
+    stubs = model_stubs(gateway.children("tritonserver")[0], triton_name)
+    assert stubs, f"no stub of {triton_name}"
+    return sum(used.get(pid, 0) for pid in stubs)
+
+
+def test_a_gpu_memory_budget_unloads_the_least_recently_used_idle_model(tmp_path_factory):
+    """EMBEDGATE_GPU_MEMORY_BUDGET_MB holds two of three tiny models on GPU instances: a third
+    load unloads the least recently used, and every answer is the library's."""
+    from sentence_transformers import SentenceTransformer
+
+    sources = tmp_path_factory.mktemp("gpu-budget-models")
+    directories = {f"gpu/budget-{seed}": tiny_models.dense_model(sources / f"m{seed}", seed=seed) for seed in (1, 2, 3)}
+    first, second, third = directories
+    measured = start_gateway(tmp_path_factory.mktemp("gpu-budget-measure"), sources / "measure.log")
+    try:
+        with measured.client(timeout=600) as http:
+            loaded = http.post("/load_sentence_transformer_model",
+                               json={"model_name": first, "model_path": str(directories[first])})
+            assert loaded.status_code == 200, loaded.text
+            (listed,) = [m for m in http.get("/loaded_models").json()["models"] if m["model_name"] == first]
+    finally:
+        measured.stop()
+    one = listed["gpu_memory_bytes"]
+    assert one and one > 0, listed
+    gateway = start_gateway(tmp_path_factory.mktemp("gpu-budget-repository"), sources / "gateway.log",
+                            gpu_memory_budget_mb=f"{2.5 * one / 2**20:.0f}")
+    try:
+        with gateway.client(timeout=600) as http:
+            for name in (first, second, first, third):  # the first used again: the second is the least recent
+                loaded = http.post("/load_sentence_transformer_model",
+                                   json={"model_name": name, "model_path": str(directories[name])})
+                assert loaded.status_code == 200, loaded.text
+                text = f"{name} on a budget"
+                answer = http.post("/infer", json={"model_name": name, "text": [text]})
+                assert answer.status_code == 200, answer.text
+                library = SentenceTransformer(str(directories[name]), device="cpu")
+                assert cosine_rows(answer.json()["text_embeddings"], library.encode([text]))[0] >= HALF_THRESHOLD
+            assert {m["model_name"] for m in http.get("/loaded_models").json()["models"]} == {first, third}
+        assert gateway.metric("embedgate_model_unloads_total", model=second, reason="budget") >= 1
+    finally:
+        gateway.stop()
 
 
 def test_both_openclip_towers_serve_on_gpu_instances_at_parity(gpu_gateway, tiny_clip):

@@ -111,3 +111,8 @@ class Backend(Protocol):
     def host_memory(self) -> HostMemory | None:
         """The server's host memory now (blocking: /proc); None where it runs elsewhere."""
         ...
+
+    def device_memory(self) -> dict[str, int] | None:
+        """Each part's GPU memory as the driver reports its processes' (blocking: a
+        subprocess); None where it cannot say (no driver, a server that runs elsewhere)."""
+        ...

@@ -84,3 +84,6 @@ class NoopBackend:
 
     def host_memory(self) -> HostMemory | None:
         return self.models.host_memory() if self.models is not None else None
+
+    def device_memory(self) -> dict[str, int] | None:
+        return self.models.device_memory() if self.models is not None else None

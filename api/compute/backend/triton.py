@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import TritonConnectionLost
 from ...settings import Settings
 from ...telemetry import scrape
-from ...triton import gpus, instances
+from ...triton import device_memory, gpus, instances
 from ...triton.client import TritonClient
 from ...triton.external import ExternalTriton
 from ...triton.server import TritonServer
@@ -198,3 +198,8 @@ class TritonBackend:
         if pid is None:  # none, or one that runs elsewhere (external, a gateway worker's primary's)
             return None
         return HostMemory(instances.resident_bytes(pid), instances.resident_by_model(pid))
+
+    def device_memory(self) -> dict[str, int] | None:
+        pid = getattr(self.triton, "pid", None)
+        used = None if pid is None else device_memory.used_by_process()
+        return None if used is None else device_memory.device_by_model(pid, used)

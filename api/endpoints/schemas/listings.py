@@ -51,8 +51,8 @@ class _ModelInfo(BaseModel):
     )
     gpu_memory_bytes: int | None = Field(
         None,
-        description="GPU memory the model's GPU instances hold (weights, CUDA graphs, buffers), as they report "
-        "it (/loaded_models only; none: CPU instances).",
+        description="GPU memory the model's GPU instances hold (CUDA contexts, weights, CUDA graphs, buffers), "
+        "as the GPU reports their processes', else as they report it (/loaded_models only; none: CPU instances).",
     )
     memory_bytes: int | None = Field(
         None,

@@ -17,6 +17,7 @@ from embedgate.api.errors import MemoryBudgetExceeded
 from embedgate.api.models.budget import MIB
 from embedgate.api.models.memory import Reading
 from embedgate.api.models.residency import Residency
+from embedgate.api.telemetry.scrape import GPU_MEMORY_METRIC
 
 
 @dataclass
@@ -216,3 +217,34 @@ async def test_a_gateway_worker_lists_the_terms_its_primary_keeps():
 
     worker.listed_elsewhere = primary
     assert await worker.listed_terms() == {"a": (True, 60), "b": (False, 5)}
+
+
+class GpuBackend:
+    """Triton's metrics with what two GPU instances report, and the driver's figures of one
+    model's stubs."""
+
+    def __init__(self, driver: dict[str, int] | None):
+        self.driver = driver
+
+    async def metrics_text(self):
+        return (
+            f'{GPU_MEMORY_METRIC}{{model="a-0",instance="a-0_0_0",part="total"}} {100 * MIB}\n'
+            f'{GPU_MEMORY_METRIC}{{model="b-0",instance="b-0_0_0",part="total"}} {200 * MIB}\n'
+        ).encode()
+
+    def device_memory(self):
+        return self.driver
+
+
+async def test_a_models_gpu_memory_is_the_drivers_figure_where_it_names_its_stubs():
+    """What the driver says a model's stubs hold (their CUDA contexts too: what unloading frees)
+    counts; where it names none of them, what the instances report stands in."""
+    residency, registry, _ = resident(("a", 10, 0.0), ("b", 10, 0.0))
+    for model in registry.models.values():
+        model.metadata = SimpleNamespace(gpu=object())
+    registry.backend = GpuBackend({"a-0": 600 * MIB})
+    figures = await residency.figures()
+    assert (figures["a"]["gpu"], figures["b"]["gpu"]) == (600 * MIB, 200 * MIB)
+    registry.backend = GpuBackend(None)  # no driver's tool
+    figures = await residency.figures()
+    assert (figures["a"]["gpu"], figures["b"]["gpu"]) == (100 * MIB, 200 * MIB)
