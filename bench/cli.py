@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - other platforms
 from embedgate.bench import compare, inprocess, job, plot, processes, served_model, server_stats, stages, sweep
 from embedgate.bench.connection import Target
 from embedgate.bench.endpoints import build_endpoint
+from embedgate.bench.grpc_endpoints import GRPC_ENDPOINTS, build_grpc_endpoint
 from embedgate.bench.loadgen import LoadRun, run_load_split
 from embedgate.bench.options import build_parser, validate
 from embedgate.bench.payloads import Payload, build_payload
@@ -111,8 +112,11 @@ async def _server_run(
         if args.payload == "long" and not max_length:
             max_length = await _max_length(session, args)
         payload = _payload(args, max_length)
-        endpoint = build_endpoint(args.endpoint, args.model, args.pretrained)
         target = Target.from_url(args.url, headers)
+        if args.endpoint in GRPC_ENDPOINTS:
+            endpoint = build_grpc_endpoint(args.endpoint, target.host, args.grpc_port, args.model, args.api_key)
+        else:
+            endpoint = build_endpoint(args.endpoint, args.model, args.pretrained)
         serves = server_stats.serves(args.model, args.pretrained)
         if before_load is not None:
             before_load(payload)

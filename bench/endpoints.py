@@ -12,7 +12,7 @@ from typing import Mapping
 
 import orjson
 
-ENDPOINTS = ("/infer", "/v1/embeddings")
+ENDPOINTS = ("/infer", "/v1/embeddings", "/tei/embed")
 # Every timing header the gateway sends has this shape (x-tokenize-time-ms, ...).
 _TIMING_PREFIX, _TIMING_SUFFIX = "x-", "-time-ms"
 
@@ -98,7 +98,31 @@ class OpenAIEndpoint:
         )
 
 
-Endpoint = InferEndpoint | OpenAIEndpoint
+class TeiEmbedEndpoint:
+    """TEI's ``POST /tei/<model>/embed``: ``inputs`` in, a list of embeddings out (the HTTP
+    route of TEI's gRPC ``Embed``, which the benchmark loads too)."""
+
+    def __init__(self, model: str):
+        self.path = f"/tei/{model}/embed"
+
+    def body(self, inputs: list[str], kind: str) -> bytes:
+        if kind != "text":
+            raise ValueError("/tei/embed takes text only")
+        return orjson.dumps({"inputs": inputs})
+
+    def parse(self, raw: bytes, headers: Mapping[str, str], kind: str) -> Parsed:
+        vectors = orjson.loads(raw)
+        timings = timing_headers(headers)
+        return Parsed(
+            embeddings=len(vectors),
+            server_ms=timings.get("total"),
+            timings_ms=timings,
+            zero_vectors=bool(vectors) and not any(vectors[0]),
+            cached=cached_inputs(headers),
+        )
+
+
+Endpoint = InferEndpoint | OpenAIEndpoint | TeiEmbedEndpoint
 
 
 def build_endpoint(path: str, model: str, pretrained: str | None = None) -> Endpoint:
@@ -108,4 +132,8 @@ def build_endpoint(path: str, model: str, pretrained: str | None = None) -> Endp
         if pretrained:
             raise ValueError("/v1/embeddings names a model by 'model' alone; drop --pretrained")
         return OpenAIEndpoint(model)
+    if path == "/tei/embed":
+        if pretrained:
+            raise ValueError("/tei/embed names a model by its URL alone; drop --pretrained")
+        return TeiEmbedEndpoint(model)
     raise ValueError(f"unknown endpoint {path!r}; choose from {', '.join(ENDPOINTS)}")

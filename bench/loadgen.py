@@ -134,7 +134,9 @@ async def run_load(
     next request (as OpenAI's client libraries do), else it sends the next at once."""
     if (requests is None) == (duration_s is None):
         raise ValueError("give exactly one of requests and duration_s")
-    head = target.post_head(endpoint.path)
+    # TEI's gRPC API (``grpc_endpoints.py``) sends on channels of its own, not over HTTP.
+    over_grpc = hasattr(endpoint, "client")
+    head = b"" if over_grpc else target.post_head(endpoint.path)
     records: list[RequestRecord] = []
     issued = 0
     started = time.perf_counter()
@@ -142,7 +144,7 @@ async def run_load(
 
     async def user() -> None:
         nonlocal issued
-        client = Client(target, timeout_s)
+        client = endpoint.client() if over_grpc else Client(target, timeout_s)  # type: ignore[union-attr]
         try:
             while True:
                 if requests is not None and issued >= requests:
@@ -151,7 +153,10 @@ async def run_load(
                     return
                 index = first_index + issued
                 issued += 1
-                record = await send_one(client, head, endpoint, payload, index)
+                if over_grpc:
+                    record = await endpoint.send(client, payload, index, timeout_s)  # type: ignore[union-attr]
+                else:
+                    record = await send_one(client, head, endpoint, payload, index)
                 records.append(record)
                 if honor_retry_after and record.retry_after_s:
                     pause = record.retry_after_s
@@ -159,7 +164,9 @@ async def run_load(
                         pause = min(pause, max(0.0, deadline - time.perf_counter()))
                     await asyncio.sleep(pause)
         finally:
-            client.close()
+            closed = client.close()
+            if closed is not None:
+                await closed
 
     await asyncio.gather(*(user() for _ in range(concurrency)))
     wall_s = time.perf_counter() - started

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from embedgate.bench.endpoints import ENDPOINTS
+from embedgate.bench.grpc_endpoints import GRPC_ENDPOINTS
 from embedgate.bench.payloads import PAYLOAD_KINDS
 from embedgate.bench.sweep import DEFAULT_CLIENTS, LIMIT_TEXTS
 
@@ -28,7 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--model-path", metavar="DIR",
                         help="load --model from this directory on the server's machine (a model built with "
                              "python -m embedgate.bench.random_models, say)")
-    target.add_argument("--endpoint", choices=ENDPOINTS, default="/infer")
+    target.add_argument("--endpoint", choices=(*ENDPOINTS, *GRPC_ENDPOINTS), default="/infer",
+                        help="grpc: TEI's gRPC Embed, one unary call per input; grpc-stream: each client's "
+                        "inputs on one long-lived EmbedStream (both on --grpc-port)")
+    target.add_argument("--grpc-port", type=int, default=int(os.environ.get("EMBEDGATE_GRPC_PORT") or 50051),
+                        help="the server's gRPC port, on --url's host, for --endpoint grpc and grpc-stream "
+                        "(default 50051) [env EMBEDGATE_GRPC_PORT]")
     target.add_argument("--no-load", action="store_true", help="do not load the model first")
     target.add_argument("--compare-model", metavar="MODEL",
                         help="then run the same benchmark against MODEL and compare (a variant such as "

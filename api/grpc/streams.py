@@ -23,36 +23,40 @@ Response = TypeVar("Response")
 _END = object()
 
 
+class _Broken:
+    """What the reader found instead of the next request: the request stream's error."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
 async def answered_in_order(
     requests: AsyncIterable[Request], answer: Callable[[Request], Awaitable[Response]], window: int
 ) -> AsyncIterator[Response]:
     """Each request's ``answer``, in the requests' order, at most ``window`` in flight (a
     request is read only once there is room for it)."""
     room = asyncio.Semaphore(window)
-    # Never longer than ``window``: a task is put only with a place in the room.
-    started: asyncio.Queue[asyncio.Task[Response] | object] = asyncio.Queue()
+    # Never longer than ``window`` (and an end): a task is put only with a place in the room.
+    started: asyncio.Queue[asyncio.Task[Response] | _Broken | object] = asyncio.Queue()
 
     async def read() -> None:
-        async for request in requests:
-            await room.acquire()
-            started.put_nowait(asyncio.ensure_future(answer(request)))
+        try:
+            async for request in requests:
+                await room.acquire()
+                started.put_nowait(asyncio.ensure_future(answer(request)))
+        except Exception as error:  # noqa: BLE001 - a broken request stream ends the stream, as a failed answer does
+            started.put_nowait(_Broken(error))
+            return
         started.put_nowait(_END)
 
     reader = asyncio.ensure_future(read())
     try:
         while True:
-            if reader.done():
-                reader.result()  # a broken request stream ends the stream, as a failed answer does
-                task = await started.get()
-            else:
-                got = asyncio.ensure_future(started.get())
-                done, _ = await asyncio.wait((got, reader), return_when=asyncio.FIRST_COMPLETED)
-                if got not in done:
-                    got.cancel()  # an item it was woken for stays in the queue
-                    continue
-                task = got.result()
+            task = await started.get()
             if task is _END:
                 return
+            if isinstance(task, _Broken):
+                raise task.error
             try:
                 response = await task  # type: ignore[misc]
             finally:

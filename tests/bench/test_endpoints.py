@@ -40,3 +40,13 @@ def test_openai_bodies_and_responses():
 
 def test_malformed_timing_headers_are_ignored():
     assert timing_headers({"x-queue-time-ms": "n/a", "x-request-id": "1", "x-inference-time-ms": "3"}) == {"inference": 3.0}
+
+
+def test_tei_embed_bodies_and_responses():
+    endpoint = build_endpoint("/tei/embed", "org/m")
+    assert endpoint.path == "/tei/org/m/embed"
+    assert orjson.loads(endpoint.body(["a", "b"], "text")) == {"inputs": ["a", "b"]}
+    parsed = endpoint.parse(orjson.dumps([[0.5, 0.1], [0.2, 0.3]]), {"x-total-time-ms": "3.5"}, "text")
+    assert (parsed.embeddings, parsed.server_ms, parsed.zero_vectors) == (2, 3.5, False)
+    with pytest.raises(ValueError):
+        endpoint.body(["data:x"], "image")
