@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..endpoints.envelope import Answer
 from ..endpoints.schemas.tei import (
     TeiDecodeRequest,
@@ -144,12 +146,27 @@ def metadata(answer: Answer) -> pb.Metadata:
     )
 
 
-def _floats(row: Any) -> list[float]:
-    return row.tolist() if hasattr(row, "tolist") else list(row)
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _packed_floats(row: Any) -> bytes:
+    """Field 1 as ``repeated float`` (packed) on the wire: the row's float32 bytes as they are.
+    Parsed into a message, that is a copy; the same list set float by float costs ten times as
+    much (about 11 µs for 384 floats, on every response of a stream)."""
+    data = np.asarray(row, dtype="<f4").tobytes()
+    return b"\x0a" + _varint(len(data)) + data
 
 
 def embed_response(answer: Answer) -> pb.EmbedResponse:
-    return pb.EmbedResponse(embeddings=_floats(answer.body[0]), metadata=metadata(answer))
+    response = pb.EmbedResponse.FromString(_packed_floats(answer.body[0]))
+    response.metadata.CopyFrom(metadata(answer))
+    return response
 
 
 def embed_sparse_response(answer: Answer) -> pb.EmbedSparseResponse:
@@ -158,8 +175,10 @@ def embed_sparse_response(answer: Answer) -> pb.EmbedSparseResponse:
 
 
 def embed_all_response(answer: Answer) -> pb.EmbedAllResponse:
-    tokens = [pb.TokenEmbedding(embeddings=row) for row in _floats(answer.body[0])]
-    return pb.EmbedAllResponse(token_embeddings=tokens, metadata=metadata(answer))
+    tokens = [_packed_floats(row) for row in np.asarray(answer.body[0], dtype="<f4")]
+    response = pb.EmbedAllResponse.FromString(b"".join(b"\x0a" + _varint(len(token)) + token for token in tokens))
+    response.metadata.CopyFrom(metadata(answer))
+    return response
 
 
 def predict_response(answer: Answer) -> pb.PredictResponse:

@@ -118,3 +118,15 @@ def test_info_is_teis_info_response():
     info = messages.info_response(described)
     assert info.model_type == pb.MODEL_TYPE_RERANKER and info.model_id == "org/m" and not info.HasField("sha")
     assert (info.max_input_length, info.max_batch_requests, info.tokenization_workers) == (512, 64, 2)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 384, 4096])
+def test_vectors_go_on_the_wire_as_the_floats_they_are(dim):
+    """Written as packed float32 bytes (lengths of one to three varint bytes), read back as
+    the same floats a message set float by float holds."""
+    rows = np.random.default_rng(dim).standard_normal((3, dim)).astype(np.float32)
+    embedded = messages.embed_response(answer(rows[:1]))
+    assert embedded == pb.EmbedResponse(embeddings=rows[0].tolist(), metadata=embedded.metadata)
+    tokens = messages.embed_all_response(answer([rows.astype(np.float64)]))
+    assert [list(token.embeddings) for token in tokens.token_embeddings] == rows.tolist()
+    assert tokens.metadata.compute_tokens == 4
