@@ -1,8 +1,8 @@
 """``embedgate serve`` with two gateway workers behind one port, one tritonserver and one
 model lifecycle: every worker answers with PyTorch's vectors, a load, unload or delete sent
 to one worker is seen by every worker when the answer comes, listings and load progress
-answer the same on every worker, one scrape sums the workers, and a bulk job runs every
-line once (what happens as what serves them dies: ``test_worker_faults.py``).
+answer the same on every worker, one scrape sums the workers, every worker serves TEI's
+gRPC API on the shared gRPC port, and a bulk job runs every line once (what happens as what serves them dies: ``test_worker_faults.py``).
 
 Each worker says who it is in ``x-embedgate-worker``; a client holding one keep-alive
 connection talks to one worker, so a test reaches each worker through a connection of
@@ -206,6 +206,54 @@ def cpu_seconds(pids: list[int]) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def established_on(pid: int, port: int) -> int:
+    """Connections process ``pid`` holds that were accepted on ``port`` (/proc's TCP tables)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01" and fields[9] in inodes:
+                count += 1
+    return count
+
+
+def test_every_worker_serves_teis_grpc_api_on_the_shared_port(served, minilm):
+    """Each worker binds the gRPC port too (SO_REUSEPORT): new connections land on every
+    worker, and each answers with the library's vectors."""
+    import grpc
+
+    from embedgate.api.grpc.stubs import tei_pb2, tei_pb2_grpc
+
+    serving = re.compile(r"\[worker \d\]: TEI's gRPC API on [\d.]+:(\d+)")
+    wait_until(lambda: len(serving.findall(served.log())) == WORKERS, 60, "every worker serving gRPC")
+    [port] = {int(found) for found in serving.findall(served.log())}
+    texts = [f"over gRPC, connection {index} embeds this" for index in range(16)]
+    # A connection of each channel's own (channels of one process share them unless told).
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in texts]
+    try:
+        answers = [
+            tei_pb2_grpc.EmbedStub(channel).Embed(tei_pb2.EmbedRequest(inputs=text, normalize=True),
+                                                  metadata=(("x-model", MINILM),), timeout=60)
+            for channel, text in zip(channels, texts)
+        ]
+        assert cosine_rows([answer.embeddings for answer in answers], minilm.encode(texts)).min() >= 0.9999
+        # Sixteen connections, each accepted by one worker: all on one would be a 1-in-32,768 chance.
+        accepted = {index: established_on(pid, port) for index, pid in worker_pids(served).items()}
+        assert sum(accepted.values()) == len(texts) and all(accepted.values()), accepted
+    finally:
+        for channel in channels:
+            channel.close()
 
 
 def test_one_scrape_sums_the_workers(served):

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.helpers import cosine_rows, words_of
+from tests.helpers import cosine_rows, free_port, words_of
 
 from .conftest import MINILM, processes, processes_mentioning, start_gateway, wait_ready, wait_until_async
 from .recovery import Clock
@@ -44,7 +44,8 @@ def two_workers(gateway, tmp_path_factory):
     """What a test module's ``served`` fixture yields: a server of two workers of its own.
     Bulk leases far longer than any test waits: a dead worker's chunks come back only
     because the primary gives them back at once."""
-    with workers_server(gateway, tmp_path_factory.mktemp("workers"), batch_chunk_texts="50", batch_lease_s="600") as server:
+    with workers_server(gateway, tmp_path_factory.mktemp("workers"), batch_chunk_texts="50", batch_lease_s="600",
+                        grpc_port=str(free_port())) as server:
         yield server
 
 
