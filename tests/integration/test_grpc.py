@@ -12,6 +12,8 @@ port; four tiny models, each converted once.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import grpc
@@ -414,3 +416,24 @@ def test_health_reflection_and_metrics(served, channel):
     headers = {"authorization": f"Bearer {KEY}"}
     assert gateway.metric("embedgate_grpc_requests_total", headers, method="/tei.v1.Embed/Embed", model=DENSE,
                           code="OK") >= 1
+
+
+def test_a_stream_outlives_a_triton_restart(served, channel, library):
+    """Last: tritonserver killed under a stream is restarted, and the stream's requests in
+    flight are sent again (as HTTP requests are): every request is answered, in order."""
+    gateway = served[0]
+    [triton] = gateway.children("tritonserver")
+    texts = [f"sentence {index} of a stream across a restart" for index in range(40)]
+
+    def requests():
+        for index, text in enumerate(texts):
+            if index == 10:
+                os.kill(triton, signal.SIGKILL)
+            yield pb.EmbedRequest(inputs=text, normalize=True)
+            time.sleep(0.01)
+
+    answers = list(stubs.EmbedStub(channel).EmbedStream(requests(), metadata=AUTH, timeout=120))
+    vectors = np.array([answer.embeddings for answer in answers])
+    assert len(answers) == len(texts)
+    assert cosine_rows(vectors, library[DENSE].encode(texts, normalize_embeddings=True)).min() >= 0.9999
+    assert gateway.children("tritonserver") != [triton]
