@@ -228,6 +228,11 @@ def test_embed_all_is_the_multi_vector_models_token_vectors(served, channel, lib
     unary = [embed.EmbedAll(pb.EmbedAllRequest(inputs=text), metadata=named(COLBERT)) for text in texts]
     expected = library[COLBERT].encode(texts)
     by_client = tei_client(served, COLBERT).embed_all(texts)  # its calls are EmbedAllStream
+
+    async def embedded_all():
+        return await tei_client(served, COLBERT).async_embed_all(texts)
+
+    assert np.allclose(np.concatenate(asyncio.run(embedded_all())), np.concatenate(by_client), atol=1e-6)
     http = http_answer(served, COLBERT, "embed_all", {"inputs": texts})
     for answer, theirs, client_rows, http_rows in zip(unary, expected, by_client, http):
         ours = np.array([token.embeddings for token in answer.token_embeddings])
@@ -297,6 +302,11 @@ def test_rerank_and_its_stream_rank_as_the_library(served, channel, library):
     by_client = tei_client(served, RERANKER).rerank(QUERY, DOCUMENTS).ranks
     assert [(rank.index, rank.score) for rank in by_client] == [(rank.index, rank.score) for rank in ranked.ranks]
 
+    async def reranked():
+        return (await tei_client(served, RERANKER).async_rerank(QUERY, DOCUMENTS)).ranks
+
+    assert [rank.index for rank in asyncio.run(reranked())] == [rank.index for rank in ranked.ranks]
+
 
 def test_tokenize_and_decode_as_the_http_routes(served, channel, library):
     tokenize = stubs.TokenizeStub(channel)
@@ -317,6 +327,11 @@ def test_tokenize_and_decode_as_the_http_routes(served, channel, library):
     client = tei_client(served)
     assert client.tokenize(text)[0].get_ids() == ids
     assert client.decode(ids) == decoded
+
+    async def decoded_async():
+        return await tei_client(served).async_decode(ids)
+
+    assert asyncio.run(decoded_async()) == decoded
 
 
 def test_errors_are_teis_status_codes(served, channel):
