@@ -28,7 +28,9 @@ try:  # uvloop (with uvicorn[standard] on Linux): the clients take less CPU from
 except ImportError:  # pragma: no cover - other platforms
     _run_loop = asyncio.run
 
-from embedgate.bench import compare, inprocess, job, plot, processes, served_model, server_stats, stages, sweep
+from embedgate.bench import (
+    compare, inprocess, job, plot, processes, served_model, server_stats, stages, sweep, transports,
+)
 from embedgate.bench.connection import Target
 from embedgate.bench.endpoints import build_endpoint
 from embedgate.bench.grpc_endpoints import GRPC_ENDPOINTS, build_grpc_endpoint
@@ -307,6 +309,8 @@ def main(argv: list[str] | None = None) -> None:
         _inprocess(model, args, [t for i in range(args.requests) for t in payload.inputs(i)], report)
     else:
         _measure_server(args, report)
+        if args.compare_endpoints:
+            report["side_by_side"] = transports.run(args, report, _measure_server, _config)
         if args.compare_model:
             other_args = argparse.Namespace(**{**vars(args), "model": args.compare_model})
             report["compare"] = {"config": _config(other_args)}
@@ -314,6 +318,10 @@ def main(argv: list[str] | None = None) -> None:
             report["comparison"] = compare.comparison(report, report["compare"])
 
     print(format_summary(report))
+    if args.compare_endpoints:
+        for other in report["side_by_side"]["runs"]:
+            print("\n" + format_summary(other))
+        print(transports.format_side_by_side(report["side_by_side"]))
     if args.compare_model:
         print(compare.format_comparison(report))
     if args.json:

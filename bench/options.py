@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--endpoint", choices=(*ENDPOINTS, *GRPC_ENDPOINTS), default="/infer",
                         help="grpc: TEI's gRPC Embed, one unary call per input; grpc-stream: each client's "
                         "inputs on one long-lived EmbedStream (both on --grpc-port)")
+    target.add_argument("--compare-endpoints", nargs="+", default=[], metavar="ENDPOINT",
+                        choices=(*ENDPOINTS, *GRPC_ENDPOINTS),
+                        help="then run the same benchmark against each of these endpoints and print them side "
+                        "by side with --endpoint (their throughput, latency and the gateway's CPU per request)")
     target.add_argument("--grpc-port", type=int, default=int(os.environ.get("EMBEDGATE_GRPC_PORT") or 50051),
                         help="the server's gRPC port, on --url's host, for --endpoint grpc and grpc-stream "
                         "(default 50051) [env EMBEDGATE_GRPC_PORT]")
@@ -149,6 +153,10 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--payload image needs --endpoint /infer")
     if args.payload == "file" and args.input_file is None:
         parser.error("--payload file needs --input-file")
+    if args.compare_endpoints and (args.compare_model or args.inprocess_only or args.sweep or args.job
+                                   or args.payload == "image"):
+        parser.error("--compare-endpoints compares text runs of one model (no --compare-model, --inprocess-only, "
+                     "--sweep, --job or --payload image)")
     if args.compare_model and (args.inprocess_only or args.pretrained or args.compare_model == args.model):
         parser.error("--compare-model needs a server run of a sentence-transformer model and another model")
     for header in args.header:
