@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from ..endpoints.envelope import Answer
+from ..endpoints.tei import TEI_HEADERS
 from ..errors import Empty
 from ..http.tei.info import info
 from ..settings import Settings
@@ -30,11 +31,19 @@ SERVICE_NAMES = tuple(f"{PACKAGE}.{name}" for name in ("Info", "Embed", "Predict
 Translate = Callable[[Any], Any]
 
 
+async def _answer(call: Call, endpoint: str, body_of: Translate, request: Any) -> Answer:
+    """One request's answer: its body, by the endpoint of its HTTP route."""
+    return await getattr(call.tei, endpoint)(body_of(request), call.timeout_s(), call.model())
+
+
 async def _answered(call: Call, endpoint: str, body_of: Translate, response_of: Translate, request: Any) -> Any:
-    """One request: its body, the endpoint of its HTTP route, its response."""
-    body = body_of(request)
-    answer = await getattr(call.tei, endpoint)(body, call.timeout_s(), call.model())
-    return response_of(answer)
+    """One request's response."""
+    return response_of(await _answer(call, endpoint, body_of, request))
+
+
+def _tei_headers(answer: Answer) -> tuple[tuple[str, str], ...]:
+    """TEI's timing headers of the answer, which TEI's unary responses carry as metadata too."""
+    return tuple((name, value) for name, value in answer.headers.items() if name in TEI_HEADERS)
 
 
 def unary(service: str, method: str, endpoint: str, body_of: Translate, response_of: Translate):
@@ -43,7 +52,12 @@ def unary(service: str, method: str, endpoint: str, body_of: Translate, response
 
     async def handle(self: TeiServices, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with self.calls.call(context, path) as call:
-            return await _answered(call, endpoint, body_of, response_of, request)
+            answer = await _answer(call, endpoint, body_of, request)
+            response = response_of(answer)
+            headers = _tei_headers(answer)
+            if headers:
+                await context.send_initial_metadata(headers)
+            return response
 
     handle.__name__ = method
     return handle

@@ -188,6 +188,12 @@ def test_embed_is_the_librarys_encode_and_the_http_routes_answer(served, channel
         assert cosine_rows(vectors, expected).min() >= 0.9999
         np.testing.assert_allclose(vectors, http, atol=1e-6)
     assert unary[0].metadata.compute_tokens > 0 and unary[0].metadata.compute_chars == len(TEXTS[0])
+    # TEI's timing headers come as the unary response's metadata too, as TEI sends them.
+    _, call = embed.Embed.with_call(pb.EmbedRequest(inputs=TEXTS[0], normalize=True), metadata=AUTH)
+    headers = dict(call.initial_metadata())
+    assert int(headers["x-compute-tokens"]) == unary[0].metadata.compute_tokens
+    assert {"x-compute-time", "x-total-time", "x-tokenization-time", "x-queue-time", "x-inference-time",
+            "x-compute-characters"} <= set(headers)
     # Not normalized unless asked (proto3's false), as TEI's gRPC answers.
     raw = embed.Embed(pb.EmbedRequest(inputs=TEXTS[0]), metadata=AUTH).embeddings
     np.testing.assert_allclose(raw, library[DENSE].encode(TEXTS[:1])[0], rtol=1e-4, atol=1e-5)
