@@ -26,6 +26,7 @@ from embedgate.api.grpc.stubs import tei_pb2_grpc as stubs
 from tests import tiny_models
 from tests.helpers import cosine_rows, free_port
 
+from . import grpc_clients
 from .conftest import start_gateway, wait_ready
 
 KEY = "grpc-test-key"
@@ -101,66 +102,9 @@ def http_answer(served, model: str, route: str, body: dict):
     return response.json()
 
 
-class AddMetadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor,
-                  grpc.StreamUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    """What a client that cannot send metadata itself is given (tei-client's ``GrpcClient``
-    takes none): the key, and the model it calls."""
-
-    def __init__(self, metadata):
-        self.metadata = metadata
-
-    def _details(self, details):
-        return details._replace(metadata=(*(details.metadata or ()), *self.metadata))
-
-    def intercept_unary_unary(self, continuation, details, request):
-        return continuation(self._details(details), request)
-
-    intercept_unary_stream = intercept_unary_unary
-
-    def intercept_stream_unary(self, continuation, details, requests):
-        return continuation(self._details(details), requests)
-
-    intercept_stream_stream = intercept_stream_unary
-
-
-class _AsyncMetadata:
-    def __init__(self, metadata):
-        self.metadata = metadata
-
-    def _details(self, details):
-        return details._replace(metadata=grpc.aio.Metadata(*(details.metadata or ()), *self.metadata))
-
-
-class AsyncUnaryMetadata(_AsyncMetadata, grpc.aio.UnaryUnaryClientInterceptor):
-    """:class:`AddMetadata` for an asyncio channel's unary calls (the channel takes an
-    interceptor for one kind of call only)."""
-
-    async def intercept_unary_unary(self, continuation, details, request):
-        return await continuation(self._details(details), request)
-
-
-class AsyncStreamMetadata(_AsyncMetadata, grpc.aio.StreamStreamClientInterceptor):
-    async def intercept_stream_stream(self, continuation, details, requests):
-        return await continuation(self._details(details), requests)
-
-
 def tei_client(served, model: str | None = None):
-    """tei-client's ``GrpcClient``, its calls (sync and async) carrying the key (and a
-    model's name). Made where an event loop is current: the client opens its asyncio
-    channel at once."""
-    from tei_client import GrpcClient
-    from tei_client.clients.grpc_client import Stubs
-
-    try:
-        asyncio.get_event_loop()
-    except RuntimeError:
-        asyncio.set_event_loop(asyncio.new_event_loop())
-    client = GrpcClient(served[1])
-    metadata = named(model) if model else AUTH
-    client._stubs = Stubs(grpc.intercept_channel(client.channel, AddMetadata(metadata)))
-    client._async_stubs = Stubs(grpc.aio.insecure_channel(served[1], interceptors=[AsyncUnaryMetadata(metadata),
-                                                                                   AsyncStreamMetadata(metadata)]))
-    return client
+    """tei-client's ``GrpcClient`` for the module's server, with the key (and a model's name)."""
+    return grpc_clients.tei_client(served[1], named(model) if model else AUTH)
 
 
 def test_info_answers_for_the_default_and_the_named_model(served, channel):
