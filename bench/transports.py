@@ -59,7 +59,8 @@ def format_side_by_side(result: dict) -> str:
     for row in result["endpoints"]:
         lines.append(
             f"{row['endpoint']} | {_cell(row['embeddings_per_s'], '.1f')} | {_cell(row['p50_ms'], '.1f')} / "
-            f"{_cell(row['p99_ms'], '.1f')} | {row['errors']} | {_cell(row['cpu_ms_per_request'].get('gateway'), '.3f')}"
-            f" | {_cell(row['gateway_cpu_ratio'], '.2f')}x, {_cell(row['throughput_ratio'], '.2f')}x"
+            f"{_cell(row['p99_ms'], '.1f')} | {row['errors']} | "
+            f"{_cell(row['cpu_ms_per_request'].get('gateway'), '.3f')} | "
+            f"{_cell(row['gateway_cpu_ratio'], '.2f')}x, {_cell(row['throughput_ratio'], '.2f')}x"
         )
     return "\n".join(lines)

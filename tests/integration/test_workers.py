@@ -2,7 +2,8 @@
 model lifecycle: every worker answers with PyTorch's vectors, a load, unload or delete sent
 to one worker is seen by every worker when the answer comes, listings and load progress
 answer the same on every worker, one scrape sums the workers, every worker serves TEI's
-gRPC API on the shared gRPC port, and a bulk job runs every line once (what happens as what serves them dies: ``test_worker_faults.py``).
+gRPC API on the shared gRPC port, and a bulk job runs every line once (what happens as what
+serves them dies: ``test_worker_faults.py``).
 
 Each worker says who it is in ``x-embedgate-worker``; a client holding one keep-alive
 connection talks to one worker, so a test reaches each worker through a connection of
