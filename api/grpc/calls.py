@@ -23,7 +23,7 @@ from ..errors import DeadlineExceeded
 from ..http.auth import KeyRing
 from ..settings import Settings
 from ..telemetry import tag_key
-from ..telemetry.rpcs import RpcRecord, observed_rpc
+from ..telemetry.rpcs import CLIENT_CLOSED, RpcRecord, observed_rpc
 from .statuses import rpc_error_of
 
 # The metadata key that names the model (TEI serves one model per process; here the name
@@ -83,9 +83,10 @@ class Calls:
                 raise
             except asyncio.CancelledError:
                 # The client cancelled, or went away: gRPC cancels the method's task.
-                record.code = grpc.StatusCode.CANCELLED.name
+                record.code, record.status = grpc.StatusCode.CANCELLED.name, CLIENT_CLOSED
                 raise
             except Exception as error:  # noqa: BLE001 - every error is a status (statuses.py)
                 status = rpc_error_of(error)
-                record.code = status.code.name
+                record.code, record.status = status.code.name, status.status
+                record.record.error_code = status.error_code
                 await context.abort(status.code, status.message, status.trailers)

@@ -50,13 +50,18 @@ Metadata = tuple[tuple[str, str], ...]
 
 
 class RpcError(Exception):
-    """An error answered as a gRPC status: its code, message and trailing metadata."""
+    """An error answered as a gRPC status: its code, message and trailing metadata; and, for
+    the key's metrics, the HTTP status and error code TEI's HTTP route answers it with."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, trailers: Metadata = ()):
+    def __init__(
+        self, code: grpc.StatusCode, message: str, trailers: Metadata = (), *, status: int = 500, error_code: str = ""
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
         self.trailers = trailers
+        self.status = status
+        self.error_code = error_code
 
 
 def status_code(status: int, error_type: str) -> grpc.StatusCode:
@@ -70,7 +75,7 @@ def tei_status(status: int, code: str, message: str, retry_after: str | None = N
     trailers = (("error_type", body["error_type"]),)
     if retry_after is not None:
         trailers += (("retry-after", retry_after),)
-    return RpcError(status_code(status, body["error_type"]), body["error"], trailers)
+    return RpcError(status_code(status, body["error_type"]), body["error"], trailers, status=status, error_code=code)
 
 
 def rpc_error_of(error: BaseException) -> RpcError:

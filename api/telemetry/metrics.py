@@ -48,7 +48,8 @@ REJECTIONS = Counter(
 )
 KEY_REQUESTS = Counter(
     "embedgate_key_requests",
-    "HTTP requests answered per API key (its configured name, or key- and a short keyed hash), by status code.",
+    "HTTP requests and gRPC calls answered per API key (its configured name, or key- and a short keyed hash), by "
+    "status code (a gRPC call's: the HTTP status TEI's HTTP route answers the same with; 499: cancelled).",
     ["key", "status"],
     registry=REGISTRY,
 )

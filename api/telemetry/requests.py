@@ -74,7 +74,6 @@ class MetricsMiddleware:
         self.app = app
         # Label children by label values: skips prometheus_client's per-call label checks.
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-        self._key_series: dict[tuple[str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,19 +110,24 @@ class MetricsMiddleware:
         counter, histogram = series
         counter.inc()
         histogram.observe(seconds)
-        rejected = status in REJECTION_STATUSES
-        if rejected:
+        if status in REJECTION_STATUSES:
             REJECTIONS.labels(endpoint, record.model, record.error_code or str(status)).inc()
         if record.key:
-            self._observe_key(record, status, rejected)
+            observe_key(record, status)
 
-    def _observe_key(self, record: RequestRecord, status: int, rejected: bool) -> None:
-        key = record.key
-        counter = self._key_series.get((key, status))
-        if counter is None:
-            counter = self._key_series[(key, status)] = KEY_REQUESTS.labels(key, str(status))
-        counter.inc()
-        if status == 200 and record.inputs:
-            KEY_INPUTS.labels(key).inc(record.inputs)
-        if rejected:
-            KEY_REJECTIONS.labels(key, record.error_code or str(status)).inc()
+
+# Each key's request counter, by key and status (prometheus_client's label checks skipped).
+_key_series: dict[tuple[str, int], Any] = {}
+
+
+def observe_key(record: RequestRecord, status: int) -> None:
+    """A request (or gRPC call) with a key, answered ``status``, in the key's metrics."""
+    key = record.key
+    counter = _key_series.get((key, status))
+    if counter is None:
+        counter = _key_series[(key, status)] = KEY_REQUESTS.labels(key, str(status))
+    counter.inc()
+    if status == 200 and record.inputs:
+        KEY_INPUTS.labels(key).inc(record.inputs)
+    if status in REJECTION_STATUSES:
+        KEY_REJECTIONS.labels(key, record.error_code or str(status)).inc()

@@ -122,3 +122,25 @@ async def test_a_cancelled_call_is_counted_as_cancelled():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert counted("/t/cancel", "CANCELLED") == before + 1
+
+
+def key_sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0
+
+
+async def test_a_call_with_a_key_counts_in_the_keys_metrics_as_its_http_request_would():
+    keys = calls("k-metrics")
+    label = keys.keyring.check("Bearer k-metrics", admin=False).label
+    authorized = [("authorization", "Bearer k-metrics")]
+    answered = key_sample("embedgate_key_requests_total", key=label, status="200")
+    # TEI's HTTP route answers an overload 429 (where the native routes answer 503).
+    refused = key_sample("embedgate_key_requests_total", key=label, status="429")
+    overloaded = key_sample("embedgate_key_rejections_total", key=label, reason="overloaded")
+    async with keys.call(Context(authorized), "/t/key"):
+        pass
+    with pytest.raises(Aborted):
+        async with keys.call(Context(authorized), "/t/key"):
+            raise Overloaded("at its limit")
+    assert key_sample("embedgate_key_requests_total", key=label, status="200") == answered + 1
+    assert key_sample("embedgate_key_requests_total", key=label, status="429") == refused + 1
+    assert key_sample("embedgate_key_rejections_total", key=label, reason="overloaded") == overloaded + 1
