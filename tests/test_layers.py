@@ -28,6 +28,9 @@ LAYERS = [
     ("api.__main__",),
     ("api.cli",),
     ("api.ray_serve", "api.workers"),
+    # TEI's gRPC API: a face over the HTTP face's keys and TEI's shapes, given to the app by
+    # whoever serves it (the HTTP app imports nothing of it).
+    ("api.grpc",),
     ("api.http",),
     ("api.gateway",),
     ("api.jobs",),
@@ -54,8 +57,10 @@ ALLOWED = {
     "python_backend": (),
     # python_backend.torch_graphs: a GPU instance's forward, timed as the instance runs it.
     # api.compute.requests.chunking: a chunked request's chunks, cut here to send them as inputs.
+    # api.grpc.stubs: TEI's gRPC interface, which the benchmark loads as a client does.
     "bench": ("contract", "converters.weights", "converters.triton_config", "converters.library.gpu",
-              "python_backend.torch_graphs", "api.settings", "api.models.names", "api.compute.requests.chunking"),
+              "python_backend.torch_graphs", "api.settings", "api.models.names", "api.compute.requests.chunking",
+              "api.grpc.stubs"),
 }
 
 
@@ -250,8 +255,15 @@ def test_domain_errors_carry_no_http_status():
     assert [cls.__name__ for cls in seen if {"status", "headers"} & set(vars(cls))] == []
 
 
+def generated(path: Path) -> bool:
+    """Written by a tool at build time (TEI's gRPC stubs, by protoc), not by hand."""
+    return path.is_relative_to(ROOT / "api" / "grpc" / "stubs") and path.name != "__init__.py"
+
+
 def test_no_module_is_over_400_lines():
     long = {
-        str(path.relative_to(ROOT)): n for path in MODULES.values() if (n := len(path.read_text().splitlines())) > 400
+        str(path.relative_to(ROOT)): n
+        for path in MODULES.values()
+        if not generated(path) and (n := len(path.read_text().splitlines())) > 400
     }
     assert long == {}

@@ -59,6 +59,7 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     from .. import collector
+    from ..grpc import grpc_faces
     from ..http.app import create_app
     from ..http.server import uvicorn_options
     from ..workers import primary
@@ -72,7 +73,7 @@ def serve(settings: Settings) -> None:
     if workers > 1:
         primary.serve(settings, workers)
         return
-    app = create_app(settings)
+    app = create_app(settings, faces=grpc_faces(settings, shared_port=False))
     collector.settle()
     uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings.log_level))
 

@@ -1,10 +1,12 @@
 """The FastAPI application factory. Thin on purpose: wiring lives in Gateway, behaviour
-in the endpoints (``api/endpoints/``) the routes call."""
+in the endpoints (``api/endpoints/``) the routes call. The gateway's other faces (TEI's
+gRPC API, ``api/grpc``) are given by whoever serves the app, and run with its gateway."""
 
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -31,8 +33,16 @@ UPLOAD_PATHS = ("/v1/files",)
 MULTIPART_ALLOWANCE = 1 << 20
 
 
-def create_app(settings: Settings | None = None, *, cluster: Cluster | None = None) -> FastAPI:
-    """The gateway's app; ``cluster`` when it runs as one replica of many (Ray Serve)."""
+# Another face of the gateway (TEI's gRPC API): given the gateway and the key ring, the
+# context in which it serves, entered once the gateway runs and left before it stops.
+Face = Callable[[Gateway, KeyRing], AbstractAsyncContextManager[None]]
+
+
+def create_app(
+    settings: Settings | None = None, *, cluster: Cluster | None = None, faces: Sequence[Face] = ()
+) -> FastAPI:
+    """The gateway's app; ``cluster`` when it runs as one replica of many (Ray Serve);
+    ``faces``: the gateway's other faces, served while the app runs."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -40,19 +50,12 @@ def create_app(settings: Settings | None = None, *, cluster: Cluster | None = No
         gateway = Gateway(settings, cluster)
         await gateway.start()
         app.state.gateway = gateway
-        grpc_api = None
         try:
-            if settings.grpc_port:
-                # Imported only where it is served: the grpc extra may not be installed.
-                from ..grpc.server import GrpcServer
-
-                # Gateways that share the HTTP port (workers, replicas) share the gRPC port too.
-                grpc_api = GrpcServer(gateway, app.state.keyring, shared_port=cluster is not None)
-                await grpc_api.start()
-            yield
+            async with AsyncExitStack() as serving:
+                for face in faces:
+                    await serving.enter_async_context(face(gateway, app.state.keyring))
+                yield
         finally:
-            if grpc_api is not None:
-                await grpc_api.stop()
             app.state.gateway = None
             await gateway.stop()
 

@@ -12,6 +12,7 @@ from ray import serve
 from starlette.types import ASGIApp
 
 from .. import collector
+from ..grpc import grpc_faces
 from ..http.app import create_app
 from ..http.middleware import ServedBy
 from ..settings import Settings
@@ -54,7 +55,8 @@ class EmbedGate:
             ray.util.get_node_ip_address(),
             converge_timeout_s=self.settings.load_timeout_s,
         )
-        self._app = create_app(self.settings, cluster=self.cluster)
+        # Replicas that share a node share the gRPC port (SO_REUSEPORT), as the proxy spreads HTTP.
+        self._app = create_app(self.settings, cluster=self.cluster, faces=grpc_faces(self.settings, shared_port=True))
         self._app.add_middleware(ServedBy, header=REPLICA_HEADER, value=self.replica_id)
         self._unready_since: float | None = None
         collector.settle()

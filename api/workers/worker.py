@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from .. import collector
+    from ..grpc import grpc_faces
     from ..http.app import create_app
     from ..http.middleware import ServedBy
     from ..http.server import uvicorn_options
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> None:
         format=f"%(asctime)s %(levelname)s %(name)s [worker {args.index}]: %(message)s",
     )
     sock = worker_socket(settings.host, args.port)
-    app = create_app(settings, cluster=WorkerCluster(settings, args.control, args.index))
+    # Every worker serves the gRPC port too (SO_REUSEPORT), as it serves the HTTP one.
+    app = create_app(settings, cluster=WorkerCluster(settings, args.control, args.index),
+                     faces=grpc_faces(settings, shared_port=True))
     app.add_middleware(ServedBy, header=WORKER_HEADER, value=str(args.index))
     collector.settle()
     config = uvicorn.Config(app, **uvicorn_options(settings.log_level))

@@ -190,8 +190,9 @@ def test_one_ray_version_everywhere():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["ray"] == [f"ray[serve]=={ray.__version__}"]
     assert rayservice()["spec"]["rayClusterConfig"]["rayVersion"] == ray.__version__
-    # The Ray image installs the package's `ray` extra: Ray's version is the extra's.
-    assert '-c constraints.txt ".[ray]"' in DOCKERFILE.read_text()
+    # The Ray image installs the package's `ray` extra: Ray's version is the extra's (and the
+    # `grpc` extra, for TEI's gRPC API on the replicas).
+    assert '-c constraints.txt ".[ray,grpc]"' in DOCKERFILE.read_text()
     assert importlib.metadata.version("ray") == ray.__version__
 
 
