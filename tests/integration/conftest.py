@@ -184,6 +184,25 @@ def model_stubs(triton_pid: int, triton_name: str) -> list[int]:
     return found
 
 
+def established_on(pid: int, port: int) -> int:
+    """Connections process ``pid`` holds that were accepted on ``port`` (/proc's TCP tables)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01" and fields[9] in inodes:
+                count += 1
+    return count
+
+
 def processes_mentioning(text: str) -> list[int]:
     pids = []
     for pid, _, _ in processes():

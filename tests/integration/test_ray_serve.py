@@ -6,8 +6,9 @@ The model is a tiny one the test builds (what is checked is how replicas share a
 it, not its size), compared with the library's own vectors of it. The model repository is
 an S3 bucket of a ``moto_server`` on 127.0.0.1 (the AWS_* variables reach the replicas
 through the Ray nodes' environment). The replicas are deployed with ``embedgate serve
---ray`` and used through Serve's HTTP proxy, with loads on a first request on: a test that
-means a replica served what the desired state gave it checks that no answer waited for a load.
+--ray`` and used through Serve's HTTP proxy (and TEI's gRPC API, which every replica serves
+on the application's gRPC port), with loads on a first request on: a test that means a
+replica served what the desired state gave it checks that no answer waited for a load.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tests.s3 import S3Bucket
 
 from .conftest import (
     assert_each_got_its_embedding,
+    established_on,
     free_port,
     processes,
     steady_clients,
@@ -70,6 +72,8 @@ class Deployment:
     bucket: S3Bucket
     # The bulk jobs' coordinator keeps its store here (the bucket holds the files).
     jobs_dir: Path
+    # TEI's gRPC API of every replica (on this one-machine cluster, one port they share).
+    grpc_port: int
 
     def deploy(self, replicas: int) -> None:
         """``embedgate serve --ray`` against the running cluster (deploys, then returns)."""
@@ -93,7 +97,7 @@ class Deployment:
         ]
         env = {
             **os.environ, "HF_HUB_OFFLINE": "1", "EMBEDGATE_TRITON_STARTUP_TIMEOUT_S": str(STARTUP_TIMEOUT_S),
-            "EMBEDGATE_LOAD_ON_FIRST_REQUEST": "true",
+            "EMBEDGATE_LOAD_ON_FIRST_REQUEST": "true", "EMBEDGATE_GRPC_PORT": str(self.grpc_port),
         }
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -156,6 +160,7 @@ def _ray_app(bucket: S3Bucket, jobs_dir: Path):
             f"http://127.0.0.1:{dashboard_port}",
             bucket,
             jobs_dir,
+            free_port(),
         )
         app.deploy(replicas=1)
         yield app
@@ -211,6 +216,35 @@ def test_a_model_loaded_once_is_served_by_every_replica_including_later_ones(ray
     np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-6)
     # The second replica loaded the first one's conversion: not one object of it written again.
     assert stored(ray_app.bucket, TRITON_NAME) == as_converted
+
+
+def test_every_replica_serves_teis_grpc_api_on_the_applications_port(ray_app, library):
+    """Each replica serves TEI's gRPC API on the application's gRPC port (the replicas of this
+    one-machine cluster share it, SO_REUSEPORT): new connections land on every replica, and
+    each answers with the library's vectors."""
+    import grpc
+
+    from embedgate.api.grpc.stubs import tei_pb2, tei_pb2_grpc
+
+    replicas = ray_app.wait_replicas(len(ray_app.replicas()))
+    assert len(replicas) >= 2, replicas
+    texts = [f"over gRPC, connection {index} of the replicas" for index in range(16)]
+    # A connection of each channel's own (channels of one process share them unless told).
+    channels = [grpc.insecure_channel(f"127.0.0.1:{ray_app.grpc_port}", options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in texts]
+    try:
+        answers = [
+            tei_pb2_grpc.EmbedStub(channel).Embed(tei_pb2.EmbedRequest(inputs=text, normalize=True),
+                                                  metadata=(("x-model", MODEL),), timeout=120)
+            for channel, text in zip(channels, texts)
+        ]
+        assert cosine_rows([answer.embeddings for answer in answers], library.encode(texts)).min() >= 0.9999
+        # Sixteen connections, each accepted by one replica: all on one would be a 1-in-32,768 chance.
+        accepted = {replica["replica_id"]: established_on(replica["pid"], ray_app.grpc_port) for replica in replicas}
+        assert sum(accepted.values()) == len(texts) and all(accepted.values()), accepted
+    finally:
+        for channel in channels:
+            channel.close()
 
 
 def stored(bucket: S3Bucket, under: str) -> dict[str, tuple[str, object]]:

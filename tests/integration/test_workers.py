@@ -26,7 +26,7 @@ import pytest
 from tests import tiny_models
 from tests.helpers import cosine_rows
 
-from .conftest import MINILM, start_gateway, wait_ready, wait_until, wait_until_async
+from .conftest import MINILM, established_on, start_gateway, wait_ready, wait_until, wait_until_async
 from .test_batches import jsonl, line, read_jsonl, wait_done
 from .worker_clients import (
     WORKER,
@@ -207,25 +207,6 @@ def cpu_seconds(pids: list[int]) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
-
-
-def established_on(pid: int, port: int) -> int:
-    """Connections process ``pid`` holds that were accepted on ``port`` (/proc's TCP tables)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    for table in ("tcp", "tcp6"):
-        for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = row.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01" and fields[9] in inodes:
-                count += 1
-    return count
 
 
 def test_every_worker_serves_teis_grpc_api_on_the_shared_port(served, minilm):
