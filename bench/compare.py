@@ -16,16 +16,22 @@ def _latency_ms(report: dict, percentile: int) -> float | None:
     return round(value * 1000, 1) if value is not None else None
 
 
+def load_columns(report: dict) -> dict:
+    """A run's throughput and latency, as every comparison's line shows them."""
+    return {
+        "embeddings_per_s": (report.get("load") or {}).get("embeddings_per_s"),
+        "p50_ms": _latency_ms(report, 50),
+        "p99_ms": _latency_ms(report, 99),
+    }
+
+
 def model_row(report: dict) -> dict:
     """One model's line of the comparison: throughput, latency, parity and file size."""
-    load = report.get("load") or {}
     inprocess = report.get("inprocess") or {}
     model = report.get("model") or {}
     return {
         "model": report["config"]["model"],
-        "embeddings_per_s": load.get("embeddings_per_s"),
-        "p50_ms": _latency_ms(report, 50),
-        "p99_ms": _latency_ms(report, 99),
+        **load_columns(report),
         "parity_min_cosine": model.get("parity_min_cosine"),
         "onnx_mb": inprocess.get("onnx_mb"),
         "inprocess_embeddings_per_s": {

@@ -9,18 +9,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from embedgate.bench.compare import _cell, _latency_ms
+from embedgate.bench.compare import _cell, load_columns
 
 
 def endpoint_row(report: dict) -> dict:
     """One endpoint's line: throughput, latency, and the CPU a request cost each process role."""
-    load = report.get("load") or {}
     return {
         "endpoint": report["config"]["endpoint"],
-        "embeddings_per_s": load.get("embeddings_per_s"),
-        "p50_ms": _latency_ms(report, 50),
-        "p99_ms": _latency_ms(report, 99),
-        "errors": sum((load.get("errors") or {}).values()),
+        **load_columns(report),
+        "errors": sum(((report.get("load") or {}).get("errors") or {}).values()),
         "cpu_ms_per_request": report.get("cpu_ms_per_request") or {},
     }
 

@@ -1,11 +1,16 @@
 """TEI's Python client (tei-client's ``GrpcClient``) given the metadata it cannot send itself
-(the key, the model's name), through interceptors on its channels, sync and asyncio."""
+(the key, the model's name), through interceptors on its channels, sync and asyncio; and
+texts embedded over connections of their own, for the tests of several processes sharing
+a gRPC port."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 import grpc
+import numpy as np
 
 
 class AddMetadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor,
@@ -67,3 +72,25 @@ def tei_client(address: str, metadata: tuple[tuple[str, str], ...]):
     interceptors = [AsyncUnaryMetadata(metadata), AsyncStreamMetadata(metadata)]
     client._async_stubs = Stubs(grpc.aio.insecure_channel(address, interceptors=interceptors))
     return client
+
+
+@contextlib.contextmanager
+def embedded_on_connections(port: int, texts: list[str], model: str) -> Iterator[np.ndarray]:
+    """Each text embedded over a connection of its own to ``port`` (TEI's gRPC ``Embed``):
+    the vectors, while the connections are still open (the processes that accepted them
+    hold them, for a test to count)."""
+    from embedgate.api.grpc.stubs import tei_pb2, tei_pb2_grpc
+
+    # A connection of each channel's own (channels of one process share them unless told).
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in texts]
+    try:
+        answers = [
+            tei_pb2_grpc.EmbedStub(channel).Embed(tei_pb2.EmbedRequest(inputs=text, normalize=True),
+                                                  metadata=(("x-model", model),), timeout=120)
+            for channel, text in zip(channels, texts)
+        ]
+        yield np.asarray([answer.embeddings for answer in answers])
+    finally:
+        for channel in channels:
+            channel.close()

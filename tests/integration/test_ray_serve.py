@@ -46,6 +46,7 @@ from .conftest import (
     wait_until,
     wait_until_async,
 )
+from .grpc_clients import embedded_on_connections
 from .recovery import Clock, recovered
 
 REPLICA = "x-embedgate-replica"
@@ -222,29 +223,14 @@ def test_every_replica_serves_teis_grpc_api_on_the_applications_port(ray_app, li
     """Each replica serves TEI's gRPC API on the application's gRPC port (the replicas of this
     one-machine cluster share it, SO_REUSEPORT): new connections land on every replica, and
     each answers with the library's vectors."""
-    import grpc
-
-    from embedgate.api.grpc.stubs import tei_pb2, tei_pb2_grpc
-
     replicas = ray_app.wait_replicas(len(ray_app.replicas()))
     assert len(replicas) >= 2, replicas
     texts = [f"over gRPC, connection {index} of the replicas" for index in range(16)]
-    # A connection of each channel's own (channels of one process share them unless told).
-    channels = [grpc.insecure_channel(f"127.0.0.1:{ray_app.grpc_port}", options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in texts]
-    try:
-        answers = [
-            tei_pb2_grpc.EmbedStub(channel).Embed(tei_pb2.EmbedRequest(inputs=text, normalize=True),
-                                                  metadata=(("x-model", MODEL),), timeout=120)
-            for channel, text in zip(channels, texts)
-        ]
-        assert cosine_rows([answer.embeddings for answer in answers], library.encode(texts)).min() >= 0.9999
+    with embedded_on_connections(ray_app.grpc_port, texts, MODEL) as vectors:
+        assert cosine_rows(vectors, library.encode(texts)).min() >= 0.9999
         # Sixteen connections, each accepted by one replica: all on one would be a 1-in-32,768 chance.
         accepted = {replica["replica_id"]: established_on(replica["pid"], ray_app.grpc_port) for replica in replicas}
         assert sum(accepted.values()) == len(texts) and all(accepted.values()), accepted
-    finally:
-        for channel in channels:
-            channel.close()
 
 
 def stored(bucket: S3Bucket, under: str) -> dict[str, tuple[str, object]]:

@@ -27,6 +27,7 @@ from tests import tiny_models
 from tests.helpers import cosine_rows
 
 from .conftest import MINILM, established_on, start_gateway, wait_ready, wait_until, wait_until_async
+from .grpc_clients import embedded_on_connections
 from .test_batches import jsonl, line, read_jsonl, wait_done
 from .worker_clients import (
     WORKER,
@@ -212,30 +213,15 @@ def cpu_seconds(pids: list[int]) -> float:
 def test_every_worker_serves_teis_grpc_api_on_the_shared_port(served, minilm):
     """Each worker binds the gRPC port too (SO_REUSEPORT): new connections land on every
     worker, and each answers with the library's vectors."""
-    import grpc
-
-    from embedgate.api.grpc.stubs import tei_pb2, tei_pb2_grpc
-
     serving = re.compile(r"\[worker \d\]: TEI's gRPC API on [\d.]+:(\d+)")
     wait_until(lambda: len(serving.findall(served.log())) == WORKERS, 60, "every worker serving gRPC")
     [port] = {int(found) for found in serving.findall(served.log())}
     texts = [f"over gRPC, connection {index} embeds this" for index in range(16)]
-    # A connection of each channel's own (channels of one process share them unless told).
-    channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in texts]
-    try:
-        answers = [
-            tei_pb2_grpc.EmbedStub(channel).Embed(tei_pb2.EmbedRequest(inputs=text, normalize=True),
-                                                  metadata=(("x-model", MINILM),), timeout=60)
-            for channel, text in zip(channels, texts)
-        ]
-        assert cosine_rows([answer.embeddings for answer in answers], minilm.encode(texts)).min() >= 0.9999
+    with embedded_on_connections(port, texts, MINILM) as vectors:
+        assert cosine_rows(vectors, minilm.encode(texts)).min() >= 0.9999
         # Sixteen connections, each accepted by one worker: all on one would be a 1-in-32,768 chance.
         accepted = {index: established_on(pid, port) for index, pid in worker_pids(served).items()}
         assert sum(accepted.values()) == len(texts) and all(accepted.values()), accepted
-    finally:
-        for channel in channels:
-            channel.close()
 
 
 def test_one_scrape_sums_the_workers(served):
